@@ -1,0 +1,47 @@
+"""Reader actors: each answers queries on its own read-only connection.
+
+Every query runs in one read transaction, so a page is one consistent snapshot; in WAL
+mode readers never block the writer and the writer never blocks them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import apsw
+from pykka import ThreadingActor
+
+from domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRuntimeReceipt, LoadState
+from storage.materialized import load_materialized_session
+from storage.paging import load_api_events, load_runtime_receipt
+from storage.sessions import load_state
+
+__all__ = ["ReaderActor"]
+
+logger = logging.getLogger(__name__)
+
+
+class ReaderActor(ThreadingActor):
+    """Answers reader messages; a failing query fails only its own ask."""
+
+    def __init__(self, connection: apsw.Connection) -> None:
+        super().__init__()
+        self._connection = connection
+
+    def on_stop(self) -> None:
+        self._connection.close()
+
+    def on_receive(self, message: Any) -> Any:
+        connection = self._connection
+        match message:
+            case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
+                return load_api_events(connection, event_filter, after_seq, limit)
+            case LoadRuntimeReceipt(session_id=session_id):
+                return load_runtime_receipt(connection, session_id)
+            case LoadMaterializedSession(session_id=session_id):
+                return load_materialized_session(connection, session_id)
+            case LoadState():
+                return load_state(connection)
+        logger.warning("reader ignored an unexpected message %r", message)
+        return None

@@ -1,0 +1,182 @@
+"""The writer actor: the only place a write connection is used.
+
+Jobs arrive FIFO through a bounded inbox (a full inbox blocks the sender). With group
+commit on, the writer takes every job already waiting (up to ``max_batch``), runs them
+in one IMMEDIATE transaction with a savepoint each, commits once, and only then replies
+to each sender: a failing job rolls back only its own savepoint. The schema is checked
+under the write lock before any job runs. If a commit fails, nobody can tell what was
+written, so the writer answers that batch and every later job with ``WriterStopped``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import pykka
+from pykka import ThreadingActor
+
+from domain.errors import StoreError, WriterStopped
+
+__all__ = ["Job", "WriterActor", "blocking_job"]
+
+logger = logging.getLogger(__name__)
+
+Operation = Callable[[apsw.Connection], Any]
+
+
+@dataclass(slots=True)
+class Job:
+    """One unit of work for the writer: ``run`` gets the connection inside a savepoint.
+
+    ``reply`` (if any) gets the result or the error after the enclosing commit.
+    """
+
+    label: str
+    run: Operation
+    reply: pykka.Future[Any] | None = None
+
+
+class WriterActor(ThreadingActor):
+    """Runs :class:`Job` s on the single write connection, FIFO, with group commit."""
+
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        *,
+        capacity: int,
+        group_commit: bool,
+        check_schema: Callable[[apsw.Connection], None],
+        read_latest_seq: Callable[[apsw.Connection], int],
+        on_commit: Callable[[int], None],
+        close_connection: Callable[[], None],
+        max_batch: int = 256,
+    ) -> None:
+        self._capacity = capacity
+        super().__init__()
+        self._connection = connection
+        self._group_commit = group_commit
+        self._check_schema = check_schema
+        self._read_latest_seq = read_latest_seq
+        self._on_commit = on_commit
+        self._close_connection = close_connection
+        self._max_batch = max_batch if group_commit else 1
+        self._stopped_by: str | None = None
+
+    def _create_actor_inbox(self) -> queue.Queue[Any]:  # type: ignore[override]
+        # pykka's inbox hook: a bounded queue makes a full inbox block the sender.
+        return queue.Queue(maxsize=self._capacity)
+
+    def on_stop(self) -> None:
+        self._close_connection()
+
+    def on_receive(self, message: Any) -> Any:
+        if not isinstance(message, Job):
+            logger.warning("writer ignored an unexpected message %r", message)
+            return None
+        batch = [message]
+        deferred: list[Any] = []
+        while len(batch) < self._max_batch:
+            try:
+                envelope = self.actor_inbox.get_nowait()  # type: ignore[attr-defined]
+            except queue.Empty:
+                break
+            if isinstance(envelope.message, Job):
+                batch.append(envelope.message)
+            else:
+                # pykka's own messages (stop) keep their place after this batch.
+                deferred.append(envelope)
+                break
+        self._run_batch(batch)
+        for envelope in deferred:
+            try:
+                result = self._handle_receive(envelope.message)
+            except Exception:  # noqa: BLE001 - handed to the waiting caller
+                if envelope.reply_to is not None:
+                    envelope.reply_to.set_exception()
+            else:
+                if envelope.reply_to is not None:
+                    envelope.reply_to.set(result)
+        return None
+
+    def _run_batch(self, batch: list[Job]) -> None:
+        if self._stopped_by is not None:
+            self._fail_all(batch, WriterStopped(self._stopped_by))
+            return
+        connection = self._connection
+        results: list[tuple[Job, Any, BaseException | None]] = []
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except apsw.Error as exc:
+            self._fail_all(batch, WriterStopped(f"writer could not begin a transaction: {exc}"))
+            return
+        try:
+            self._check_schema(connection)
+        except StoreError as exc:
+            connection.execute("ROLLBACK")
+            self._fail_all(batch, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - classified below
+            connection.execute("ROLLBACK")
+            self._fail_all(batch, WriterStopped(f"schema check failed: {exc}"))
+            return
+        for job in batch:
+            try:
+                with connection:  # a savepoint: a failure undoes only this job
+                    value = job.run(connection)
+            except StoreError as exc:
+                results.append((job, None, exc))
+            except Exception as exc:  # noqa: BLE001 - its savepoint is rolled back; others go on
+                logger.exception("writer job %s failed unexpectedly", job.label)
+                results.append((job, None, WriterStopped(f"{job.label} failed: {exc!r}")))
+            else:
+                results.append((job, value, None))
+        try:
+            connection.execute("COMMIT")
+        except apsw.Error as exc:
+            self._stopped_by = (
+                f"commit failed ({exc}); the store may or may not hold the last batch, "
+                "so the writer accepts no more work"
+            )
+            logger.error("writer stopped: %s", self._stopped_by)
+            try:
+                connection.execute("ROLLBACK")
+            except apsw.Error:
+                pass
+            self._fail_all(batch, WriterStopped(self._stopped_by))
+            return
+        try:
+            self._on_commit(self._read_latest_seq(connection))
+        except Exception:  # noqa: BLE001 - notification must never fail a commit
+            logger.exception("commit notification failed")
+        for job, value, error in results:
+            if job.reply is None:
+                if error is not None:
+                    logger.error("writer job %s failed: %s", job.label, error)
+                continue
+            if error is None:
+                job.reply.set(value)
+            else:
+                job.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
+
+    @staticmethod
+    def _fail_all(batch: list[Job], error: StoreError) -> None:
+        for job in batch:
+            if job.reply is None:
+                logger.error("writer job %s refused: %s", job.label, error)
+            else:
+                job.reply.set_exception(exc_info=(type(error), error, None))
+
+
+def blocking_job(label: str, gate: threading.Event) -> Job:
+    """A job that holds the writer until ``gate`` is set (for tests of backpressure)."""
+
+    def wait(_connection: apsw.Connection) -> None:
+        gate.wait()
+
+    return Job(label=label, run=wait)

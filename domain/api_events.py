@@ -1,0 +1,270 @@
+"""The global feed: API events, their filter and their pages.
+
+An :class:`ApiEvent` on the wire is flat (``seq``, ``session_id``, ``recorded_at_ms``,
+``type``, ``data``); the store keeps only ``{"type", "data"}`` (:data:`ApiEventData`)
+as the row body. Encoding is deterministic, so equal values give equal bytes; the store
+relies on that to detect activity changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Self
+
+import msgspec
+
+from domain.elicitation import ElicitationRequest
+from domain.errors import InvalidInput
+from domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
+from domain.runtime import RuntimeReceipt
+from domain.wire import Wire, emitted, encode
+
+__all__ = [
+    "ApiActivityChanged",
+    "ApiActivityDetails",
+    "ApiActivityKind",
+    "ApiActivityState",
+    "ApiCommandEnded",
+    "ApiEvent",
+    "ApiEventData",
+    "ApiEventFilter",
+    "ApiEventPage",
+    "ApiInputRequired",
+    "ApiInputResolved",
+    "ApiLegacyNotice",
+    "ApiRuntimeResolved",
+    "ApiSessionFault",
+    "ApiTurnEnded",
+    "ApiTurnStarted",
+    "MaterializedTurn",
+    "decode_api_event_data",
+    "event_kind",
+]
+
+
+class MaterializedTurn(Wire, kw_only=True, forbid_unknown_fields=True):
+    """The turn a session is running."""
+
+    command_id: str
+    accepted_ordinal: int | None = None
+    turn_start_position: int
+    started_at_ms: int
+    steered_into: str | None = None
+
+
+class ApiActivityKind(enum.Enum):
+    TURN = "turn"
+    STEP = "step"
+    BACKGROUND = "background"
+    IDLE = "idle"
+    LIFECYCLE = "lifecycle"
+
+
+class ApiActivityDetails(Wire, kw_only=True, forbid_unknown_fields=True):
+    kind: ApiActivityKind
+    turn_started_at_ms: int | None = None
+    step_started_at_ms: int | None = None
+    background_started_at_ms: int | None = None
+    idle_since_ms: int | None = None
+    last_activity_at_ms: int | None = None
+    label: str | None = None
+
+
+class ApiActivityState(Wire, kw_only=True):
+    """What a session is doing, as the supervisor publishes it."""
+
+    state: str
+    details: ApiActivityDetails | None = emitted(None)
+    is_idle: bool = emitted(False)
+    waiting_for_input: bool = emitted(False)
+    capacity_retry: bool = emitted(False)
+
+
+class _ApiVariant(Wire, kw_only=True):
+    @classmethod
+    def of(cls, **fields: Any) -> Self:
+        """Build the event from its data fields."""
+        data_type = next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
+        return cls(data=data_type(**fields))  # type: ignore[call-arg]
+
+    @property
+    def kind(self) -> str:
+        """The event's ``type`` (``turn_started``, ``session_fault``, ...)."""
+        tag = self.__struct_config__.tag
+        assert isinstance(tag, str)
+        return tag
+
+
+class RuntimeResolvedData(Wire, kw_only=True):
+    receipt: RuntimeReceipt
+
+
+class ApiRuntimeResolved(_ApiVariant, tag="runtime_resolved"):
+    data: RuntimeResolvedData
+
+
+class TurnStartedData(Wire, kw_only=True):
+    turn: MaterializedTurn
+
+
+class ApiTurnStarted(_ApiVariant, tag="turn_started"):
+    data: TurnStartedData
+
+
+class TurnEndedData(Wire, kw_only=True):
+    turn: ApiTurnOutcome
+
+
+class ApiTurnEnded(_ApiVariant, tag="turn_ended"):
+    data: TurnEndedData
+
+
+class ApiCommandEnded(_ApiVariant, tag="command_ended"):
+    """``data`` is the :class:`CommandResult` itself (the origin flattens it)."""
+
+    data: CommandResult
+
+
+class SessionFaultEventData(Wire, kw_only=True):
+    reason: OutcomeReason
+    message: str
+    command_id: str | None = emitted(None)
+
+
+class ApiSessionFault(_ApiVariant, tag="session_fault"):
+    data: SessionFaultEventData
+
+
+class LegacyNoticeData(Wire, kw_only=True):
+    original_type: str
+    message: str
+    command_id: str | None = emitted(None)
+
+
+class ApiLegacyNotice(_ApiVariant, tag="legacy_notice"):
+    data: LegacyNoticeData
+
+
+class InputRequiredData(Wire, kw_only=True):
+    request: ElicitationRequest | None = None
+    turn_id: int | None = emitted(None)
+
+
+class ApiInputRequired(_ApiVariant, tag="input_required"):
+    data: InputRequiredData
+
+
+class InputResolvedData(Wire, kw_only=True):
+    elicitation_id: str
+    turn_id: int | None = emitted(None)
+    action: str
+
+
+class ApiInputResolved(_ApiVariant, tag="input_resolved"):
+    data: InputResolvedData
+
+
+class ActivityChangedData(Wire, kw_only=True):
+    activity: ApiActivityState
+
+
+class ApiActivityChanged(_ApiVariant, tag="activity_changed"):
+    data: ActivityChangedData
+
+
+ApiEventData = (
+    ApiRuntimeResolved
+    | ApiTurnStarted
+    | ApiTurnEnded
+    | ApiCommandEnded
+    | ApiSessionFault
+    | ApiLegacyNotice
+    | ApiInputRequired
+    | ApiInputResolved
+    | ApiActivityChanged
+)
+"""The body of one API event, tagged by its kind."""
+
+_DATA_DECODER: msgspec.json.Decoder[ApiEventData] = msgspec.json.Decoder(ApiEventData)  # type: ignore[arg-type]
+_KINDS = {
+    "runtime_resolved": RuntimeResolvedData,
+    "turn_started": TurnStartedData,
+    "turn_ended": TurnEndedData,
+    "command_ended": CommandResult,
+    "session_fault": SessionFaultEventData,
+    "legacy_notice": LegacyNoticeData,
+    "input_required": InputRequiredData,
+    "input_resolved": InputResolvedData,
+    "activity_changed": ActivityChangedData,
+}
+_DATA_DECODERS = {kind: msgspec.json.Decoder(data) for kind, data in _KINDS.items()}
+
+
+def event_kind(event: ApiEventData) -> str:
+    """The ``type`` of an API event body."""
+    return event.kind
+
+
+def decode_api_event_data(body: bytes | str) -> ApiEventData:
+    """Decode a stored ``{"type", "data"}`` body; :class:`InvalidInput` names the field."""
+    try:
+        return _DATA_DECODER.decode(body)
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"invalid API event body: {exc}") from exc
+
+
+class ApiEvent(msgspec.Struct, kw_only=True, frozen=True):
+    """One event of the global feed, in its flat wire shape.
+
+    ``data`` keeps the body's JSON bytes; :attr:`event` gives the typed body. Decoding
+    checks that ``data`` fits ``type``. Build one in code with :meth:`of`.
+    """
+
+    seq: int
+    session_id: str
+    recorded_at_ms: int
+    type: str
+    data: msgspec.Raw
+
+    def __post_init__(self) -> None:
+        decoder = _DATA_DECODERS.get(self.type)
+        if decoder is None:
+            msg = f"unknown API event type {self.type!r}"
+            raise ValueError(msg)
+        decoder.decode(self.data)
+
+    @classmethod
+    def of(cls, *, seq: int, session_id: str, recorded_at_ms: int, event: ApiEventData) -> ApiEvent:
+        """The feed entry for ``event`` at ``seq``."""
+        return cls(
+            seq=seq,
+            session_id=session_id,
+            recorded_at_ms=recorded_at_ms,
+            type=event.kind,
+            data=msgspec.Raw(encode(event.data)),
+        )
+
+    @property
+    def event(self) -> ApiEventData:
+        """The typed body."""
+        return _DATA_DECODER.decode(b'{"type":' + encode(self.type) + b',"data":' + bytes(self.data) + b"}")
+
+    @property
+    def kind(self) -> str:
+        """The event's ``type``."""
+        return self.type
+
+
+class ApiEventFilter(Wire, kw_only=True, frozen=True):
+    """Which events a page holds: one session, one workspace, or all (``None``)."""
+
+    session_id: str | None = emitted(None)
+    workspace_id: str | None = emitted(None)
+
+
+class ApiEventPage(Wire, kw_only=True):
+    """A page of events and the cursor to ask for the next one."""
+
+    events: list[ApiEvent] = emitted([])
+    next_after_seq: int
+    latest_seq: int

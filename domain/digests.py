@@ -1,0 +1,182 @@
+"""Relay event digests and chain validation.
+
+A digest is the lowercase hex SHA-256 of a domain string and a compact JSON payload:
+``hel-relay-event-v1\\0`` + ``{ordinal, previous_digest, recorded_at_ms, command_id?,
+observation}`` for format 1 (chained), ``hel-relay-event-v2\\0`` + ``{ordinal,
+recorded_at_ms, command_id?, observation}`` for format 2 (self-describing). The
+observation part is the event's own observation bytes, so a journal line verifies
+whatever encoder wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from domain.errors import ChainFault, RelayChainError
+from domain.relay import (
+    RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
+    RELAY_EVENT_GENESIS_DIGEST,
+    RelayCursor,
+    RelayEvent,
+    SessionOpened,
+)
+from domain.wire import encode
+
+__all__ = [
+    "RELAY_EVENT_DIGEST_DOMAIN_V1",
+    "RELAY_EVENT_DIGEST_DOMAIN_V2",
+    "is_relay_digest",
+    "relay_event_digest",
+    "validate_frontier",
+    "validate_relay_event",
+    "validate_relay_event_self",
+]
+
+RELAY_EVENT_DIGEST_DOMAIN_V1 = b"hel-relay-event-v1\x00"
+RELAY_EVENT_DIGEST_DOMAIN_V2 = b"hel-relay-event-v2\x00"
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_relay_digest(value: str) -> bool:
+    """True for exactly 64 lowercase hexadecimal characters."""
+    return len(value) == 64 and _HEX.issuperset(value)
+
+
+def _payload_digest(event: RelayEvent, observation: bytes, session_id: str | None) -> str:
+    if event.format == RELAY_EVENT_FORMAT_V1:
+        if not is_relay_digest(event.previous_digest):
+            raise RelayChainError(
+                ChainFault.BAD_DIGEST,
+                f"format 1 event has previous_digest {event.previous_digest!r}; "
+                "expected 64 lowercase hexadecimal characters",
+                session_id=session_id,
+                ordinal=event.ordinal,
+            )
+        domain = RELAY_EVENT_DIGEST_DOMAIN_V1
+        head = b'{"ordinal":%d,"previous_digest":"%s","recorded_at_ms":%d' % (
+            event.ordinal,
+            event.previous_digest.encode(),
+            event.recorded_at_ms,
+        )
+    elif event.format == RELAY_EVENT_FORMAT_V2:
+        if event.previous_digest:
+            raise RelayChainError(
+                ChainFault.BAD_DIGEST,
+                "format 2 event carries a previous_digest; only format 1 events are chained",
+                session_id=session_id,
+                ordinal=event.ordinal,
+            )
+        domain = RELAY_EVENT_DIGEST_DOMAIN_V2
+        head = b'{"ordinal":%d,"recorded_at_ms":%d' % (event.ordinal, event.recorded_at_ms)
+    else:
+        raise RelayChainError(
+            ChainFault.UNKNOWN_FORMAT,
+            f"unknown relay event format {event.format}; this build reads formats 1 and 2",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+    command = b"" if event.command_id is None else b',"command_id":' + encode(event.command_id)
+    payload = head + command + b',"observation":' + observation + b"}"
+    return hashlib.sha256(domain + payload).hexdigest()
+
+
+def relay_event_digest(event: RelayEvent, *, session_id: str | None = None) -> str:
+    """The digest the worker would write for ``event``.
+
+    Raises :class:`RelayChainError` for an unknown format or a malformed previous digest.
+    """
+    return _payload_digest(event, event.observation_json, session_id)
+
+
+def _legacy_session_opened(event: RelayEvent) -> bytes | None:
+    # Builds of 2026-09-15 digested session_opened with an explicit
+    # "native_continuity_lost":false; the origin accepts either encoding.
+    observation = event.observation
+    if not isinstance(observation, SessionOpened):
+        return None
+    data = observation.data
+    if data.native_continuity_lost or data.replaced_unused_native_session_id is not None:
+        return None
+    return (
+        b'{"type":"session_opened","data":{"native_session_id":'
+        + encode(data.native_session_id)
+        + b',"resumed":'
+        + (b"true" if data.resumed else b"false")
+        + b',"native_continuity_lost":false}}'
+    )
+
+
+def validate_relay_event_self(event: RelayEvent, *, session_id: str | None = None) -> None:
+    """Check that ``event.digest`` is well formed and matches its content."""
+    if not is_relay_digest(event.digest):
+        raise RelayChainError(
+            ChainFault.BAD_DIGEST,
+            f"digest {event.digest!r} is not 64 lowercase hexadecimal characters",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+    computed = _payload_digest(event, event.observation_json, session_id)
+    if computed == event.digest:
+        return
+    legacy = _legacy_session_opened(event)
+    if legacy is not None and _payload_digest(event, legacy, session_id) == event.digest:
+        return
+    raise RelayChainError(
+        ChainFault.BAD_DIGEST,
+        f"digest does not match the event: recorded {event.digest}, computed {computed}",
+        session_id=session_id,
+        ordinal=event.ordinal,
+    )
+
+
+def validate_relay_event(
+    previous: RelayCursor, event: RelayEvent, *, session_id: str | None = None
+) -> None:
+    """Check that ``event`` directly follows ``previous`` and verifies on its own.
+
+    A format 1 event must also name ``previous.digest`` as its previous digest; format 2
+    events carry no link, so a format 2 fork is only seen where digests are compared.
+    """
+    if not is_relay_digest(previous.digest):
+        raise RelayChainError(
+            ChainFault.BAD_DIGEST,
+            f"previous cursor digest {previous.digest!r} is not 64 lowercase hexadecimal characters",
+            session_id=session_id,
+            ordinal=previous.ordinal,
+        )
+    expected = previous.ordinal + 1
+    if event.ordinal != expected:
+        raise RelayChainError(
+            ChainFault.GAP,
+            f"relay event gap: expected ordinal {expected}, found {event.ordinal}",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+    if event.format == RELAY_EVENT_FORMAT_V1 and event.previous_digest != previous.digest:
+        raise RelayChainError(
+            ChainFault.FORK,
+            f"previous_digest {event.previous_digest[:12]}… does not match the digest "
+            f"{previous.digest[:12]}… of ordinal {previous.ordinal}",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+    validate_relay_event_self(event, session_id=session_id)
+
+
+def validate_frontier(ordinal: int, digest: str, *, session_id: str | None = None) -> None:
+    """A frontier is well formed, and ordinal 0 holds exactly the genesis digest."""
+    if not is_relay_digest(digest):
+        raise RelayChainError(
+            ChainFault.BAD_DIGEST,
+            f"frontier digest {digest!r} is not 64 lowercase hexadecimal characters",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
+    if (ordinal == 0) != (digest == RELAY_EVENT_GENESIS_DIGEST):
+        raise RelayChainError(
+            ChainFault.BAD_DIGEST,
+            f"frontier has inconsistent ordinal {ordinal} and digest {digest}",
+            session_id=session_id,
+            ordinal=ordinal,
+        )

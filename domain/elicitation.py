@@ -1,0 +1,858 @@
+"""ACP form elicitations: the question an agent asks, and the answer sent back.
+
+An agent asks the user for structured input with an ACP ``elicitation/create`` request.
+:meth:`ElicitationRequest.from_acp_params` turns the raw ACP params into an
+:class:`ElicitationRequest` (refusing anything outside the supported subset and its size
+limits); :func:`validate_response` checks an answer against the fields that request
+published, so a stale or malformed answer is refused instead of being forwarded.
+
+Wire notes (serde parity):
+
+* :class:`ElicitationField` is one flat Struct. The origin flattens its ``kind`` enum after
+  the common fields; the declaration order below reproduces every variant's key order.
+  Unknown keys are refused: the origin's flattened enum is ``deny_unknown_fields``.
+* :class:`ElicitationResponse` is tagged on ``action``. ``accept`` refuses unknown keys;
+  ``decline`` and ``cancel`` ignore extra keys, as serde does for the unit variants of an
+  internally tagged enum even under ``deny_unknown_fields``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeAlias, cast
+
+import msgspec
+
+from domain.errors import InvalidInput
+from domain.wire import Wire, decode_json, emitted, encode
+
+__all__ = [
+    "MAX_ELICITATION_BYTES",
+    "MAX_FIELDS",
+    "MAX_OPTIONS",
+    "MAX_TEXT_BYTES",
+    "ElicitationAccept",
+    "ElicitationCancel",
+    "ElicitationDecline",
+    "ElicitationField",
+    "ElicitationFieldKind",
+    "ElicitationOption",
+    "ElicitationRequest",
+    "ElicitationResponse",
+    "ElicitationValue",
+    "decode_elicitation_response",
+    "validate_field_value",
+    "validate_response",
+]
+
+MAX_ELICITATION_BYTES = 64 * 1024
+"""Largest accepted ACP elicitation params, as compact JSON bytes."""
+MAX_FIELDS = 32
+"""Most properties (fields) one elicitation may ask for."""
+MAX_OPTIONS = 100
+"""Most options one select field may offer."""
+MAX_TEXT_BYTES = 16 * 1024
+"""Largest message, title, description, default, pattern, preview or field id (UTF-8 bytes)."""
+
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+_U64_MAX = 2**64 - 1
+
+# Rust's `char::is_whitespace` (Unicode White_Space); Python's isspace() adds U+001C..U+001F.
+_RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+ElicitationValue: TypeAlias = str | int | float | bool | list[str]
+"""One answered value (untagged on the wire): string, integer, number, boolean or strings."""
+
+
+class _ShapeError(InvalidInput, ValueError):
+    """A Struct whose contents break its wire shape.
+
+    It is an :class:`InvalidInput` for callers that build values directly, and a
+    ``ValueError`` so msgspec reports it as a ``ValidationError`` (with the JSON path)
+    while decoding; :func:`domain.wire.decode_json` turns that into ``InvalidInput``.
+    """
+
+
+class ElicitationFieldKind(enum.Enum):
+    """What a field asks for (the ``kind`` key on the wire)."""
+
+    TEXT = "text"
+    SINGLE_SELECT = "single_select"
+    MULTI_SELECT = "multi_select"
+    BOOLEAN = "boolean"
+    INTEGER = "integer"
+    NUMBER = "number"
+
+
+class ElicitationOption(Wire, kw_only=True, forbid_unknown_fields=True):
+    """One choice of a select field: ``value`` is what the answer carries."""
+
+    value: str
+    title: str
+    description: str | None = None
+    preview: str | None = None
+
+
+_KIND_FIELDS: dict[ElicitationFieldKind, frozenset[str]] = {
+    ElicitationFieldKind.TEXT: frozenset(
+        {"default", "min_length", "max_length", "pattern", "format"}
+    ),
+    ElicitationFieldKind.SINGLE_SELECT: frozenset({"options", "default"}),
+    ElicitationFieldKind.MULTI_SELECT: frozenset({"options", "default", "min_items", "max_items"}),
+    ElicitationFieldKind.BOOLEAN: frozenset({"default"}),
+    ElicitationFieldKind.INTEGER: frozenset({"default", "minimum", "maximum"}),
+    ElicitationFieldKind.NUMBER: frozenset({"default", "minimum", "maximum"}),
+}
+_VARIANT_FIELDS = (
+    "options",
+    "default",
+    "min_length",
+    "max_length",
+    "pattern",
+    "format",
+    "min_items",
+    "max_items",
+    "minimum",
+    "maximum",
+)
+
+
+class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
+    """One question of a form: the common fields, then ``kind`` and that kind's fields.
+
+    Guarantees (checked on construction and on decode): only the fields of ``kind`` are
+    set; selects have ``options``; text/select defaults are strings, a multi-select default
+    is a list of strings (an empty one is normalised to ``None``, as serde skips it),
+    boolean defaults are booleans; integer values fit an i64; number values are finite
+    floats (whole numbers are converted, so they re-encode as ``1.0``); lengths and item
+    counts fit a u64.
+    """
+
+    id: str
+    title: str
+    description: str | None = None
+    required: bool
+    secret: bool = emitted(False)
+    custom_answer_for: str | None = None
+    custom_answer_option: str | None = None
+    kind: ElicitationFieldKind
+    options: list[ElicitationOption] | None = None
+    default: str | bool | int | float | list[str] | None = None
+    min_length: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    max_length: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    pattern: str | None = None
+    format: str | None = None
+    min_items: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    max_items: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+
+    def __post_init__(self) -> None:
+        kind = self.kind
+        allowed = _KIND_FIELDS[kind]
+        for name in _VARIANT_FIELDS:
+            if name not in allowed and getattr(self, name) is not None:
+                raise _ShapeError(
+                    f"field {_show(self.id)}: a {kind.value} field has no `{name}`; "
+                    f"its fields are {', '.join(sorted(allowed))}"
+                )
+        for name in ("min_length", "max_length", "min_items", "max_items"):
+            count = getattr(self, name)
+            if count is not None and (
+                isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _U64_MAX
+            ):
+                raise _ShapeError(
+                    f"field {_show(self.id)}: `{name}` must be a non-negative integer"
+                )
+        selects = (ElicitationFieldKind.SINGLE_SELECT, ElicitationFieldKind.MULTI_SELECT)
+        if kind in selects and self.options is None:
+            raise _ShapeError(f"field {_show(self.id)}: a {kind.value} field needs `options`")
+        if kind in (ElicitationFieldKind.TEXT, ElicitationFieldKind.SINGLE_SELECT):
+            if self.default is not None and not isinstance(self.default, str):
+                raise _ShapeError(f"field {_show(self.id)}: `default` must be a string")
+        elif kind is ElicitationFieldKind.MULTI_SELECT:
+            default = self.default
+            if default is not None:
+                if not isinstance(default, list) or not all(isinstance(v, str) for v in default):
+                    raise _ShapeError(
+                        f"field {_show(self.id)}: `default` must be an array of strings"
+                    )
+                if not default:
+                    self.default = None
+        elif kind is ElicitationFieldKind.BOOLEAN:
+            if self.default is not None and not isinstance(self.default, bool):
+                raise _ShapeError(f"field {_show(self.id)}: `default` must be a boolean")
+        elif kind is ElicitationFieldKind.INTEGER:
+            for name in ("default", "minimum", "maximum"):
+                value = getattr(self, name)
+                if value is not None and (
+                    isinstance(value, bool)
+                    or not isinstance(value, int)
+                    or not _I64_MIN <= value <= _I64_MAX
+                ):
+                    raise _ShapeError(
+                        f"field {_show(self.id)}: `{name}` must be an integer that fits 64 bits"
+                    )
+        else:
+            for name in ("default", "minimum", "maximum"):
+                value = getattr(self, name)
+                if value is None:
+                    continue
+                number = _finite_float(value)
+                if number is None:
+                    raise _ShapeError(f"field {_show(self.id)}: `{name}` must be a finite number")
+                setattr(self, name, number)
+
+
+class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A validated form elicitation: its message, optional heading, and ordered fields."""
+
+    id: str
+    message: str
+    title: str | None = None
+    description: str | None = None
+    fields: list[ElicitationField]
+
+    @classmethod
+    def from_acp_params(cls, request_id: str, params: object) -> ElicitationRequest:
+        """Parse ACP ``elicitation/create`` params (already decoded JSON) into a request.
+
+        Refuses, with an :class:`InvalidInput` naming the offending property: params over
+        64 KiB of compact JSON, non-form modes, a missing ``sessionId``/``requestId`` scope,
+        more than 32 properties or 100 options, texts over 16 KiB, unsupported property
+        types, patterns that do not compile (Python ``re`` stands in for Rust ``regex``),
+        and numbers that are not finite.
+
+        Field order: relaystore keeps the order in which ``properties`` was received
+        (dicts keep JSON key order). The origin iterates a serde_json ``Map``; its stored
+        ``Cargo.lock`` builds serde_json with ``indexmap`` (the ``preserve_order``
+        feature), which also keeps the received order.
+        """
+        try:
+            size = len(encode(params))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInput(f"elicitation params are not plain JSON: {exc}") from exc
+        if size > MAX_ELICITATION_BYTES:
+            raise InvalidInput(
+                f"elicitation request is {size} bytes; relaystore accepts at most "
+                f"{MAX_ELICITATION_BYTES} bytes of ACP elicitation params"
+            )
+        body = _object(params, "elicitation params")
+        mode = _string(body, "mode", "elicitation params")
+        if mode != "form":
+            raise InvalidInput(
+                f"relaystore only supports form elicitations; mode {_show(mode)} is not supported"
+            )
+        if not isinstance(body.get("sessionId"), str) and "requestId" not in body:
+            raise InvalidInput(
+                "elicitation has no sessionId or requestId scope; send a string sessionId "
+                "or a requestId"
+            )
+        message = _string(body, "message", "elicitation params")
+        _check_text(message, "elicitation message")
+        if "requestedSchema" not in body:
+            raise InvalidInput("form elicitation has no requestedSchema")
+        schema = _object(body["requestedSchema"], "requestedSchema")
+        schema_type = schema.get("type")
+        if isinstance(schema_type, str) and schema_type != "object":
+            raise InvalidInput(
+                f'requestedSchema type must be "object", not {_show(schema_type)}; '
+                "nested or scalar schemas are not supported"
+            )
+        title = _optional_text(schema, "title", "requestedSchema")
+        description = _optional_text(schema, "description", "requestedSchema")
+        properties: Mapping[str, Any] = {}
+        if "properties" in schema:
+            properties = _object(schema["properties"], "requestedSchema.properties")
+        if len(properties) > MAX_FIELDS:
+            raise InvalidInput(
+                f"elicitation has {len(properties)} fields; at most {MAX_FIELDS} are allowed"
+            )
+        required = _string_set(schema, "required", "requestedSchema")
+        fields = [
+            _parse_field(field_id, field_schema, field_id in required)
+            for field_id, field_schema in properties.items()
+        ]
+        return cls(
+            id=request_id,
+            message=message,
+            title=title,
+            description=description,
+            fields=fields,
+        )
+
+    def validate_response(self, response: ElicitationResponse) -> None:
+        """Raise :class:`InvalidInput` unless ``response`` fits this request; see
+        :func:`validate_response`."""
+        validate_response(self, response)
+
+
+class ElicitationAccept(
+    Wire, kw_only=True, tag_field="action", tag="accept", forbid_unknown_fields=True
+):
+    """The user answered: field id → value. ``content`` is omitted when empty.
+
+    Keys are kept sorted (the origin holds a ``BTreeMap``), and integers outside the i64
+    range become floats (the origin's untagged value falls back to ``f64``).
+    """
+
+    content: dict[str, ElicitationValue] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        content: dict[str, ElicitationValue] = {}
+        for key in sorted(self.content):
+            value = self.content[key]
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and not _I64_MIN <= value <= _I64_MAX
+            ):
+                try:
+                    value = float(value)
+                except OverflowError:
+                    raise _ShapeError(f"answer {_show(key)} is out of range") from None
+            content[key] = value
+        self.content = content
+
+    @property
+    def action_name(self) -> str:
+        """The wire tag: ``"accept"``."""
+        return "accept"
+
+
+class ElicitationDecline(Wire, kw_only=True, tag_field="action", tag="decline"):
+    """The user declined to answer (extra keys are ignored on read, as serde does)."""
+
+    @property
+    def action_name(self) -> str:
+        """The wire tag: ``"decline"``."""
+        return "decline"
+
+
+class ElicitationCancel(Wire, kw_only=True, tag_field="action", tag="cancel"):
+    """The user dismissed the form (extra keys are ignored on read, as serde does)."""
+
+    @property
+    def action_name(self) -> str:
+        """The wire tag: ``"cancel"``."""
+        return "cancel"
+
+
+ElicitationResponse: TypeAlias = ElicitationAccept | ElicitationDecline | ElicitationCancel
+"""The answer to an elicitation, tagged on ``action``."""
+
+
+def decode_elicitation_response(data: bytes | str) -> ElicitationResponse:
+    """Decode an :data:`ElicitationResponse`, raising :class:`InvalidInput` naming the field."""
+    kind = cast("type[ElicitationResponse]", ElicitationResponse)
+    return decode_json(data, kind, what="elicitation response")
+
+
+def validate_response(request: ElicitationRequest, response: ElicitationResponse) -> None:
+    """Raise :class:`InvalidInput` unless ``response`` answers ``request``'s own schema.
+
+    Decline and cancel always pass. An accept answer must name only fields of the
+    request; every required field must be answered with a non-blank value, unless a field
+    that is its custom-answer partner carries a non-blank string; each value must satisfy
+    its field (see :func:`validate_field_value`).
+    """
+    if not isinstance(response, ElicitationAccept):
+        return
+    content = response.content
+    known = {field.id for field in request.fields}
+    for field_id in content:
+        if field_id not in known:
+            raise InvalidInput(
+                f"answer names {_show(field_id)}, which is not a field of elicitation "
+                f"{_show(request.id)}"
+            )
+    for field in request.fields:
+        value = content.get(field.id)
+        if value is None:
+            if field.required and not _custom_answer_present(request, field, content):
+                raise InvalidInput(f"{_label(field)} is required")
+            continue
+        if field.required and isinstance(value, str) and _is_blank(value):
+            raise InvalidInput(f"{_label(field)} is required; the answer is blank")
+        validate_field_value(field, value)
+
+
+def validate_field_value(field: ElicitationField, value: ElicitationValue) -> None:
+    """Raise :class:`InvalidInput` unless ``value`` is one ``field`` allows.
+
+    Presence and required-ness are the caller's business. Text: length in characters,
+    ``pattern`` (searched, not anchored) and ``format`` (``email``, ``uri``, ``date``,
+    ``date-time``; other formats pass). Selects: membership and item counts. Integer and
+    number: range; a whole-number integer answers a number field.
+    """
+    kind = field.kind
+    label = _label(field)
+    if kind is ElicitationFieldKind.TEXT and isinstance(value, str):
+        length = len(value)
+        if field.min_length is not None and length < field.min_length:
+            raise InvalidInput(f"{label} is too short; use at least {field.min_length} characters")
+        if field.max_length is not None and length > field.max_length:
+            raise InvalidInput(f"{label} is too long; use at most {field.max_length} characters")
+        if field.pattern is not None:
+            try:
+                matched = re.search(field.pattern, value) is not None
+            except re.error as exc:
+                raise InvalidInput(f"{label} has an invalid pattern: {exc}") from exc
+            if not matched:
+                raise InvalidInput(
+                    f"{label} does not match the required format (pattern {field.pattern!r})"
+                )
+        if field.format is not None:
+            problem = _format_problem(value, field.format)
+            if problem is not None:
+                raise InvalidInput(f"{label} {problem}")
+        return
+    if kind is ElicitationFieldKind.SINGLE_SELECT and isinstance(value, str):
+        if not any(option.value == value for option in field.options or ()):
+            raise InvalidInput(f"{label} is not one of the offered options: {_show(value)}")
+        return
+    if kind is ElicitationFieldKind.MULTI_SELECT and isinstance(value, list):
+        if field.min_items is not None and len(value) < field.min_items:
+            raise InvalidInput(f"{label} needs more selections; choose at least {field.min_items}")
+        if field.max_items is not None and len(value) > field.max_items:
+            raise InvalidInput(f"{label} has too many selections; choose at most {field.max_items}")
+        offered = {option.value for option in field.options or ()}
+        for choice in value:
+            if choice not in offered:
+                raise InvalidInput(f"{label} is not one of the offered options: {_show(choice)}")
+        return
+    if kind is ElicitationFieldKind.BOOLEAN and isinstance(value, bool):
+        return
+    if isinstance(value, bool):
+        raise InvalidInput(f"{label} has an incompatible value: expected {_expected(kind)}")
+    if kind is ElicitationFieldKind.INTEGER and isinstance(value, int):
+        _check_range(field, value, label)
+        return
+    if kind is ElicitationFieldKind.NUMBER and isinstance(value, (int, float)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidInput(f"{label} is outside the allowed range; use a finite number")
+        _check_range(field, number, label)
+        return
+    raise InvalidInput(f"{label} has an incompatible value: expected {_expected(kind)}")
+
+
+# --- ACP parsing helpers -------------------------------------------------------------------
+
+
+def _parse_field(field_id: str, value: object, required: bool) -> ElicitationField:
+    _check_text(field_id, f"elicitation field id {_show(field_id)}")
+    where = f"requestedSchema.properties[{_show(field_id)}]"
+    schema = _object(value, where)
+    title = _optional_text(schema, "title", where)
+    description = _optional_text(schema, "description", where)
+    meta = _as_object(schema.get("_meta"))
+    codex = _as_object(meta.get("codex")) if meta is not None else None
+    secret = codex is not None and codex.get("isSecret") is True
+    custom_answer_for = _custom_answer_for(meta, codex)
+    field_type = _string(schema, "type", where)
+    variant: dict[str, Any]
+    if field_type == "string":
+        options = _string_options(schema, where)
+        if options:
+            kind = ElicitationFieldKind.SINGLE_SELECT
+            variant = {
+                "options": options,
+                "default": _optional_text(schema, "default", where),
+            }
+        else:
+            pattern = _optional_text(schema, "pattern", where)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise InvalidInput(
+                        f"field {_show(field_id)} has an invalid pattern {pattern!r}: {exc}"
+                    ) from exc
+            kind = ElicitationFieldKind.TEXT
+            variant = {
+                "default": _optional_text(schema, "default", where),
+                "min_length": _optional_count(schema, "minLength", where),
+                "max_length": _optional_count(schema, "maxLength", where),
+                "pattern": pattern,
+                "format": _optional_text(schema, "format", where),
+            }
+    elif field_type == "array":
+        if "items" not in schema:
+            raise InvalidInput(f"multi-select field {_show(field_id)} has no items schema")
+        items_where = f"{where}.items"
+        items = _object(schema["items"], items_where)
+        try:
+            options = _options(items, "anyOf", items_where)
+        except InvalidInput as anyof_error:
+            # The origin falls back to `enum` whenever `anyOf` does not parse; when there
+            # is no `enum` either, the `anyOf` problem is the one worth reporting.
+            if "anyOf" in items and "enum" not in items:
+                raise anyof_error from None
+            options = _enum_options(items, items_where)
+        if not options:
+            raise InvalidInput(
+                f"multi-select field {_show(field_id)} has no options; give items.anyOf "
+                "or items.enum"
+            )
+        kind = ElicitationFieldKind.MULTI_SELECT
+        variant = {
+            "options": options,
+            "default": _optional_string_list(schema, "default", where) or None,
+            "min_items": _optional_count(schema, "minItems", where),
+            "max_items": _optional_count(schema, "maxItems", where),
+        }
+    elif field_type == "boolean":
+        kind = ElicitationFieldKind.BOOLEAN
+        variant = {"default": _optional_bool(schema, "default", where)}
+    elif field_type == "integer":
+        kind = ElicitationFieldKind.INTEGER
+        variant = {
+            name: _optional_i64(schema, name, where) for name in ("default", "minimum", "maximum")
+        }
+    elif field_type == "number":
+        kind = ElicitationFieldKind.NUMBER
+        variant = {
+            name: _optional_f64(schema, name, where) for name in ("default", "minimum", "maximum")
+        }
+    else:
+        raise InvalidInput(
+            f"field {_show(field_id)} has unsupported type {_show(field_type)}; use string, "
+            "array, boolean, integer or number"
+        )
+    return ElicitationField(
+        id=field_id,
+        title=field_id if title is None else title,
+        description=description,
+        required=required,
+        secret=secret,
+        custom_answer_for=custom_answer_for,
+        custom_answer_option=None,
+        kind=kind,
+        **variant,
+    )
+
+
+def _custom_answer_for(
+    meta: Mapping[str, Any] | None, codex: Mapping[str, Any] | None
+) -> str | None:
+    # Codex marks a free-text "other" answer with isOtherAnswer (older bridges) or
+    # role "user_note" (newer); Claude uses _askUserQuestionCustomAnswer.isCustomAnswer.
+    if codex is not None and (
+        codex.get("isOtherAnswer") is True or codex.get("role") == "user_note"
+    ):
+        question = codex.get("questionId")
+        if isinstance(question, str):
+            return question
+    claude = _as_object(meta.get("_askUserQuestionCustomAnswer")) if meta is not None else None
+    if claude is not None and claude.get("isCustomAnswer") is True:
+        question = claude.get("questionId")
+        if isinstance(question, str):
+            return question
+    return None
+
+
+def _string_options(schema: Mapping[str, Any], where: str) -> list[ElicitationOption]:
+    if "oneOf" in schema:
+        return _options(schema, "oneOf", where)
+    if "enum" in schema:
+        return _enum_options(schema, where)
+    return []
+
+
+def _options(schema: Mapping[str, Any], key: str, where: str) -> list[ElicitationOption]:
+    values = schema.get(key)
+    if not isinstance(values, list):
+        raise InvalidInput(f"{where}.{key} must be an array")
+    if len(values) > MAX_OPTIONS:
+        raise InvalidInput(
+            f"{where}.{key} has {len(values)} options; at most {MAX_OPTIONS} are allowed"
+        )
+    options: list[ElicitationOption] = []
+    for index, entry in enumerate(values):
+        option_where = f"{where}.{key}[{index}]"
+        option = _object(entry, option_where)
+        value = _string(option, "const", option_where)
+        title = _optional_text(option, "title", option_where)
+        description = _optional_text(option, "description", option_where)
+        meta = _as_object(option.get("_meta"))
+        claude = _as_object(meta.get("_claude/askUserQuestionOption")) if meta else None
+        preview = claude.get("preview") if claude is not None else None
+        if not isinstance(preview, str):
+            preview = None
+        else:
+            _check_text(preview, f"{option_where} preview")
+        options.append(
+            ElicitationOption(
+                value=value,
+                title=value if title is None else title,
+                description=description,
+                preview=preview,
+            )
+        )
+    return options
+
+
+def _enum_options(schema: Mapping[str, Any], where: str) -> list[ElicitationOption]:
+    values = schema.get("enum")
+    if not isinstance(values, list):
+        raise InvalidInput(f"{where}.enum must be an array")
+    if len(values) > MAX_OPTIONS:
+        raise InvalidInput(
+            f"{where}.enum has {len(values)} options; at most {MAX_OPTIONS} are allowed"
+        )
+    options: list[ElicitationOption] = []
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise InvalidInput(f"{where}.enum[{index}] must be a string")
+        options.append(ElicitationOption(value=value, title=value))
+    return options
+
+
+def _as_object(value: object) -> Mapping[str, Any] | None:
+    return cast("Mapping[str, Any]", value) if isinstance(value, Mapping) else None
+
+
+def _object(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{where} must be an object")
+    return cast("Mapping[str, Any]", value)
+
+
+def _string(body: Mapping[str, Any], key: str, where: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}.{key} must be a string")
+    return value
+
+
+def _check_text(value: str, what: str) -> None:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_BYTES:
+        raise InvalidInput(f"{what} is too long ({size} bytes; at most {MAX_TEXT_BYTES})")
+
+
+def _optional_text(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}.{key} must be a string")
+    _check_text(value, f"{where}.{key}")
+    return value
+
+
+def _optional_count(body: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+        raise InvalidInput(f"{where}.{key} must be a non-negative integer")
+    return value
+
+
+def _optional_i64(body: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not _I64_MIN <= value <= _I64_MAX:
+        raise InvalidInput(f"{where}.{key} must be an integer that fits 64 bits")
+    return value
+
+
+def _optional_f64(body: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{where}.{key} must be a number")
+    number = _finite_float(value)
+    if number is None:
+        raise InvalidInput(f"{where}.{key} must be finite")
+    return number
+
+
+def _optional_bool(body: Mapping[str, Any], key: str, where: str) -> bool | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{where}.{key} must be a boolean")
+    return value
+
+
+def _optional_string_list(body: Mapping[str, Any], key: str, where: str) -> list[str] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}.{key} must be an array")
+    if not all(isinstance(entry, str) for entry in value):
+        raise InvalidInput(f"{where}.{key} entries must be strings")
+    return list(value)
+
+
+def _string_set(body: Mapping[str, Any], key: str, where: str) -> set[str]:
+    if key not in body:
+        return set()
+    value = body[key]
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where}.{key} must be an array")
+    if not all(isinstance(entry, str) for entry in value):
+        raise InvalidInput(f"{where}.{key} entries must be strings")
+    return set(value)
+
+
+def _finite_float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+# --- answer checking helpers ---------------------------------------------------------------
+
+
+def _show(text: str, limit: int = 60) -> str:
+    """Quote ``text`` for a message, shortened when long."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def _label(field: ElicitationField) -> str:
+    if field.title == field.id:
+        return f"field {_show(field.id)}"
+    return f"{_show(field.title)} (field {_show(field.id)})"
+
+
+def _expected(kind: ElicitationFieldKind) -> str:
+    return {
+        ElicitationFieldKind.TEXT: "a string",
+        ElicitationFieldKind.SINGLE_SELECT: "one option value (a string)",
+        ElicitationFieldKind.MULTI_SELECT: "an array of option values",
+        ElicitationFieldKind.BOOLEAN: "true or false",
+        ElicitationFieldKind.INTEGER: "an integer",
+        ElicitationFieldKind.NUMBER: "a number",
+    }[kind]
+
+
+def _is_blank(text: str) -> bool:
+    return not text.strip(_RUST_WHITESPACE)
+
+
+def _custom_answer_present(
+    request: ElicitationRequest, field: ElicitationField, content: Mapping[str, ElicitationValue]
+) -> bool:
+    for candidate in request.fields:
+        if candidate.custom_answer_for == field.id:
+            value = content.get(candidate.id)
+            if isinstance(value, str) and not _is_blank(value):
+                return True
+    return False
+
+
+def _check_range(field: ElicitationField, value: int | float, label: str) -> None:
+    low, high = field.minimum, field.maximum
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise InvalidInput(f"{label} is outside the allowed range {bounds}: {value}")
+
+
+_DIGITS = "[0-9]"
+_WS = f"[{_RUST_WHITESPACE}]*"
+# chrono's "%Y-%m-%d": an unsigned year of 1-4 digits (or a signed one of any length),
+# then 1-2 digit month and day; chrono skips whitespace before each number.
+_DATE = re.compile(
+    f"{_WS}([+-]{_DIGITS}+|{_DIGITS}{{1,4}})-{_WS}({_DIGITS}{{1,2}})-{_WS}({_DIGITS}{{1,2}})"
+)
+# chrono's strict RFC 3339 parser: 'T', 't' or ' ' separates date and time.
+_DATE_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+\-\u2212]([0-9]{2}):([0-9]{2}))"
+)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_SPECIAL_SCHEMES = frozenset({"http", "https", "ws", "wss", "ftp"})
+_FORBIDDEN_HOST = frozenset(" #/:<>?@[\\]^|\x7f") | frozenset(chr(c) for c in range(0x20))
+
+
+def _format_problem(value: str, fmt: str) -> str | None:
+    if fmt == "email":
+        local, at, domain = value.partition("@")
+        if not (at and local and "." in domain and not domain.startswith(".")):
+            return "must be an email address"
+    elif fmt == "uri":
+        if not _is_uri(value):
+            return "must be a URI"
+    elif fmt == "date":
+        if not _is_date(value):
+            return "must be a YYYY-MM-DD date"
+    elif fmt == "date-time" and not _is_date_time(value):
+        return "must be an RFC 3339 date-time"
+    return None
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        return 29 if leap else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _valid_date(year: int, month: int, day: int) -> bool:
+    return (
+        -262_143 <= year <= 262_142 and 1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)
+    )
+
+
+def _is_date(value: str) -> bool:
+    match = _DATE.fullmatch(value)
+    if match is None:
+        return False
+    return _valid_date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+
+
+def _is_date_time(value: str) -> bool:
+    match = _DATE_TIME.fullmatch(value)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    if not _valid_date(year, month, day) or hour > 23 or minute > 59 or second > 60:
+        return False
+    offset_hour, offset_minute = match.group(7), match.group(8)
+    return offset_hour is None or (int(offset_hour) <= 23 and int(offset_minute) <= 59)
+
+
+def _is_uri(value: str) -> bool:
+    # An approximation of the WHATWG parser (Rust `url`) the origin uses: an absolute URL
+    # needs a scheme; the special network schemes also need a non-empty, valid host.
+    text = value.strip("".join(chr(c) for c in range(0x21)))
+    match = _SCHEME.match(text)
+    if match is None:
+        return False
+    scheme = match.group()[:-1].lower()
+    if scheme not in _SPECIAL_SCHEMES:
+        return True
+    rest = text[match.end() :].lstrip("/\\")
+    authority = re.split(r"[/\\?#]", rest, maxsplit=1)[0]
+    host_port = authority.rpartition("@")[2]
+    if host_port.startswith("["):
+        host, bracket, port_part = host_port[1:].partition("]")
+        if not bracket or not host or not re.fullmatch(r"[0-9A-Fa-f:.]+", host):
+            return False
+        if port_part and not port_part.startswith(":"):
+            return False
+        port = port_part[1:]
+    else:
+        host, _, port = host_port.partition(":")
+        if not host or any(char in _FORBIDDEN_HOST for char in host):
+            return False
+    return not port or (port.isascii() and port.isdigit() and int(port) <= 65535)

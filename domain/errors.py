@@ -1,0 +1,216 @@
+"""The errors relaystore raises, all rooted at :class:`StoreError`.
+
+The tree::
+
+    StoreError
+    ├── InvalidInput        a message, record, relay line or argument fails validation
+    ├── RelayChainError     gap, fork, duplicate with another digest, bad digest, unknown format
+    ├── ProjectionError     a relay event the projection cannot apply (integrity rules)
+    ├── SchemaMismatch      needs migration, incompatible floor, invalid metadata, rollback
+    ├── UnknownSession      a write that needs an existing session
+    ├── LifecycleConflict   a checkpoint begun while another lifecycle operation runs
+    ├── WriterStopped       the writer refused further work after an unclassified failure
+    ├── StoreClosed         a message after ``close()``
+    └── StoreLocked         another process holds the store for writing
+
+Every error builds a message a person can act on and keeps its context (session,
+ordinal, file, line) as attributes, so callers can react without parsing text.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "ChainFault",
+    "InvalidInput",
+    "LifecycleConflict",
+    "ProjectionError",
+    "RelayChainError",
+    "SchemaMismatch",
+    "SchemaMismatchReason",
+    "StoreClosed",
+    "StoreError",
+    "StoreLocked",
+    "UnknownSession",
+    "WriterStopped",
+]
+
+
+class StoreError(Exception):
+    """Root of every error relaystore raises on purpose.
+
+    ``session_id``, ``ordinal``, ``path`` and ``line`` say where the problem is, when
+    known; ``detail`` is the bare description without that location prefix.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        session_id: str | None = None,
+        ordinal: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.detail = detail
+        self.session_id = session_id
+        self.ordinal = ordinal
+        self.path = path
+        self.line = line
+        super().__init__(self._compose())
+
+    def _compose(self) -> str:
+        where: list[str] = []
+        if self.path is not None:
+            where.append(f"{self.path}:{self.line}" if self.line is not None else self.path)
+        if self.session_id is not None:
+            where.append(f"session {self.session_id}")
+        if self.ordinal is not None:
+            where.append(f"ordinal {self.ordinal}")
+        return f"{', '.join(where)}: {self.detail}" if where else self.detail
+
+    def located(
+        self,
+        *,
+        session_id: str | None = None,
+        ordinal: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> StoreError:
+        """Return a copy of this error of the same type with more location filled in."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.session_id = self.session_id if session_id is None else session_id
+        clone.ordinal = self.ordinal if ordinal is None else ordinal
+        clone.path = self.path if path is None else path
+        clone.line = self.line if line is None else line
+        Exception.__init__(clone, clone._compose())
+        return clone
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Errors cross thread and process boundaries (futures, CLI subprocesses).
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def _rebuild(cls: type[StoreError], state: dict[str, object]) -> StoreError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    Exception.__init__(error, error._compose())
+    return error
+
+
+class InvalidInput(StoreError):
+    """A message, record, relay line or argument fails validation."""
+
+
+class ChainFault(enum.Enum):
+    """What kind of break a :class:`RelayChainError` reports."""
+
+    GAP = "gap"
+    FORK = "fork"
+    BAD_DIGEST = "bad_digest"
+    UNKNOWN_FORMAT = "unknown_format"
+
+
+class RelayChainError(StoreError):
+    """A relay event breaks the chain: gap, fork, bad digest or unknown format.
+
+    ``fault`` says which, so a caller can tell a gap (fetch more) from a fork (stop).
+    """
+
+    def __init__(
+        self,
+        fault: ChainFault,
+        detail: str,
+        *,
+        session_id: str | None = None,
+        ordinal: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.fault = fault
+        super().__init__(detail, session_id=session_id, ordinal=ordinal, path=path, line=line)
+
+
+class ProjectionError(StoreError):
+    """A relay event that the materialized projection cannot apply."""
+
+
+class UnknownSession(StoreError):
+    """A write that needs an existing session found none."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__("unknown session; save it first", session_id=session_id)
+
+
+class LifecycleConflict(StoreError):
+    """A checkpoint operation collides with another lifecycle operation or owner."""
+
+
+class WriterStopped(StoreError):
+    """The writer refused work after a failure it could not classify."""
+
+
+class StoreClosed(StoreError):
+    """The store was closed before the message was accepted."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store open for writing."""
+
+
+class SchemaMismatchReason(enum.Enum):
+    """Why a store's schema cannot be used by this build."""
+
+    NEEDS_MIGRATION = "needs_migration"
+    INCOMPATIBLE = "incompatible"
+    INVALID_METADATA = "invalid_metadata"
+    ROLLBACK = "rollback"
+
+
+class SchemaMismatch(StoreError):
+    """The store's schema revision cannot be used by this build as it is.
+
+    ``found`` is the store's revision, ``supported`` this build's, ``minimum`` the
+    store's compatibility floor (for ``INCOMPATIBLE``) or the revision seen before (for
+    ``ROLLBACK``).
+    """
+
+    def __init__(
+        self,
+        reason: SchemaMismatchReason,
+        *,
+        found: int,
+        supported: int,
+        minimum: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.found = found
+        self.supported = supported
+        self.minimum = minimum
+        super().__init__(_schema_text(reason, found, supported, minimum), path=path)
+
+
+def _schema_text(reason: SchemaMismatchReason, found: int, supported: int, minimum: int | None) -> str:
+    if reason is SchemaMismatchReason.NEEDS_MIGRATION:
+        return (
+            f"relaystore schema {found} is not the supported schema {supported}; "
+            "open the store for writing once to migrate it"
+        )
+    if reason is SchemaMismatchReason.INCOMPATIBLE:
+        return (
+            f"relaystore schema {found} requires at least build schema {minimum} for reads and "
+            f"writes; this build supports {supported}; upgrade relaystore or restore a backup "
+            "made by the older build"
+        )
+    if reason is SchemaMismatchReason.ROLLBACK:
+        return (
+            f"relaystore schema rolled back from {minimum} to {found} underneath this writer; "
+            f"refusing writes from build schema {supported}"
+        )
+    return (
+        f"relaystore schema {found} has missing or invalid compatibility metadata; "
+        f"refusing access from build schema {supported}"
+    )

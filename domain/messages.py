@@ -1,0 +1,182 @@
+"""The typed messages the store's actors accept, and their replies.
+
+Each message is a frozen, keyword-only Struct that names its reply type:
+``Request[R]``. The facade's ``ask`` is typed from it, so ``store.ask(LoadState())``
+is a :class:`State` to the type checker.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+import msgspec
+
+from domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
+from domain.materialized import MaterializedSession
+from domain.relay import RelayEvent
+from domain.runtime import RuntimeReceipt
+from domain.sessions import SessionRecord, State
+
+__all__ = [
+    "BeginCheckpoint",
+    "CorrelateCheckpointBarrier",
+    "DeleteSession",
+    "FinishFailedCheckpoint",
+    "LoadApiEvents",
+    "LoadMaterializedSession",
+    "LoadRuntimeReceipt",
+    "LoadState",
+    "ObserveRelayEvents",
+    "ProjectionReport",
+    "ReaderMessage",
+    "RecordActivities",
+    "RecordStartupFault",
+    "RecoverInterruptedCheckpoints",
+    "Request",
+    "SaveLifecycleSession",
+    "SaveRequestedCheckpoint",
+    "SaveSession",
+    "WriterMessage",
+]
+
+R = TypeVar("R")
+
+
+class Request(msgspec.Struct, Generic[R], frozen=True, kw_only=True):
+    """A message whose reply is an ``R``."""
+
+
+# -- writer ---------------------------------------------------------------------------
+
+
+class SaveSession(Request[None], frozen=True, kw_only=True):
+    """Create or fully update a session record."""
+
+    record: SessionRecord
+
+
+class SaveLifecycleSession(Request[None], frozen=True, kw_only=True):
+    """Update only the lifecycle-owned fields of an existing session."""
+
+    record: SessionRecord
+
+
+class DeleteSession(Request[None], frozen=True, kw_only=True):
+    """Delete a session with its events and projection (its context stays)."""
+
+    session_id: str
+
+
+class RecordActivities(Request[None], frozen=True, kw_only=True):
+    """Publish activity states; only changes become ``activity_changed`` events."""
+
+    activities: list[tuple[str, ApiActivityState]]
+    recorded_at_ms: int
+
+
+class RecordStartupFault(Request[None], frozen=True, kw_only=True):
+    """Record that a session failed to start (``session_fault``/``startup_failed``)."""
+
+    session_id: str
+    message: str
+
+
+class BeginCheckpoint(Request[None], frozen=True, kw_only=True):
+    """Start the session's checkpoint operation, owned by ``command_id``."""
+
+    session: SessionRecord
+    command_id: str
+
+
+class SaveRequestedCheckpoint(Request[None], frozen=True, kw_only=True):
+    """Finish the owned checkpoint successfully, storing its archive metadata."""
+
+    session: SessionRecord
+    command_id: str
+
+
+class FinishFailedCheckpoint(Request[None], frozen=True, kw_only=True):
+    """Finish the owned checkpoint as failed, or as deferred (``rejected``)."""
+
+    session: SessionRecord
+    command_id: str
+    deferred: bool
+    message: str
+
+
+class CorrelateCheckpointBarrier(Request[None], frozen=True, kw_only=True):
+    """Attach a barrier command to the checkpoint operation ``operation_id``."""
+
+    session_id: str
+    operation_id: str
+    command_id: str
+
+
+class RecoverInterruptedCheckpoints(Request[int], frozen=True, kw_only=True):
+    """Fail every open checkpoint after a controller restart; reply: sessions recovered."""
+
+    updated_at: str
+
+
+WriterMessage = (
+    SaveSession
+    | SaveLifecycleSession
+    | DeleteSession
+    | RecordActivities
+    | RecordStartupFault
+    | BeginCheckpoint
+    | SaveRequestedCheckpoint
+    | FinishFailedCheckpoint
+    | CorrelateCheckpointBarrier
+    | RecoverInterruptedCheckpoints
+)
+
+
+# -- projectors -----------------------------------------------------------------------
+
+
+class ProjectionReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What a projector did with one :class:`ObserveRelayEvents`."""
+
+    session_id: str
+    applied: int
+    already_applied: int
+    frontier_ordinal: int
+    frontier_digest: str
+
+
+class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
+    """Verify and project relay events of one session, in order."""
+
+    session_id: str
+    events: list[RelayEvent]
+
+
+# -- readers --------------------------------------------------------------------------
+
+
+class LoadApiEvents(Request[ApiEventPage], frozen=True, kw_only=True):
+    """A page of the feed after ``after_seq`` (``None``: from now)."""
+
+    filter: ApiEventFilter = ApiEventFilter()
+    after_seq: int | None = None
+    limit: int = 100
+
+
+class LoadRuntimeReceipt(Request["RuntimeReceipt | None"], frozen=True, kw_only=True):
+    """The session's newest runtime receipt."""
+
+    session_id: str
+
+
+class LoadMaterializedSession(Request["MaterializedSession | None"], frozen=True, kw_only=True):
+    """The session's stored projection."""
+
+    session_id: str
+
+
+class LoadState(Request[State], frozen=True, kw_only=True):
+    """Every session record."""
+
+
+ReaderMessage = LoadApiEvents | LoadRuntimeReceipt | LoadMaterializedSession | LoadState

@@ -1,0 +1,1001 @@
+"""The relay journal's records: commands, their outcomes, observations and events.
+
+Each adjacently tagged enum of the origin (``{"type": .., "data": {..}}``) is a union
+of variant Structs tagged on ``type``; a variant with fields holds them in ``data``.
+Build one with ``CommandStarted.of(command_id="c1", started_at_ms=2)``.
+
+:class:`RelayEvent` keeps the bytes its observation was read from, so its digest never
+depends on re-encoding; see :mod:`domain.digests`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar, Self
+
+import msgspec
+
+from domain.elicitation import ElicitationRequest
+from domain.errors import InvalidInput
+from domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
+from domain.runtime import RuntimeIdentity
+from domain.wire import JSON, Wire, emitted, encode
+
+__all__ = [
+    "MAX_RELAY_LINE_BYTES",
+    "RELAY_EVENT_FORMAT_V1",
+    "RELAY_EVENT_FORMAT_V2",
+    "RELAY_EVENT_GENESIS_DIGEST",
+    "AdvanceRecoveryFloorCommand",
+    "AgentInitialized",
+    "BeginCheckpointCommand",
+    "CancelCommand",
+    "CancelTurnCommand",
+    "CancelTurnForCommand",
+    "CancelUserShellCommand",
+    "CancelledOutcome",
+    "CheckpointCompletedOutcome",
+    "CheckpointReady",
+    "CheckpointReleasedOutcome",
+    "ClearContextCommand",
+    "ClearQueuedPromptsCommand",
+    "CloseCommand",
+    "Closed",
+    "ClosedOutcome",
+    "Closing",
+    "CommandCompleted",
+    "CommandInterrupted",
+    "CommandQueued",
+    "CommandRejected",
+    "CommandStarted",
+    "CompleteCheckpointCommand",
+    "ConfigurationUpdated",
+    "ConfiguredOutcome",
+    "ContextClearedOutcome",
+    "ContinueAuthorizedWorkCommand",
+    "ElicitationRequested",
+    "ElicitationResolved",
+    "ElicitationsCleared",
+    "GoalControlCommand",
+    "GoalControlledOutcome",
+    "HarnessTurnSettled",
+    "HarnessTurnStarted",
+    "NativeAgent",
+    "Notice",
+    "NoticeRecordedOutcome",
+    "PermissionAutoApproved",
+    "PromptCommand",
+    "PromptOutcome",
+    "QueueChangedOutcome",
+    "QuotaRecovery",
+    "RecordNoticeCommand",
+    "RecoveryFloorAdvancedOutcome",
+    "RelayCommand",
+    "RelayCommandKind",
+    "RelayCommandOutcome",
+    "RelayCursor",
+    "RelayEvent",
+    "RelayObservation",
+    "ReleaseCheckpointCommand",
+    "RemoveQueuedPromptCommand",
+    "ResolveSteeringCommand",
+    "ResumeAfterQuotaCommand",
+    "RetryAssessmentResolved",
+    "RetryAssessmentStarted",
+    "RunUserShellCommand",
+    "SessionConfigured",
+    "SessionFault",
+    "SessionModeSetOutcome",
+    "SessionModesConfigured",
+    "SessionOpened",
+    "SessionRestarted",
+    "SessionUpdate",
+    "SetConfigCommand",
+    "SetQuotaRecoveryCommand",
+    "SetSessionModeCommand",
+    "SteerCommand",
+    "SteeredOutcome",
+    "SteeringReturnedOutcome",
+    "SteeringUnconfirmed",
+    "TerminalOutput",
+    "TurnAssessmentUpdated",
+    "UserShellCancelledOutcome",
+    "UserShellOutcome",
+    "UserShellOutput",
+    "UserShellResult",
+    "UserShellStatus",
+    "Warning",
+    "decode_relay_event",
+    "encode_relay_event",
+    "variant_type",
+]
+
+RELAY_EVENT_FORMAT_V1 = 1
+RELAY_EVENT_FORMAT_V2 = 2
+RELAY_EVENT_GENESIS_DIGEST = "0" * 64
+MAX_RELAY_LINE_BYTES = 2 * 1024 * 1024
+
+
+class _Variant(Wire, kw_only=True):
+    """Base of an adjacently tagged variant; subclasses set ``tag`` and maybe ``data``."""
+
+    @classmethod
+    def of(cls, **fields: Any) -> Self:
+        """Build the variant from its data fields (``data`` is made for you)."""
+        data_type = _data_types.get(cls)
+        if data_type is None:
+            data_type = _data_type_of(cls)
+            _data_types[cls] = data_type
+        if data_type is type(None):
+            if fields:
+                raise InvalidInput(f"{variant_type(cls)} takes no data, got {sorted(fields)}")
+            return cls()
+        return cls(data=data_type(**fields))  # type: ignore[call-arg]
+
+
+_data_types: dict[type[_Variant], type[Any]] = {}
+
+
+def _data_type_of(cls: type[_Variant]) -> type[Any]:
+    for field in msgspec.structs.fields(cls):
+        if field.name == "data" and isinstance(field.type, type):
+            return field.type
+    return type(None)
+
+
+def variant_type(value: msgspec.Struct | type[msgspec.Struct]) -> str:
+    """The wire ``type`` of a variant or variant class."""
+    tag = value.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+# -- cursor and shell results ---------------------------------------------------------
+
+
+class RelayCursor(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A position in a relay journal: an ordinal and the digest of the event there."""
+
+    ordinal: int
+    digest: str
+
+
+class UserShellStatus(enum.Enum):
+    EXITED = "exited"
+    SIGNALED = "signaled"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class UserShellResult(Wire, kw_only=True, forbid_unknown_fields=True):
+    """What a user shell command produced and how it ended."""
+
+    command: str
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = emitted(False)
+    stderr_truncated: bool = emitted(False)
+    exit_code: int | None = None
+    signal: str | None = None
+    duration_ms: int
+    status: UserShellStatus
+    error: str | None = None
+
+
+# -- commands -------------------------------------------------------------------------
+
+
+class RelayCommandKind(enum.Enum):
+    """The kind of a command, as journaled in completions and refusals."""
+
+    STEER = "steer"
+    RESOLVE_STEERING = "resolve_steering"
+    CLEAR_CONTEXT = "clear_context"
+    PROMPT = "prompt"
+    RUN_USER_SHELL = "run_user_shell"
+    CANCEL_USER_SHELL = "cancel_user_shell"
+    REMOVE_QUEUED_PROMPT = "remove_queued_prompt"
+    CLEAR_QUEUED_PROMPTS = "clear_queued_prompts"
+    SET_CONFIG = "set_config"
+    GOAL_CONTROL = "goal_control"
+    SET_SESSION_MODE = "set_session_mode"
+    CANCEL_TURN = "cancel_turn"
+    CANCEL = "cancel"
+    CLOSE = "close"
+    BEGIN_CHECKPOINT = "begin_checkpoint"
+    COMPLETE_CHECKPOINT = "complete_checkpoint"
+    RELEASE_CHECKPOINT = "release_checkpoint"
+    ADVANCE_RECOVERY_FLOOR = "advance_recovery_floor"
+    RECORD_NOTICE = "record_notice"
+
+
+class _Command(_Variant, kw_only=True, forbid_unknown_fields=True):
+    KIND: ClassVar[RelayCommandKind]
+
+    def kind(self) -> RelayCommandKind:
+        return self.KIND
+
+
+class ClearContextCommand(_Command, tag="clear_context"):
+    KIND = RelayCommandKind.CLEAR_CONTEXT
+    data: None = None
+
+
+class PromptCommandData(Wire, kw_only=True, forbid_unknown_fields=True):
+    prompt: list[JSON]
+
+
+class PromptCommand(_Command, tag="prompt"):
+    KIND = RelayCommandKind.PROMPT
+    data: PromptCommandData
+
+
+class ContinueAuthorizedWorkData(Wire, kw_only=True, forbid_unknown_fields=True):
+    expected: RelayCursor
+    user_command_id: str
+    completed_command_id: str
+    attempt: int
+
+
+class ContinueAuthorizedWorkCommand(_Command, tag="continue_authorized_work"):
+    KIND = RelayCommandKind.PROMPT
+    data: ContinueAuthorizedWorkData
+
+
+class QuotaRecovery(Wire, kw_only=True):
+    user_command_id: str
+    completed_command_id: str
+    profile_id: str
+    reset_at_ms: int | None = emitted(None)
+    retry_at_ms: int | None = emitted(None)
+    notice: str
+    submitted: bool
+
+
+class SetQuotaRecoveryData(Wire, kw_only=True, forbid_unknown_fields=True):
+    expected: RelayCursor
+    recovery: QuotaRecovery | None = emitted(None)
+
+
+class SetQuotaRecoveryCommand(_Command, tag="set_quota_recovery"):
+    KIND = RelayCommandKind.RECORD_NOTICE
+    data: SetQuotaRecoveryData
+
+
+class ResumeAfterQuotaData(Wire, kw_only=True, forbid_unknown_fields=True):
+    expected: RelayCursor
+    completed_command_id: str
+
+
+class ResumeAfterQuotaCommand(_Command, tag="resume_after_quota"):
+    KIND = RelayCommandKind.PROMPT
+    data: ResumeAfterQuotaData
+
+
+class RunUserShellData(Wire, kw_only=True, forbid_unknown_fields=True):
+    command: str
+
+
+class RunUserShellCommand(_Command, tag="run_user_shell"):
+    KIND = RelayCommandKind.RUN_USER_SHELL
+    data: RunUserShellData
+
+
+class CancelUserShellData(Wire, kw_only=True, forbid_unknown_fields=True):
+    shell_command_id: str
+
+
+class CancelUserShellCommand(_Command, tag="cancel_user_shell"):
+    KIND = RelayCommandKind.CANCEL_USER_SHELL
+    data: CancelUserShellData
+
+
+class RemoveQueuedPromptData(Wire, kw_only=True, forbid_unknown_fields=True):
+    queued_command_id: str
+
+
+class RemoveQueuedPromptCommand(_Command, tag="remove_queued_prompt"):
+    KIND = RelayCommandKind.REMOVE_QUEUED_PROMPT
+    data: RemoveQueuedPromptData
+
+
+class ClearQueuedPromptsCommand(_Command, tag="clear_queued_prompts"):
+    KIND = RelayCommandKind.CLEAR_QUEUED_PROMPTS
+    data: None = None
+
+
+class SetConfigData(Wire, kw_only=True, forbid_unknown_fields=True):
+    key: str
+    value: str
+
+
+class SetConfigCommand(_Command, tag="set_config"):
+    KIND = RelayCommandKind.SET_CONFIG
+    data: SetConfigData
+
+
+class GoalAction(enum.Enum):
+    PAUSE = "pause"
+    RESUME = "resume"
+    CLEAR = "clear"
+
+
+class GoalControlData(Wire, kw_only=True, forbid_unknown_fields=True):
+    action: GoalAction
+
+
+class GoalControlCommand(_Command, tag="goal_control"):
+    KIND = RelayCommandKind.GOAL_CONTROL
+    data: GoalControlData
+
+
+class SetSessionModeData(Wire, kw_only=True, forbid_unknown_fields=True):
+    mode_id: str
+
+
+class SetSessionModeCommand(_Command, tag="set_session_mode"):
+    KIND = RelayCommandKind.SET_SESSION_MODE
+    data: SetSessionModeData
+
+
+class CancelTurnCommand(_Command, tag="cancel_turn"):
+    KIND = RelayCommandKind.CANCEL_TURN
+    data: None = None
+
+
+class SteerData(Wire, kw_only=True, forbid_unknown_fields=True):
+    active_prompt_id: str
+    queued_prompt_id: str
+
+
+class SteerCommand(_Command, tag="steer"):
+    KIND = RelayCommandKind.STEER
+    data: SteerData
+
+
+class CancelTurnForData(Wire, kw_only=True, forbid_unknown_fields=True):
+    active_prompt_id: str
+
+
+class CancelTurnForCommand(_Command, tag="cancel_turn_for"):
+    KIND = RelayCommandKind.CANCEL_TURN
+    data: CancelTurnForData
+
+
+class ResolveSteeringData(Wire, kw_only=True, forbid_unknown_fields=True):
+    steering_id: str
+
+
+class ResolveSteeringCommand(_Command, tag="resolve_steering"):
+    KIND = RelayCommandKind.RESOLVE_STEERING
+    data: ResolveSteeringData
+
+
+class CancelCommand(_Command, tag="cancel"):
+    KIND = RelayCommandKind.CANCEL
+    data: None = None
+
+
+class CloseData(Wire, kw_only=True, forbid_unknown_fields=True):
+    barrier_command_id: str
+    expected: RelayCursor
+
+
+class CloseCommand(_Command, tag="close"):
+    KIND = RelayCommandKind.CLOSE
+    data: CloseData
+
+
+class BeginCheckpointData(Wire, kw_only=True, forbid_unknown_fields=True):
+    reason: str | None = emitted(None)
+
+
+class BeginCheckpointCommand(_Command, tag="begin_checkpoint"):
+    KIND = RelayCommandKind.BEGIN_CHECKPOINT
+    data: BeginCheckpointData
+
+
+class BarrierData(Wire, kw_only=True, forbid_unknown_fields=True):
+    barrier_command_id: str
+
+
+class CompleteCheckpointCommand(_Command, tag="complete_checkpoint"):
+    KIND = RelayCommandKind.COMPLETE_CHECKPOINT
+    data: BarrierData
+
+
+class ReleaseCheckpointCommand(_Command, tag="release_checkpoint"):
+    KIND = RelayCommandKind.RELEASE_CHECKPOINT
+    data: BarrierData
+
+
+class AdvanceRecoveryFloorData(Wire, kw_only=True, forbid_unknown_fields=True):
+    through: RelayCursor
+
+
+class AdvanceRecoveryFloorCommand(_Command, tag="advance_recovery_floor"):
+    KIND = RelayCommandKind.ADVANCE_RECOVERY_FLOOR
+    data: AdvanceRecoveryFloorData
+
+
+class RecordNoticeData(Wire, kw_only=True, forbid_unknown_fields=True):
+    text: str
+
+
+class RecordNoticeCommand(_Command, tag="record_notice"):
+    KIND = RelayCommandKind.RECORD_NOTICE
+    data: RecordNoticeData
+
+
+RelayCommand = (
+    ClearContextCommand
+    | PromptCommand
+    | ContinueAuthorizedWorkCommand
+    | SetQuotaRecoveryCommand
+    | ResumeAfterQuotaCommand
+    | RunUserShellCommand
+    | CancelUserShellCommand
+    | RemoveQueuedPromptCommand
+    | ClearQueuedPromptsCommand
+    | SetConfigCommand
+    | GoalControlCommand
+    | SetSessionModeCommand
+    | CancelTurnCommand
+    | SteerCommand
+    | CancelTurnForCommand
+    | ResolveSteeringCommand
+    | CancelCommand
+    | CloseCommand
+    | BeginCheckpointCommand
+    | CompleteCheckpointCommand
+    | ReleaseCheckpointCommand
+    | AdvanceRecoveryFloorCommand
+    | RecordNoticeCommand
+)
+"""A command the controller sent the worker (``command_queued``)."""
+
+
+# -- command outcomes -----------------------------------------------------------------
+
+
+class ContextClearedData(Wire, kw_only=True):
+    native_session_id: str
+    memory: str | None = None
+
+
+class ContextClearedOutcome(_Variant, tag="context_cleared"):
+    data: ContextClearedData
+
+
+class PromptOutcomeData(Wire, kw_only=True):
+    stop_reason: str
+    diagnostic: TurnDiagnostic | None = None
+    usage: TokenUsage | None = None
+
+
+class PromptOutcome(_Variant, tag="prompt"):
+    data: PromptOutcomeData
+
+
+class UserShellOutcomeData(Wire, kw_only=True):
+    result: UserShellResult
+
+
+class UserShellOutcome(_Variant, tag="user_shell"):
+    data: UserShellOutcomeData
+
+
+class UserShellCancelledOutcome(_Variant, tag="user_shell_cancelled"):
+    pass
+
+
+class ConfiguredOutcome(_Variant, tag="configured"):
+    pass
+
+
+class GoalControlledOutcome(_Variant, tag="goal_controlled"):
+    pass
+
+
+class SessionModeSetOutcome(_Variant, tag="session_mode_set"):
+    pass
+
+
+class CancelledOutcome(_Variant, tag="cancelled"):
+    pass
+
+
+class QueuedCommandData(Wire, kw_only=True):
+    queued_command_id: str
+
+
+class SteeredOutcome(_Variant, tag="steered"):
+    data: QueuedCommandData
+
+
+class SteeringReturnedOutcome(_Variant, tag="steering_returned"):
+    data: QueuedCommandData
+
+
+class ClosedOutcome(_Variant, tag="closed"):
+    pass
+
+
+class QueueChangedData(Wire, kw_only=True):
+    removed_command_ids: list[str] = emitted([])
+
+
+class QueueChangedOutcome(_Variant, tag="queue_changed"):
+    data: QueueChangedData
+
+
+class CheckpointCompletedOutcome(_Variant, tag="checkpoint_completed"):
+    pass
+
+
+class CheckpointReleasedOutcome(_Variant, tag="checkpoint_released"):
+    pass
+
+
+class RecoveryFloorAdvancedOutcome(_Variant, tag="recovery_floor_advanced"):
+    pass
+
+
+class NoticeRecordedOutcome(_Variant, tag="notice_recorded"):
+    pass
+
+
+RelayCommandOutcome = (
+    ContextClearedOutcome
+    | PromptOutcome
+    | UserShellOutcome
+    | UserShellCancelledOutcome
+    | ConfiguredOutcome
+    | GoalControlledOutcome
+    | SessionModeSetOutcome
+    | CancelledOutcome
+    | SteeredOutcome
+    | SteeringReturnedOutcome
+    | ClosedOutcome
+    | QueueChangedOutcome
+    | CheckpointCompletedOutcome
+    | CheckpointReleasedOutcome
+    | RecoveryFloorAdvancedOutcome
+    | NoticeRecordedOutcome
+)
+"""How the worker finished a command (``command_completed``)."""
+
+
+# -- observations ---------------------------------------------------------------------
+
+
+class SteeringUnconfirmedData(Wire, kw_only=True):
+    command_id: str
+    message: str
+
+
+class SteeringUnconfirmed(_Variant, tag="steering_unconfirmed"):
+    data: SteeringUnconfirmedData
+
+
+class NativeAgentData(Wire, kw_only=True):
+    event: JSON
+
+
+class NativeAgent(_Variant, tag="native_agent"):
+    data: NativeAgentData
+
+
+class AgentInitializedData(Wire, kw_only=True):
+    protocol_version: int | str
+    capabilities: JSON
+    agent_info: JSON = emitted(None)
+    runtime: RuntimeIdentity | None = None
+
+    def __post_init__(self) -> None:
+        # ACP reads any string protocol version as version 0.
+        if isinstance(self.protocol_version, str):
+            self.protocol_version = 0
+
+
+class AgentInitialized(_Variant, tag="agent_initialized"):
+    data: AgentInitializedData
+
+
+class SessionOpenedData(Wire, kw_only=True):
+    native_session_id: str
+    resumed: bool
+    native_continuity_lost: bool = False
+    replaced_unused_native_session_id: str | None = None
+
+
+class SessionOpened(_Variant, tag="session_opened"):
+    data: SessionOpenedData
+
+
+class SessionConfiguredData(Wire, kw_only=True):
+    config_options: list[JSON] = emitted([])
+
+
+class SessionConfigured(_Variant, tag="session_configured"):
+    data: SessionConfiguredData
+
+
+class SessionModesConfiguredData(Wire, kw_only=True):
+    modes: JSON = emitted(None)
+
+
+class SessionModesConfigured(_Variant, tag="session_modes_configured"):
+    data: SessionModesConfiguredData
+
+
+class SessionUpdateData(Wire, kw_only=True):
+    update: JSON
+
+
+class SessionUpdate(_Variant, tag="session_update"):
+    data: SessionUpdateData
+
+
+class PermissionAutoApprovedData(Wire, kw_only=True):
+    option_id: str
+    option_name: str
+
+
+class PermissionAutoApproved(_Variant, tag="permission_auto_approved"):
+    data: PermissionAutoApprovedData
+
+
+class ElicitationRequestedData(Wire, kw_only=True):
+    request: ElicitationRequest
+
+
+class ElicitationRequested(_Variant, tag="elicitation_requested"):
+    data: ElicitationRequestedData
+
+
+class ElicitationResolvedData(Wire, kw_only=True):
+    elicitation_id: str
+    action: str
+
+
+class ElicitationResolved(_Variant, tag="elicitation_resolved"):
+    data: ElicitationResolvedData
+
+
+class ElicitationsCleared(_Variant, tag="elicitations_cleared"):
+    pass
+
+
+class CommandQueuedData(Wire, kw_only=True):
+    command_id: str
+    command: RelayCommand
+    created_at_ms: int
+
+
+class CommandQueued(_Variant, tag="command_queued"):
+    data: CommandQueuedData
+
+
+class CommandStartedData(Wire, kw_only=True):
+    command_id: str
+    started_at_ms: int
+
+
+class CommandStarted(_Variant, tag="command_started"):
+    data: CommandStartedData
+
+
+class CommandCompletedData(Wire, kw_only=True):
+    barrier_command_id: str | None = None
+    command: RelayCommandKind | None = None
+    command_id: str
+    outcome: RelayCommandOutcome
+
+
+class CommandCompleted(_Variant, tag="command_completed"):
+    data: CommandCompletedData
+
+
+class RetryAssessmentStartedData(Wire, kw_only=True):
+    command_id: str
+    evidence: JSON
+
+
+class RetryAssessmentStarted(_Variant, tag="retry_assessment_started"):
+    data: RetryAssessmentStartedData
+
+
+class RetryAssessmentResolvedData(Wire, kw_only=True):
+    command_id: str
+    assessment_ordinal: int
+    retryable: bool
+
+
+class RetryAssessmentResolved(_Variant, tag="retry_assessment_resolved"):
+    data: RetryAssessmentResolvedData
+
+
+class CommandEndedData(Wire, kw_only=True):
+    """Data of ``command_rejected`` and ``command_interrupted``."""
+
+    reason: OutcomeReason | None = None
+    command_id: str
+    command: RelayCommandKind
+    message: str
+
+
+class CommandRejected(_Variant, tag="command_rejected"):
+    data: CommandEndedData
+
+
+class CommandInterrupted(_Variant, tag="command_interrupted"):
+    data: CommandEndedData
+
+
+class UserShellOutputData(Wire, kw_only=True):
+    command_id: str
+    command: str
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = emitted(False)
+    stderr_truncated: bool = emitted(False)
+
+
+class UserShellOutput(_Variant, tag="user_shell_output"):
+    data: UserShellOutputData
+
+
+class ConfigurationUpdatedData(Wire, kw_only=True):
+    key: str
+    value: str
+
+
+class ConfigurationUpdated(_Variant, tag="configuration_updated"):
+    data: ConfigurationUpdatedData
+
+
+class CheckpointReadyData(Wire, kw_only=True):
+    command_id: str
+    through: int
+
+
+class CheckpointReady(_Variant, tag="checkpoint_ready"):
+    data: CheckpointReadyData
+
+
+class SessionFaultData(Wire, kw_only=True):
+    reason: OutcomeReason
+    message: str
+
+
+class SessionFault(_Variant, tag="session_fault"):
+    data: SessionFaultData
+
+
+class MessageData(Wire, kw_only=True):
+    message: str
+
+
+class Warning(_Variant, tag="warning"):  # noqa: A001 - the origin's variant name
+    data: MessageData
+
+
+class SessionRestarted(_Variant, tag="session_restarted"):
+    pass
+
+
+class TerminalOutputData(Wire, kw_only=True):
+    terminal_id: str
+    output: str
+    truncated: bool = emitted(False)
+    exit_code: int | None = emitted(None)
+    signal: str | None = emitted(None)
+
+
+class TerminalOutput(_Variant, tag="terminal_output"):
+    data: TerminalOutputData
+
+
+class Notice(_Variant, tag="notice"):
+    data: MessageData
+
+
+class HarnessTurnStartedData(Wire, kw_only=True):
+    started_at_ms: int
+
+
+class HarnessTurnStarted(_Variant, tag="harness_turn_started"):
+    data: HarnessTurnStartedData
+
+
+class HarnessTurnSettledData(Wire, kw_only=True):
+    origin: str | None = emitted(None)
+    prompt_in_flight: bool = emitted(False)
+
+
+class HarnessTurnSettled(_Variant, tag="harness_turn_settled"):
+    data: HarnessTurnSettledData
+
+
+class Closing(_Variant, tag="closing"):
+    pass
+
+
+class Closed(_Variant, tag="closed"):
+    pass
+
+
+class TurnAssessmentUpdatedData(Wire, kw_only=True):
+    assessment: JSON
+
+
+class TurnAssessmentUpdated(_Variant, tag="turn_assessment_updated"):
+    """Written by newer workers (schema 58 era); carried opaquely, changes nothing."""
+
+    data: TurnAssessmentUpdatedData
+
+
+RelayObservation = (
+    SteeringUnconfirmed
+    | NativeAgent
+    | AgentInitialized
+    | SessionOpened
+    | SessionConfigured
+    | SessionModesConfigured
+    | SessionUpdate
+    | PermissionAutoApproved
+    | ElicitationRequested
+    | ElicitationResolved
+    | ElicitationsCleared
+    | CommandQueued
+    | CommandStarted
+    | CommandCompleted
+    | RetryAssessmentStarted
+    | RetryAssessmentResolved
+    | CommandRejected
+    | CommandInterrupted
+    | UserShellOutput
+    | ConfigurationUpdated
+    | CheckpointReady
+    | SessionFault
+    | Warning
+    | SessionRestarted
+    | TerminalOutput
+    | Notice
+    | HarnessTurnStarted
+    | HarnessTurnSettled
+    | Closing
+    | Closed
+    | TurnAssessmentUpdated
+)
+"""Something the worker observed and journaled."""
+
+
+# -- events ---------------------------------------------------------------------------
+
+
+class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One journal record.
+
+    ``observation_json`` holds the observation's bytes exactly as they were read (or as
+    they were encoded, for an event built in code); digests are computed over them.
+    Build events in code with :meth:`create`; read them with :func:`decode_relay_event`.
+    """
+
+    format: int = RELAY_EVENT_FORMAT_V1
+    ordinal: int
+    previous_digest: str = ""
+    digest: str
+    recorded_at_ms: int
+    command_id: str | None = None
+    observation: RelayObservation
+    observation_json: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not self.observation_json:
+            msgspec.structs.force_setattr(self, "observation_json", encode(self.observation))
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        ordinal: int,
+        recorded_at_ms: int,
+        observation: RelayObservation,
+        format: int = RELAY_EVENT_FORMAT_V2,  # noqa: A002 - the wire name
+        previous_digest: str = "",
+        command_id: str | None = None,
+    ) -> RelayEvent:
+        """Build an event in code and compute its digest."""
+        from domain.digests import relay_event_digest  # digests builds on this module
+
+        draft = cls(
+            format=format,
+            ordinal=ordinal,
+            previous_digest=previous_digest,
+            digest="",
+            recorded_at_ms=recorded_at_ms,
+            command_id=command_id,
+            observation=observation,
+        )
+        return msgspec.structs.replace(draft, digest=relay_event_digest(draft))
+
+    @property
+    def cursor(self) -> RelayCursor:
+        """The cursor that points at this event."""
+        return RelayCursor(ordinal=self.ordinal, digest=self.digest)
+
+
+class _RelayEventWire(msgspec.Struct, kw_only=True):
+    format: int = RELAY_EVENT_FORMAT_V1
+    ordinal: int
+    previous_digest: str = ""
+    digest: str
+    recorded_at_ms: int
+    command_id: str | None = None
+    observation: msgspec.Raw
+
+
+_EVENT_DECODER = msgspec.json.Decoder(_RelayEventWire)
+_OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Decoder(
+    RelayObservation  # type: ignore[arg-type]
+)
+_U8 = 255
+_U64 = 2**64 - 1
+
+
+def decode_relay_event(line: bytes | str) -> RelayEvent:
+    """Decode one journal line (a trailing newline is allowed).
+
+    Raises :class:`InvalidInput` naming the field for malformed JSON, a wrong type, an
+    unknown observation or a line over 2 MiB. The digest is not checked here.
+    """
+    raw = line.encode() if isinstance(line, str) else line
+    if len(raw) > MAX_RELAY_LINE_BYTES:
+        raise InvalidInput(
+            f"relay line is {len(raw)} bytes, over the {MAX_RELAY_LINE_BYTES}-byte limit"
+        )
+    try:
+        wire = _EVENT_DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"invalid relay event: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"relay line is not valid JSON: {exc}") from exc
+    try:
+        observation = _OBSERVATION_DECODER.decode(wire.observation)
+    except msgspec.DecodeError as exc:
+        text = str(exc).replace("`$", "`$.observation", 1)
+        raise InvalidInput(f"invalid relay observation: {text}", ordinal=wire.ordinal) from exc
+    if not 0 <= wire.format <= _U8 or not 0 <= wire.ordinal <= _U64:
+        raise InvalidInput(
+            f"invalid relay event: format {wire.format} or ordinal {wire.ordinal} out of range"
+        )
+    return RelayEvent(
+        format=wire.format,
+        ordinal=wire.ordinal,
+        previous_digest=wire.previous_digest,
+        digest=wire.digest,
+        recorded_at_ms=wire.recorded_at_ms,
+        command_id=wire.command_id,
+        observation=observation,
+        observation_json=bytes(wire.observation),
+    )
+
+
+def encode_relay_event(event: RelayEvent) -> bytes:
+    """Encode an event as the worker writes it (without the trailing newline)."""
+    parts = [b"{"]
+    if event.format != RELAY_EVENT_FORMAT_V1:
+        parts.append(b'"format":%d,' % event.format)
+    parts.append(b'"ordinal":%d,' % event.ordinal)
+    if event.previous_digest:
+        parts.append(b'"previous_digest":' + encode(event.previous_digest) + b",")
+    parts.append(b'"digest":' + encode(event.digest) + b",")
+    parts.append(b'"recorded_at_ms":%d,' % event.recorded_at_ms)
+    if event.command_id is not None:
+        parts.append(b'"command_id":' + encode(event.command_id) + b",")
+    parts.append(b'"observation":' + event.observation_json + b"}")
+    return b"".join(parts)

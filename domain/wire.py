@@ -1,0 +1,86 @@
+"""The wire conventions every relaystore type follows, and the shared codec.
+
+The origin writes JSON with serde; relaystore must write the same bytes. The rules:
+
+* Every type derives from :class:`Wire` (``omit_defaults=True``) and repeats
+  ``kw_only=True`` (msgspec applies it per class): construction is by keyword. A field whose
+  default is ``None``, ``False`` or an empty collection is left out when it has that
+  value: serde's ``skip_serializing_if``.
+* A field that serde always writes but also defaults on read (``Option`` without a
+  skip rule, ``#[serde(default)]`` scalars) takes its default from :func:`emitted`.
+  msgspec only omits a value identical to a plain default, never one made by a
+  factory, so such fields are always written and still optional on read.
+* ``forbid_unknown_fields=True`` exactly where the origin says ``deny_unknown_fields``.
+* Adjacently tagged enums (``{"type": .., "data": {..}}``) are one Struct per variant,
+  tagged on ``type`` and holding a ``data`` Struct; unit variants have no ``data``.
+
+msgspec escapes strings exactly as serde_json does and formats floats like ryu
+(``1e16``, ``1e-7``); ``tests/domain/test_wire.py`` pins both.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+
+from domain.errors import InvalidInput
+
+__all__ = ["JSON", "Wire", "decode_json", "emitted", "encode", "json_value"]
+
+T = TypeVar("T")
+
+JSON = Any
+"""An opaque JSON value (ACP payloads): dicts keep the key order they were read in."""
+
+_ENCODER = msgspec.json.Encoder()
+
+
+class Wire(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base of every wire type: keyword construction, serde skip rules."""
+
+
+def emitted(default: T) -> T:
+    """Default for a field serde always writes: optional on read, present on write.
+
+    A list or dict default is copied for each instance, never shared.
+    """
+    factory: Callable[[], T]
+    if isinstance(default, list | dict):
+        template = default
+        factory = lambda: copy.copy(template)  # noqa: E731
+    else:
+        factory = lambda: default  # noqa: E731
+    return msgspec.field(default_factory=factory)
+
+
+def encode(value: object) -> bytes:
+    """Encode any relaystore type (or plain JSON value) as compact serde-style JSON."""
+    return _ENCODER.encode(value)
+
+
+def json_value(value: object) -> JSON:
+    """Convert a Struct into plain JSON values (dicts keep the wire key order)."""
+    return msgspec.json.decode(_ENCODER.encode(value))
+
+
+_decoders: dict[object, msgspec.json.Decoder[Any]] = {}
+
+
+def decode_json(data: bytes | str, kind: type[T], *, what: str | None = None) -> T:
+    """Decode ``data`` as ``kind``, raising :class:`InvalidInput` that names the field.
+
+    ``what`` names the input in the message (for example ``"session record"``).
+    """
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = msgspec.json.Decoder(kind)
+        _decoders[kind] = decoder
+    try:
+        result: T = decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        name = what or getattr(kind, "__name__", str(kind))
+        raise InvalidInput(f"invalid {name}: {exc}") from exc
+    return result
