@@ -50,7 +50,6 @@ from storage.connection import open_reader, open_writer
 from storage.materialized import load_materialized_session
 from storage.paging import load_latest_seq
 from storage.projection import ApplyOutcome, apply_projection_page
-from storage.schema import check_writer_schema, read_schema_state
 
 __all__ = ["EventStore", "Synchronous"]
 
@@ -184,10 +183,9 @@ class EventStore:
         try:
             if not read_only:
                 handle = open_writer(path, synchronous=synchronous)
-                observed = [read_schema_state(handle.connection).revision]
 
-                def check(connection: apsw.Connection) -> None:
-                    observed[0] = check_writer_schema(connection, observed[0])
+                def check(_connection: apsw.Connection) -> None:
+                    handle.check_schema()
 
                 self._commits = _Commits(load_latest_seq(handle.connection))
                 self._writer = WriterActor.start(
@@ -372,7 +370,7 @@ class EventStore:
                     )
                     if outcome is ApplyOutcome.APPLIED:
                         applied += 1
-                return projection_page.frontier_ordinal, applied
+                return projection_page.frontier.ordinal, applied
 
             result: tuple[int, int] = apply_projection_page(connection, session_id, fill)
             return result

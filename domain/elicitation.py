@@ -231,9 +231,11 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
         and numbers that are not finite.
 
         Field order: relaystore keeps the order in which ``properties`` was received
-        (dicts keep JSON key order). The origin iterates a serde_json ``Map``; its stored
-        ``Cargo.lock`` builds serde_json with ``indexmap`` (the ``preserve_order``
-        feature), which also keeps the received order.
+        (dicts keep JSON key order). The origin iterates a serde_json ``Map``, which keeps
+        that order only with serde_json's ``preserve_order`` feature. The one stored origin
+        ``Cargo.lock`` (release 1.10.0) resolves serde_json with its optional ``indexmap``
+        dependency, so that feature is on in the origin's build graph; this is not
+        proven for every build of the exact origin commit.
         """
         try:
             size = len(encode(params))

@@ -1,0 +1,71 @@
+"""Session activity: publish what each session is doing, and faults at its start.
+
+Guarantees: an activity batch is one transaction; an ``activity_changed`` event is appended only
+when the activity's serialized JSON differs from the last one published for that
+session (byte comparison of the deterministic encoding); activity for a session that
+does not exist (never saved, or deleted) is skipped, so a forgotten session is never
+revived. A startup fault of a session that does not exist is dropped the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import apsw
+
+from domain.api_events import ApiActivityChanged, ApiActivityState, ApiSessionFault
+from domain.outcomes import OutcomeReason
+from domain.wire import encode
+from storage.events import insert_api_event
+from storage.sessions import current_time_ms
+from storage.transaction import transaction
+
+__all__ = ["record_activities", "record_startup_fault"]
+
+
+def record_activities(
+    connection: apsw.Connection,
+    activities: Iterable[tuple[str, ApiActivityState]],
+    recorded_at_ms: int,
+) -> None:
+    """Append ``activity_changed`` for every changed activity in ``activities``, in order."""
+    with transaction(connection, "record session activity"):
+        for session_id, activity in activities:
+            exists = connection.execute(
+                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if exists is None:
+                continue
+            body = encode(activity).decode()
+            previous = connection.execute(
+                "SELECT body FROM api_session_activity WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if previous is not None and previous[0] == body:
+                continue
+            insert_api_event(
+                connection, session_id, recorded_at_ms, ApiActivityChanged.of(activity=activity)
+            )
+            connection.execute(
+                "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
+                " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+                (session_id, body),
+            )
+
+
+def record_startup_fault(
+    connection: apsw.Connection, session_id: str, message: str, *, now_ms: int | None = None
+) -> None:
+    """Append ``session_fault`` (``startup_failed``) for an existing session; else nothing."""
+    with transaction(connection, f"record a startup fault of session {session_id}"):
+        exists = connection.execute(
+            "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if exists is not None:
+            insert_api_event(
+                connection,
+                session_id,
+                current_time_ms(now_ms),
+                ApiSessionFault.of(
+                    reason=OutcomeReason.STARTUP_FAILED, message=message, command_id=None
+                ),
+            )

@@ -1,0 +1,281 @@
+"""Checkpoint operations: one in flight per session, owned by one command, ended once.
+
+Guarantees:
+
+* A session has at most one open checkpoint operation and a command id owns at most
+  one (``checkpoint_operations``: primary key on the session, unique command id).
+* Finishing an operation appends exactly one ``command_ended`` event (owner
+  ``daemon``, kind ``"checkpoint"``, carrying the correlated barrier command ids) and
+  deletes the row in the same transaction, so its identity is consumed once; a second
+  finish, or a finish by a command that does not own the session, writes nothing.
+* Every operation is one transaction (a savepoint inside the caller's); a refusal
+  writes nothing.
+"""
+
+from __future__ import annotations
+
+import apsw
+import msgspec
+
+from domain.api_events import ApiCommandEnded
+from domain.errors import InvalidInput, LifecycleConflict, UnknownSession
+from domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
+from domain.sessions import SessionRecord, SessionState
+from storage.events import insert_api_event
+from storage.sessions import current_time_ms, load_session, update_lifecycle_fields
+from storage.transaction import transaction
+
+__all__ = [
+    "CHECKPOINT_COMMAND_KIND",
+    "RECOVERED_CHECKPOINT_ERROR",
+    "RECOVERED_CHECKPOINT_MESSAGE",
+    "begin_checkpoint",
+    "correlate_checkpoint_barrier",
+    "finish_failed_checkpoint",
+    "recover_interrupted_checkpoints",
+    "save_requested_checkpoint",
+]
+
+CHECKPOINT_COMMAND_KIND = "checkpoint"
+RECOVERED_CHECKPOINT_MESSAGE = "Checkpoint operation interrupted by controller restart"
+"""The ``command_ended`` message of an operation failed by recovery."""
+RECOVERED_CHECKPOINT_ERROR = (
+    "checkpointing was interrupted by a controller restart; the target was left running"
+)
+"""The ``last_checkpoint_error`` recovery leaves on a session it returns to running."""
+
+_LIFECYCLE_OPERATIONS = ("checkpointing", "closing", "destroying")
+
+
+def begin_checkpoint(
+    connection: apsw.Connection,
+    session: SessionRecord,
+    command_id: str,
+    *,
+    now_ms: int | None = None,
+) -> None:
+    """Open the session's checkpoint operation, owned by ``command_id``, and save ``session``'s
+    lifecycle fields (callers pass ``state=checkpointing``). Appends no event.
+
+    Raises :class:`~domain.errors.LifecycleConflict` when the stored session is already
+    checkpointing, closing or destroying, already has an operation, or ``command_id``
+    already owns another session's operation; :class:`~domain.errors.UnknownSession`
+    when the session does not exist.
+    """
+    session.validate()
+    _require_command_id(command_id)
+    with transaction(connection, f"begin checkpoint {command_id} of session {session.id}"):
+        row = connection.execute(
+            "SELECT state FROM sessions WHERE session_id = ?", (session.id,)
+        ).fetchone()
+        if row is None:
+            raise UnknownSession(session.id)
+        if row[0] in _LIFECYCLE_OPERATIONS:
+            raise LifecycleConflict(
+                f"session {session.id} is already in a lifecycle operation ({row[0]}); "
+                "wait for it to finish before starting a checkpoint",
+                session_id=session.id,
+            )
+        current = connection.execute(
+            "SELECT command_id FROM checkpoint_operations WHERE session_id = ?", (session.id,)
+        ).fetchone()
+        if current is not None:
+            raise LifecycleConflict(
+                f"session {session.id} already has checkpoint operation {current[0]}; "
+                "finish or recover it first",
+                session_id=session.id,
+            )
+        other = connection.execute(
+            "SELECT session_id FROM checkpoint_operations WHERE command_id = ?", (command_id,)
+        ).fetchone()
+        if other is not None:
+            raise LifecycleConflict(
+                f"command id {command_id} already owns the checkpoint operation of session "
+                f"{other[0]}; use a new command id",
+                session_id=session.id,
+            )
+        connection.execute(
+            "INSERT INTO checkpoint_operations(session_id, command_id) VALUES (?, ?)",
+            (session.id, command_id),
+        )
+        update_lifecycle_fields(connection, session, now_ms=now_ms)
+
+
+def save_requested_checkpoint(
+    connection: apsw.Connection,
+    session: SessionRecord,
+    command_id: str,
+    *,
+    now_ms: int | None = None,
+) -> None:
+    """Finish the owned operation successfully: save the lifecycle fields, the native
+    session id and the new checkpoint, and append ``command_ended`` ``succeeded``.
+
+    Raises :class:`~domain.errors.LifecycleConflict` when ``command_id`` does not own
+    the session's operation (nothing written) and :class:`~domain.errors.InvalidInput`
+    when ``session`` has no checkpoint metadata.
+    """
+    session.validate()
+    with transaction(connection, f"save checkpoint {command_id} of session {session.id}"):
+        if not _owns(connection, session.id, command_id):
+            raise LifecycleConflict(
+                f"checkpoint operation {command_id} no longer owns session {session.id}; "
+                "its result was not saved",
+                session_id=session.id,
+            )
+        if session.checkpoint is None:
+            raise InvalidInput(
+                "successful checkpoint has no archive metadata; set the record's checkpoint",
+                session_id=session.id,
+            )
+        update_lifecycle_fields(
+            connection, session, now_ms=now_ms, also=("native_session_id", "checkpoint")
+        )
+        _finish(connection, session.id, CommandResultKind.SUCCEEDED, None, None, now_ms)
+
+
+def finish_failed_checkpoint(
+    connection: apsw.Connection,
+    session: SessionRecord,
+    command_id: str,
+    deferred: bool,
+    message: str,
+    *,
+    now_ms: int | None = None,
+) -> None:
+    """Finish the owned operation as failed (``failed``/``checkpoint_failed``) or deferred
+    (``rejected``/``checkpoint_deferred``), saving the lifecycle fields; the stored
+    checkpoint is kept.
+
+    When ``command_id`` does not own the session's operation (already finished, or a
+    stale owner) this is a silent no-op: it writes nothing.
+    """
+    session.validate()
+    with transaction(connection, f"finish checkpoint {command_id} of session {session.id}"):
+        if not _owns(connection, session.id, command_id):
+            return
+        update_lifecycle_fields(connection, session, now_ms=now_ms)
+        if deferred:
+            outcome, reason = CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED
+        else:
+            outcome, reason = CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED
+        _finish(connection, session.id, outcome, reason, message, now_ms)
+
+
+def correlate_checkpoint_barrier(
+    connection: apsw.Connection, session_id: str, operation_id: str, command_id: str
+) -> None:
+    """Record barrier ``command_id`` as related to checkpoint ``operation_id`` of the session.
+
+    Its ``command_ended`` will list it in ``related_command_ids``. A silent no-op when
+    ``operation_id`` does not own the session's operation.
+    """
+    with transaction(connection, f"correlate barrier {command_id} with {operation_id}"):
+        connection.execute(
+            "UPDATE checkpoint_operations"
+            " SET related_command_ids = json_insert(related_command_ids, '$[#]', ?)"
+            " WHERE session_id = ? AND command_id = ?",
+            (command_id, session_id, operation_id),
+        )
+
+
+def recover_interrupted_checkpoints(
+    connection: apsw.Connection, updated_at: str, *, now_ms: int | None = None
+) -> int:
+    """Fail every open checkpoint after a restart; return how many sessions were recovered.
+
+    Every open operation ends with ``command_ended`` outcome ``failed``, reason
+    ``controller_restarted`` and message :data:`RECOVERED_CHECKPOINT_MESSAGE` (its
+    related ids carried over). Then every session still ``checkpointing`` returns to
+    ``running`` with ``updated_at`` and ``last_checkpoint_error`` =
+    :data:`RECOVERED_CHECKPOINT_ERROR`; the count of those sessions is returned.
+    ``last_error`` is untouched, so no ``session_fault`` is appended. Running it again
+    finds nothing and returns 0. Raises InvalidInput for a blank ``updated_at``.
+    """
+    if not updated_at.strip():
+        raise InvalidInput("checkpoint recovery timestamp is empty; pass an RFC 3339 time")
+    with transaction(connection, "recover interrupted checkpoints"):
+        sessions = connection.execute(
+            "SELECT session_id FROM checkpoint_operations ORDER BY session_id"
+        ).fetchall()
+        for (session_id,) in sessions:
+            _finish(
+                connection,
+                str(session_id),
+                CommandResultKind.FAILED,
+                OutcomeReason.CONTROLLER_RESTARTED,
+                RECOVERED_CHECKPOINT_MESSAGE,
+                now_ms,
+            )
+        interrupted = connection.execute(
+            "SELECT session_id FROM sessions WHERE state = 'checkpointing' ORDER BY session_id"
+        ).fetchall()
+        for (session_id,) in interrupted:
+            stored = load_session(connection, str(session_id))
+            assert stored is not None
+            recovered = msgspec.structs.replace(
+                stored,
+                state=SessionState.RUNNING,
+                updated_at=updated_at,
+                last_checkpoint_error=RECOVERED_CHECKPOINT_ERROR,
+            )
+            update_lifecycle_fields(connection, recovered, now_ms=now_ms)
+    return len(interrupted)
+
+
+def _require_command_id(command_id: str) -> None:
+    if not command_id.strip():
+        raise InvalidInput("checkpoint command id is blank; pass the command's id")
+
+
+def _owns(connection: apsw.Connection, session_id: str, command_id: str) -> bool:
+    row = connection.execute(
+        "SELECT 1 FROM checkpoint_operations WHERE session_id = ? AND command_id = ?",
+        (session_id, command_id),
+    ).fetchone()
+    return row is not None
+
+
+def _finish(
+    connection: apsw.Connection,
+    session_id: str,
+    outcome: CommandResultKind,
+    reason: OutcomeReason | None,
+    message: str | None,
+    now_ms: int | None,
+) -> None:
+    """Append the operation's one ``command_ended`` and consume its row; no row: no-op."""
+    row = connection.execute(
+        "SELECT command_id, related_command_ids FROM checkpoint_operations WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        return
+    command_id, related = row
+    insert_api_event(
+        connection,
+        session_id,
+        current_time_ms(now_ms),
+        ApiCommandEnded(
+            data=_result(str(command_id), outcome, reason, message, str(related)),
+        ),
+    )
+    connection.execute("DELETE FROM checkpoint_operations WHERE session_id = ?", (session_id,))
+
+
+def _result(
+    command_id: str,
+    outcome: CommandResultKind,
+    reason: OutcomeReason | None,
+    message: str | None,
+    related: str,
+) -> CommandResult:
+    return CommandResult(
+        owner=CommandOwner.DAEMON,
+        command_id=command_id,
+        command_kind=CHECKPOINT_COMMAND_KIND,
+        outcome=outcome,
+        reason=reason,
+        message=message,
+        related_command_ids=msgspec.json.decode(related, type=list[str]),
+    )

@@ -1,0 +1,112 @@
+"""The API event log: appending bodies and reading them back as :class:`ApiEvent`.
+
+A row body is the event's ``{"type", "data"}`` JSON exactly as :func:`domain.wire.encode`
+writes it (deterministic), so equal events are equal bytes. Reading slices ``type`` and
+``data`` out of that canonical text instead of decoding and re-encoding it; a body in
+any other layout (hand-written SQL, older tools) takes the slower generic path. Either
+way the data is checked against its type, and a body that does not decode raises
+:class:`~domain.errors.InvalidInput` naming the seq and session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import apsw
+import msgspec
+
+from domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
+from domain.errors import InvalidInput, UnknownSession
+from domain.wire import encode
+from storage.transaction import is_foreign_key_violation, transaction
+
+__all__ = [
+    "api_event_from_row",
+    "encode_event_body",
+    "insert_api_event",
+    "insert_api_events",
+]
+
+_INSERT = "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES (?, ?, ?)"
+_PREFIX = '{"type":"'
+_SEPARATOR = '","data":'
+
+
+def encode_event_body(event: ApiEventData) -> str:
+    """The stored body of ``event``: ``{"type":..,"data":..}``, compact and deterministic."""
+    return encode(event).decode()
+
+
+def insert_api_event(
+    connection: apsw.Connection, session_id: str, recorded_at_ms: int, event: ApiEventData
+) -> int:
+    """Append one event and return its seq (one transaction, or a savepoint when nested).
+
+    Raises :class:`~domain.errors.UnknownSession` when the session row does not exist.
+    """
+    body = encode_event_body(event)
+    with transaction(connection, "append an API event"):
+        try:
+            connection.execute(_INSERT, (session_id, recorded_at_ms, body))
+        except apsw.ConstraintError as exc:
+            if is_foreign_key_violation(exc):
+                raise UnknownSession(session_id) from exc
+            raise
+        return connection.last_insert_rowid()
+
+
+def insert_api_events(
+    connection: apsw.Connection, rows: Iterable[tuple[str, int, ApiEventData]]
+) -> None:
+    """Append ``(session_id, recorded_at_ms, event)`` rows in order, all or none.
+
+    Raises :class:`~domain.errors.UnknownSession` naming a session that does not exist.
+    """
+    bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
+    if not bodies:
+        return
+    with transaction(connection, "append API events"):
+        try:
+            connection.executemany(_INSERT, bodies)
+        except apsw.ConstraintError as exc:
+            if not is_foreign_key_violation(exc):
+                raise
+            for sid, _, _ in bodies:
+                if (
+                    connection.execute(
+                        "SELECT 1 FROM sessions WHERE session_id = ?", (sid,)
+                    ).fetchone()
+                    is None
+                ):
+                    raise UnknownSession(sid) from exc
+            raise
+
+
+def api_event_from_row(seq: int, session_id: str, recorded_at_ms: int, body: str) -> ApiEvent:
+    """The :class:`ApiEvent` of one stored row; raises InvalidInput for a bad body."""
+    kind: str | None = None
+    data: str | None = None
+    if body.startswith(_PREFIX) and body.endswith("}"):
+        end = body.find(_SEPARATOR, len(_PREFIX))
+        if end > 0:
+            kind = body[len(_PREFIX) : end]
+            data = body[end + len(_SEPARATOR) : -1]
+    try:
+        if kind is None or data is None or '"' in kind or "\\" in kind:
+            event = decode_api_event_data(body)
+            return ApiEvent.of(
+                seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=event
+            )
+        return ApiEvent(
+            seq=seq,
+            session_id=session_id,
+            recorded_at_ms=recorded_at_ms,
+            type=kind,
+            data=msgspec.Raw(data.encode()),
+        )
+    except (InvalidInput, ValueError, msgspec.MsgspecError) as exc:
+        raise InvalidInput(
+            f"API event seq {seq} has a body relaystore cannot read ({exc}); "
+            "the store may have been written by another tool",
+            session_id=session_id,
+        ) from exc

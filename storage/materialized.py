@@ -1,0 +1,261 @@
+"""Reading a session's materialized projection back from the store.
+
+The projection lives in ``materialized_sessions`` (one row per session: frontier,
+execution, title, configuration, questions, turns) and its child tables
+``materialized_transcript_items`` and ``materialized_queued_prompts``.
+:mod:`storage.projection` writes them; this module reads them.
+
+Guarantees:
+
+* :func:`load_materialized_session` reads everything in one transaction, so the
+  frontier, transcript and queue always describe the same committed page.
+* The transcript comes back ordered by ``(position, stable_id)`` and the queue by its
+  ordinal; runs of streamed text chunks are merged on read.
+* The loaded session passes :meth:`MaterializedSession.validate`; a stored row that does
+  not decode or validate raises :class:`ProjectionError` naming the session.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from domain.api_events import MaterializedTurn
+from domain.elicitation import ElicitationRequest
+from domain.errors import InvalidInput, ProjectionError
+from domain.materialized import (
+    AgentBody,
+    ExecutionClosed,
+    ExecutionClosing,
+    ExecutionIdle,
+    ExecutionRunning,
+    MaterializedExecutionState,
+    MaterializedQueuedPrompt,
+    MaterializedSession,
+    SetConfigKind,
+    ThoughtBody,
+    TranscriptBody,
+    TranscriptItem,
+)
+from domain.outcomes import MaterializedTurnOutcome
+from domain.relay import RelayCursor
+from domain.transcript import merge_content_chunk
+from domain.wire import JSON
+from storage.transaction import transaction
+
+__all__ = [
+    "execution_columns",
+    "load_frontier",
+    "load_materialized_session",
+    "parse_execution",
+]
+
+_SESSION_ROW = """
+SELECT applied_event_ordinal, applied_event_digest, last_activity_at_ms, execution_state,
+       running_started_at_ms, session_title, configuration_json, pending_elicitations_json,
+       active_turn_json, last_turn_outcome_json
+FROM materialized_sessions WHERE session_id = ?
+"""
+_TRANSCRIPT_ROWS = """
+SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
+       body_json
+FROM materialized_transcript_items WHERE session_id = ?
+ORDER BY position, stable_id
+"""
+_QUEUE_ROWS = """
+SELECT command_id, kind_json, content_json, queued_at_ms, accepted_ordinal
+FROM materialized_queued_prompts WHERE session_id = ?
+ORDER BY ordinal
+"""
+
+_BODIES: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[TranscriptBody])
+_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
+_CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
+_ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
+_ACTIVE_TURN = msgspec.json.Decoder(MaterializedTurn)
+_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
+_QUEUE_KIND: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
+    SetConfigKind | Literal["prompt"] | None
+)
+_CONTENT = msgspec.json.Decoder(list[JSON])
+
+
+def execution_columns(execution: MaterializedExecutionState) -> tuple[str, int | None]:
+    """The ``(execution_state, running_started_at_ms)`` columns of ``execution``."""
+    if isinstance(execution, ExecutionRunning):
+        return "running", execution.started_at_ms
+    if isinstance(execution, ExecutionClosing):
+        return "closing", None
+    if isinstance(execution, ExecutionClosed):
+        return "closed", None
+    return "idle", None
+
+
+def parse_execution(
+    state: str, running_started_at_ms: int | None, *, session_id: str
+) -> MaterializedExecutionState:
+    """The execution state stored as ``(state, running_started_at_ms)``.
+
+    Raises :class:`ProjectionError` for a combination :func:`execution_columns` never
+    writes (a running state without a start time, or a start time on any other state).
+    """
+    if state == "running" and running_started_at_ms is not None:
+        return ExecutionRunning(started_at_ms=running_started_at_ms)
+    if running_started_at_ms is None:
+        if state == "idle":
+            return ExecutionIdle()
+        if state == "closing":
+            return ExecutionClosing()
+        if state == "closed":
+            return ExecutionClosed()
+    raise ProjectionError(
+        f"stored execution state {state!r} with running_started_at_ms "
+        f"{running_started_at_ms} is not valid; expected idle, closing, closed, or running "
+        "with a start time",
+        session_id=session_id,
+    )
+
+
+def load_frontier(connection: apsw.Connection, session_id: str) -> RelayCursor | None:
+    """The last relay event the stored projection applied, or None for no projection.
+
+    A session saved but never projected has the genesis frontier (ordinal 0).
+    """
+    with transaction(connection, f"load the projection frontier of session {session_id}"):
+        row = connection.execute(
+            "SELECT applied_event_ordinal, applied_event_digest FROM materialized_sessions "
+            "WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+    if row is None:
+        return None
+    return RelayCursor(ordinal=row[0], digest=row[1])
+
+
+def load_materialized_session(
+    connection: apsw.Connection, session_id: str
+) -> MaterializedSession | None:
+    """The session's projection as last committed, or None when it has none.
+
+    Reads in one transaction (a savepoint inside the caller's, if one is open). Raises
+    :class:`ProjectionError` when the stored projection does not decode or validate.
+    """
+    with transaction(connection, f"load the projection of session {session_id}"):
+        row = connection.execute(_SESSION_ROW, (session_id,)).fetchone()
+        if row is None:
+            return None
+        transcript_rows = connection.execute(_TRANSCRIPT_ROWS, (session_id,)).fetchall()
+        queue_rows = connection.execute(_QUEUE_ROWS, (session_id,)).fetchall()
+    (
+        ordinal,
+        digest,
+        last_activity_at_ms,
+        state,
+        running_started_at_ms,
+        title,
+        configuration_json,
+        elicitations_json,
+        active_turn_json,
+        outcome_json,
+    ) = row
+    session = MaterializedSession(
+        session_id=session_id,
+        applied_event_ordinal=ordinal,
+        applied_event_digest=digest,
+        last_activity_at_ms=last_activity_at_ms,
+        execution=parse_execution(state, running_started_at_ms, session_id=session_id),
+        session_title=title,
+        configuration=_decode(_CONFIGURATION, configuration_json, "configuration", session_id),
+        transcript=_transcript(transcript_rows, session_id),
+        queued_prompts=[_queued_prompt(r, session_id) for r in queue_rows],
+        pending_elicitations=_decode(
+            _ELICITATIONS, elicitations_json, "pending elicitations", session_id
+        ),
+        active_turn=(
+            None
+            if active_turn_json is None
+            else _decode(_ACTIVE_TURN, active_turn_json, "active turn", session_id)
+        ),
+        last_turn_outcome=(
+            None
+            if outcome_json is None
+            else _decode(_OUTCOME, outcome_json, "last turn outcome", session_id)
+        ),
+    )
+    try:
+        session.validate()
+    except InvalidInput as exc:
+        raise ProjectionError(
+            f"the stored projection is inconsistent: {exc.detail}", session_id=session_id
+        ) from exc
+    return session
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], text: str, what: str, session_id: str) -> Any:
+    try:
+        return decoder.decode(text)
+    except msgspec.DecodeError as exc:
+        raise ProjectionError(
+            f"stored {what} does not decode: {exc}", session_id=session_id
+        ) from exc
+
+
+def _transcript(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItem]:
+    # One decoder call for every body: far cheaper than one call per row.
+    bodies: list[TranscriptBody] | None
+    try:
+        bodies = _BODIES.decode("[" + ",".join(r[5] for r in rows) + "]")
+    except msgspec.DecodeError:
+        bodies = None
+    if bodies is None or len(bodies) != len(rows):
+        # Decode row by row to name the item whose body is bad.
+        bodies = [
+            _decode(_BODY, r[5], f"body of transcript item {r[0]!r}", session_id) for r in rows
+        ]
+    items = []
+    for (stable_id, position, latest, created, changed, _), body in zip(rows, bodies, strict=True):
+        if isinstance(body, AgentBody | ThoughtBody):
+            body.chunks = _merge_text_chunks(body.chunks)
+        items.append(
+            TranscriptItem(
+                stable_id=stable_id,
+                position=position,
+                latest_content_event_ordinal=latest,
+                created_at_ms=created,
+                last_changed_at_ms=changed,
+                body=body,
+            )
+        )
+    return items
+
+
+def _queued_prompt(row: tuple[Any, ...], session_id: str) -> MaterializedQueuedPrompt:
+    command_id, kind_json, content_json, queued_at_ms, accepted_ordinal = row
+    where = f"queued command {command_id!r}"
+    return MaterializedQueuedPrompt(
+        command_id=command_id,
+        kind=_decode(_QUEUE_KIND, kind_json, f"kind of {where}", session_id),
+        content=_decode(_CONTENT, content_json, f"content of {where}", session_id),
+        queued_at_ms=queued_at_ms,
+        accepted_ordinal=accepted_ordinal,
+    )
+
+
+def _merge_text_chunks(chunks: list[JSON]) -> list[JSON]:
+    """Merge runs of text chunks of one stream (older stores kept one chunk per token).
+
+    Uses the projection's own rule (:func:`domain.transcript.merge_content_chunk`), so
+    chunks that differ in anything but their text keep their boundary.
+    """
+    if len(chunks) < 2:
+        return chunks
+    merged: list[JSON] = [chunks[0]]
+    for chunk in chunks[1:]:
+        tail = merge_content_chunk(merged[-1:], chunk)
+        if len(tail) == 1:
+            merged[-1] = tail[0]
+        else:
+            merged.append(chunk)
+    return merged

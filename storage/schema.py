@@ -1,0 +1,292 @@
+"""The store's schema: revisions, the fresh baseline, the migration ladder and its checks.
+
+Revisions (relaystore's own numbering):
+
+1. *Legacy.* Event bodies of the origin's pre-typed era: ``error`` events, written by
+   triggers whenever ``sessions.last_error`` becomes a new non-null value, and
+   ``turn_ended`` bodies carrying the old ``MaterializedTurnOutcome``. No
+   ``checkpoint_operations``. :mod:`storage.legacy` builds one for tests.
+2. *Current* (:data:`SCHEMA_VERSION`). Typed bodies: ``error`` became ``legacy_notice``
+   and ``turn_ended`` carries an ``ApiTurnOutcome``; the triggers are gone (the store
+   emits ``session_fault`` itself); one ``checkpoint_operations`` row per session.
+
+Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
+the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
+row of ``schema_compatibility``, whose ``minimum_compatible_version`` (the *floor*) is
+the oldest build revision that may read and write the store (``1 <= floor <=
+revision``). A fresh store is created directly at revision 2 with ledger row 2 and
+floor 2. Each migration step is one ``BEGIN IMMEDIATE`` transaction that changes the
+schema, raises the floor, adds its ledger row and sets ``user_version``; a failure
+rolls the step back and leaves the store exactly as it was.
+
+A newer store is never changed: it stays usable while its floor admits this build,
+and is refused with ``SchemaMismatch(INCOMPATIBLE)`` otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+
+import apsw
+import msgspec
+
+from domain.api_events import ApiLegacyNotice, ApiTurnEnded
+from domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
+from domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
+from domain.wire import decode_json, encode
+from storage.transaction import store_error, transaction
+
+__all__ = [
+    "CHECKPOINT_OPERATIONS_DDL",
+    "SCHEMA_VERSION",
+    "SchemaState",
+    "check_writer_schema",
+    "ensure_supported",
+    "migrate_schema",
+    "read_schema_state",
+    "tables_ddl",
+]
+
+SCHEMA_VERSION = 2
+"""The revision this build reads and writes."""
+
+CHECKPOINT_OPERATIONS_DDL = """
+CREATE TABLE IF NOT EXISTS checkpoint_operations (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(session_id) ON DELETE CASCADE,
+    command_id TEXT NOT NULL UNIQUE CHECK(length(trim(command_id)) > 0),
+    related_command_ids TEXT NOT NULL DEFAULT '[]'
+        CHECK(json_valid(related_command_ids) AND json_type(related_command_ids) = 'array')
+) STRICT;
+"""
+"""At most one in-flight checkpoint operation per session; a command id owns at most one."""
+
+
+@functools.cache
+def tables_ddl() -> str:
+    """The DDL of the tables revisions 1 and 2 share (``storage/tables.sql``)."""
+    return resources.files("storage").joinpath("tables.sql").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """A store's revision and compatibility floor, read in one snapshot.
+
+    ``minimum_compatible`` is ``None`` only for an empty store (revision 0).
+    """
+
+    revision: int
+    minimum_compatible: int | None
+
+
+def read_schema_state(connection: apsw.Connection) -> SchemaState:
+    """Read the revision and floor, checking that the metadata is consistent.
+
+    Raises ``SchemaMismatch(INVALID_METADATA)`` when a table is missing, the floor table
+    does not hold exactly one row, the ledger maximum differs from ``user_version``, the
+    floor is outside ``1..=revision``, or a revision-0 file already holds tables (it is
+    not a relaystore store). A busy or failing file raises a plain ``StoreError``: that
+    is no evidence about the schema.
+    """
+    path = connection.filename or None
+    with transaction(connection, "read the relaystore schema revision"):
+        revision = int(connection.pragma("user_version"))
+        if revision == 0:
+            tables = connection.execute(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).get
+            if tables:
+                raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
+            return SchemaState(revision=0, minimum_compatible=None)
+        try:
+            row = connection.execute(
+                "SELECT (SELECT count(*) FROM schema_compatibility),"
+                " (SELECT min(singleton) FROM schema_compatibility),"
+                " (SELECT min(minimum_compatible_version) FROM schema_compatibility),"
+                " (SELECT max(version) FROM schema_migrations)"
+            ).fetchone()
+        except apsw.SQLError as exc:  # missing table or column: structural
+            raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path) from exc
+    assert row is not None
+    count, singleton, floor, ledger = row
+    valid = (
+        count == 1
+        and singleton == 1
+        and isinstance(floor, int)
+        and ledger == revision
+        and 1 <= floor <= revision
+    )
+    if not valid:
+        raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
+    assert isinstance(floor, int)
+    return SchemaState(revision=revision, minimum_compatible=floor)
+
+
+def ensure_supported(state: SchemaState, *, path: str | None = None) -> None:
+    """Raise ``SchemaMismatch`` unless this build may read and write a store in ``state``.
+
+    Behind this build: ``NEEDS_MIGRATION``. Otherwise the floor decides: at or below
+    :data:`SCHEMA_VERSION` is fine (this admits compatible newer stores), above it is
+    ``INCOMPATIBLE``; no floor at all is ``INVALID_METADATA``.
+    """
+    if state.revision < SCHEMA_VERSION:
+        raise _mismatch(SchemaMismatchReason.NEEDS_MIGRATION, state.revision, path)
+    if state.minimum_compatible is None:
+        raise _mismatch(SchemaMismatchReason.INVALID_METADATA, state.revision, path)
+    if state.minimum_compatible > SCHEMA_VERSION:
+        raise _mismatch(
+            SchemaMismatchReason.INCOMPATIBLE, state.revision, path, state.minimum_compatible
+        )
+
+
+def check_writer_schema(connection: apsw.Connection, observed_revision: int) -> int:
+    """The writer's check before every message; returns the revision to remember.
+
+    Reads only. Raises ``SchemaMismatch(ROLLBACK)`` (``minimum`` = ``observed_revision``)
+    when the store's revision is lower than one this writer saw before, and whatever
+    :func:`ensure_supported` raises otherwise. After a refusal the writer should
+    remember ``max(observed_revision, error.found)`` and keep checking later messages.
+    """
+    path = connection.filename or None
+    state = read_schema_state(connection)
+    if state.revision < observed_revision:
+        raise _mismatch(SchemaMismatchReason.ROLLBACK, state.revision, path, observed_revision)
+    ensure_supported(state, path=path)
+    return state.revision
+
+
+def migrate_schema(connection: apsw.Connection) -> int:
+    """Bring the store to :data:`SCHEMA_VERSION` and return the revision it is at.
+
+    An empty store gets the baseline; a revision-1 store is migrated in place; a store
+    at or above this build is left untouched (only checked). Raises ``SchemaMismatch``
+    for a store this build must not touch, and :class:`~domain.errors.InvalidInput`
+    (store unchanged) when a legacy event body cannot be migrated.
+    """
+    path = connection.filename or None
+    state = read_schema_state(connection)
+    if state.revision == 0:
+        _create_baseline(connection)
+    elif state.revision < SCHEMA_VERSION:
+        for revision in range(state.revision + 1, SCHEMA_VERSION + 1):
+            _MIGRATIONS[revision](connection)
+    state = read_schema_state(connection)
+    ensure_supported(state, path=path)
+    return state.revision
+
+
+# -- steps ------------------------------------------------------------------------------
+
+
+def _create_baseline(connection: apsw.Connection) -> None:
+    with _step(connection, "create the relaystore schema"):
+        if int(connection.pragma("user_version")) != 0:
+            return  # another connection created it while we waited for the lock
+        connection.execute(tables_ddl())
+        connection.execute(CHECKPOINT_OPERATIONS_DDL)
+        connection.execute(
+            "INSERT INTO schema_compatibility(singleton, minimum_compatible_version) VALUES (1, ?)",
+            (SCHEMA_VERSION,),
+        )
+        _record_revision(connection, SCHEMA_VERSION)
+
+
+def _migrate_to_typed_events(connection: apsw.Connection) -> None:
+    """Revision 2: typed event bodies and checkpoint identities (the origin's 57)."""
+    with _step(connection, "migrate the relaystore schema to revision 2"):
+        if int(connection.pragma("user_version")) != 1:
+            return
+        connection.execute(
+            "DROP TRIGGER IF EXISTS api_session_error_updated;"
+            "DROP TRIGGER IF EXISTS api_session_error_inserted;"
+        )
+        connection.execute(CHECKPOINT_OPERATIONS_DDL)
+        _migrate_event_outcomes(connection)
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = 2 WHERE singleton = 1"
+        )
+        _record_revision(connection, 2)
+
+
+_MIGRATIONS = {2: _migrate_to_typed_events}
+
+
+class _LegacyErrorData(msgspec.Struct, kw_only=True):
+    message: str
+    command_id: str | None = None
+
+
+class _LegacyErrorBody(msgspec.Struct, kw_only=True):
+    data: _LegacyErrorData
+
+
+class _LegacyTurnData(msgspec.Struct, kw_only=True):
+    turn: MaterializedTurnOutcome
+
+
+class _LegacyTurnEndedBody(msgspec.Struct, kw_only=True):
+    data: _LegacyTurnData
+
+
+def _migrate_event_outcomes(connection: apsw.Connection) -> None:
+    """Rewrite ``error`` and old ``turn_ended`` bodies in place (seq and times untouched)."""
+    rows = connection.execute(
+        "SELECT seq, session_id, json_extract(body, '$.type'), body FROM api_events"
+        " WHERE json_extract(body, '$.type') IN ('error', 'turn_ended') ORDER BY seq"
+    ).fetchall()
+    updates: list[tuple[str, apsw.SQLiteValue]] = []
+    for seq, session_id, kind, body in rows:
+        try:
+            if kind == "error":
+                error = decode_json(str(body), _LegacyErrorBody, what="legacy error event").data
+                event: ApiLegacyNotice | ApiTurnEnded = ApiLegacyNotice.of(
+                    original_type="error", message=error.message, command_id=error.command_id
+                )
+            else:
+                turn = decode_json(str(body), _LegacyTurnEndedBody, what="legacy turn_ended event")
+                event = ApiTurnEnded.of(turn=ApiTurnOutcome.from_materialized(turn.data.turn))
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"API event seq {seq} cannot be migrated to schema revision 2 ({exc.detail}); "
+                "the store was left unchanged at revision 1; repair or delete that row "
+                "with a revision-1 tool, then open the store again",
+                session_id=str(session_id),
+                path=connection.filename or None,
+            ) from exc
+        updates.append((encode(event).decode(), seq))
+    connection.executemany("UPDATE api_events SET body = ? WHERE seq = ?", updates)
+
+
+def _record_revision(connection: apsw.Connection, revision: int) -> None:
+    connection.execute(
+        "INSERT INTO schema_migrations(version, applied_at)"
+        " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+        (revision,),
+    )
+    connection.execute(f"PRAGMA user_version = {int(revision)}")
+
+
+@contextmanager
+def _step(connection: apsw.Connection, action: str) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; any failure rolls the whole step back."""
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    except apsw.Error as exc:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise store_error(exc, action, connection) from exc
+
+
+def _mismatch(
+    reason: SchemaMismatchReason, found: int, path: str | None, minimum: int | None = None
+) -> SchemaMismatch:
+    return SchemaMismatch(reason, found=found, supported=SCHEMA_VERSION, minimum=minimum, path=path)

@@ -1,0 +1,293 @@
+"""Session records: saving, lifecycle updates, deletion, loading, and session faults.
+
+How a record is stored: ``session_contexts`` holds the session's bundle and workspace
+(and outlives the session); ``sessions`` holds a few queryable columns plus the whole
+record as JSON (``record_json``, without the checkpoint); ``session_checkpoints`` holds
+the checkpoint. The columns and the JSON are written together from one merged record,
+so they always agree, and :func:`load_session` returns exactly the record saved (with
+``viewed_through_event_ordinal`` never lower than before).
+
+Guarantees:
+
+* Every operation validates its record first (:class:`~domain.errors.InvalidInput`,
+  nothing written) and is one transaction (a savepoint inside the caller's).
+* A session keeps its bundle and workspace for ever, even across deletion.
+* ``viewed_through_event_ordinal`` never decreases.
+* A ``session_fault`` (``lifecycle_failed``) is appended in the same transaction
+  exactly when ``last_error`` becomes a new non-null value; a re-save of the same error
+  or a cleared error appends nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import apsw
+import msgspec
+
+from domain.api_events import ApiSessionFault
+from domain.errors import InvalidInput, UnknownSession
+from domain.outcomes import OutcomeReason
+from domain.sessions import CheckpointMetadata, SessionRecord, State
+from domain.wire import decode_json, encode
+from storage.events import insert_api_event
+from storage.transaction import transaction
+
+__all__ = [
+    "LIFECYCLE_FIELDS",
+    "current_time_ms",
+    "delete_session",
+    "load_session",
+    "load_state",
+    "save_lifecycle_session",
+    "save_session",
+    "update_lifecycle_fields",
+]
+
+LIFECYCLE_FIELDS: tuple[str, ...] = (
+    "title",
+    "harness_kind",
+    "last_profile",
+    "target_template_id",
+    "state",
+    "updated_at",
+    "last_error",
+    "resource_allocation",
+    "last_checkpoint_error",
+    "project_directory",
+    "managed_worktree",
+    "build_cache",
+    "target_runtime",
+    "target",
+)
+"""The record fields a lifecycle save owns (plus ``viewed_through_event_ordinal``, which
+only moves forward). Everything else (checkpoint, native session id, display titles,
+draft, archived flag, mounts, container settings, launch and checkout details,
+sub-agents, workspace and bundle) keeps its stored value."""
+
+_UPSERT = """
+INSERT INTO sessions(session_id, title, harness_kind, state, updated_at,
+    viewed_through_event_ordinal, last_error, last_checkpoint_error, native_session_id,
+    record_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(session_id) DO UPDATE SET
+    title = excluded.title,
+    harness_kind = excluded.harness_kind,
+    state = excluded.state,
+    updated_at = excluded.updated_at,
+    viewed_through_event_ordinal = excluded.viewed_through_event_ordinal,
+    last_error = excluded.last_error,
+    last_checkpoint_error = excluded.last_checkpoint_error,
+    native_session_id = excluded.native_session_id,
+    record_json = excluded.record_json
+"""
+
+_SELECT = """
+SELECT s.record_json, c.archive_path, c.sha256, c.created_at, c.event_frontier
+FROM sessions s LEFT JOIN session_checkpoints c ON c.session_id = s.session_id
+"""
+
+
+_SELECT_ALL = _SELECT.replace("SELECT ", "SELECT s.session_id, ", 1) + " ORDER BY s.session_id"
+
+
+def current_time_ms(now_ms: int | None = None) -> int:
+    """``now_ms`` if given, else the wall clock in Unix milliseconds."""
+    if now_ms is not None:
+        return now_ms
+    return time.time_ns() // 1_000_000
+
+
+def save_session(
+    connection: apsw.Connection, record: SessionRecord, *, now_ms: int | None = None
+) -> None:
+    """Create or fully replace a session record (one transaction).
+
+    Creates the session's context (and registers its workspace) on first save, and its
+    empty materialized projection. Raises :class:`~domain.errors.InvalidInput` for an
+    invalid record, or one whose bundle or workspace differs from the stored context.
+    """
+    record.validate()
+    with transaction(connection, f"save session {record.id}"):
+        context = connection.execute(
+            "SELECT bundle_id, workspace_id FROM session_contexts WHERE session_id = ?",
+            (record.id,),
+        ).fetchone()
+        if context is not None:
+            bundle, workspace = context
+            if bundle != record.bundle_id:
+                raise InvalidInput(
+                    f"was already associated with bundle {bundle}, not {record.bundle_id}; "
+                    "a session id keeps its bundle, so save this record under a new id",
+                    session_id=record.id,
+                )
+            if workspace != record.workspace_id:
+                raise InvalidInput(
+                    f"belongs to workspace {workspace}, not {record.workspace_id}; "
+                    "a session id keeps its workspace, so save this record under a new id",
+                    session_id=record.id,
+                )
+        else:
+            connection.execute(
+                "INSERT INTO workspaces(workspace_id, created_at)"
+                " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+                " ON CONFLICT(workspace_id) DO NOTHING",
+                (record.workspace_id,),
+            )
+            connection.execute(
+                "INSERT INTO session_contexts(session_id, bundle_id, created_at, workspace_id)"
+                " VALUES (?, ?, ?, ?)",
+                (record.id, record.bundle_id, record.created_at, record.workspace_id),
+            )
+        stored = connection.execute(
+            "SELECT last_error, viewed_through_event_ordinal FROM sessions WHERE session_id = ?",
+            (record.id,),
+        ).fetchone()
+        previous_error, viewed = stored if stored is not None else (None, 0)
+        merged = _forward_viewed(record, viewed)
+        _write(connection, merged)
+        connection.execute(
+            "INSERT INTO materialized_sessions(session_id) VALUES (?)"
+            " ON CONFLICT(session_id) DO NOTHING",
+            (record.id,),
+        )
+        _record_fault_transition(connection, merged, previous_error, now_ms)
+
+
+def save_lifecycle_session(
+    connection: apsw.Connection, record: SessionRecord, *, now_ms: int | None = None
+) -> None:
+    """Update only the lifecycle-owned fields (:data:`LIFECYCLE_FIELDS`) of a session.
+
+    Raises :class:`~domain.errors.UnknownSession` when the session does not exist (a
+    deleted session is never revived) and InvalidInput for an invalid record.
+    """
+    record.validate()
+    update_lifecycle_fields(connection, record, now_ms=now_ms)
+
+
+def update_lifecycle_fields(
+    connection: apsw.Connection,
+    record: SessionRecord,
+    *,
+    now_ms: int | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """Merge :data:`LIFECYCLE_FIELDS` (and the fields named in ``also``) into the stored record.
+
+    Does not validate ``record`` (callers do). Emits the ``session_fault`` transition.
+    Raises :class:`~domain.errors.UnknownSession` when the session does not exist.
+    """
+    with transaction(connection, f"update the lifecycle of session {record.id}"):
+        stored = load_session(connection, record.id)
+        if stored is None:
+            raise UnknownSession(record.id)
+        changes = {name: getattr(record, name) for name in (*LIFECYCLE_FIELDS, *also)}
+        changes["viewed_through_event_ordinal"] = max(
+            stored.viewed_through_event_ordinal, record.viewed_through_event_ordinal
+        )
+        merged = msgspec.structs.replace(stored, **changes)
+        _write(connection, merged)
+        _record_fault_transition(connection, merged, stored.last_error, now_ms)
+
+
+def delete_session(connection: apsw.Connection, session_id: str) -> None:
+    """Delete a session with its events, activity, checkpoint operation and projection.
+
+    Its context (bundle, workspace) and the event sequence's high-water mark stay, so
+    cursors keep working. Deleting an unknown session does nothing.
+    """
+    with transaction(connection, f"delete session {session_id}"):
+        connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+
+def load_session(connection: apsw.Connection, session_id: str) -> SessionRecord | None:
+    """The stored record of ``session_id``, or ``None``."""
+    with transaction(connection, f"load session {session_id}"):
+        row = connection.execute(_SELECT + " WHERE s.session_id = ?", (session_id,)).fetchone()
+    return None if row is None else _record(session_id, row)
+
+
+def load_state(connection: apsw.Connection) -> State:
+    """Every stored session record, keyed and ordered by id (one snapshot)."""
+    with transaction(connection, "load the session state"):
+        rows = connection.execute(_SELECT_ALL).fetchall()
+    return State(sessions={str(row[0]): _record(str(row[0]), row[1:]) for row in rows})
+
+
+def _forward_viewed(record: SessionRecord, stored: int) -> SessionRecord:
+    if stored <= record.viewed_through_event_ordinal:
+        return record
+    return msgspec.structs.replace(record, viewed_through_event_ordinal=stored)
+
+
+def _write(connection: apsw.Connection, record: SessionRecord) -> None:
+    body = encode(msgspec.structs.replace(record, checkpoint=None)).decode()
+    connection.execute(
+        _UPSERT,
+        (
+            record.id,
+            record.title,
+            record.harness_kind.value,
+            record.state.value,
+            record.updated_at,
+            record.viewed_through_event_ordinal,
+            record.last_error,
+            record.last_checkpoint_error,
+            record.native_session_id,
+            body,
+        ),
+    )
+    connection.execute("DELETE FROM session_checkpoints WHERE session_id = ?", (record.id,))
+    checkpoint = record.checkpoint
+    if checkpoint is not None:
+        connection.execute(
+            "INSERT INTO session_checkpoints(session_id, archive_path, sha256, created_at,"
+            " event_frontier) VALUES (?, ?, ?, ?, ?)",
+            (
+                record.id,
+                checkpoint.archive_path,
+                checkpoint.sha256,
+                checkpoint.created_at,
+                checkpoint.event_frontier,
+            ),
+        )
+
+
+def _record(session_id: str, row: apsw.SQLiteValues) -> SessionRecord:
+    body, archive_path, sha256, created_at, event_frontier = row
+    try:
+        record = decode_json(str(body), SessionRecord, what="stored session record")
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"{exc.detail}; the store may have been written by another tool",
+            session_id=session_id,
+        ) from exc
+    if archive_path is None:
+        return record
+    checkpoint = CheckpointMetadata(
+        archive_path=str(archive_path),
+        sha256=str(sha256),
+        created_at=str(created_at),
+        event_frontier=int(event_frontier),  # type: ignore[arg-type]
+    )
+    return msgspec.structs.replace(record, checkpoint=checkpoint)
+
+
+def _record_fault_transition(
+    connection: apsw.Connection,
+    record: SessionRecord,
+    previous_error: object,
+    now_ms: int | None,
+) -> None:
+    message = record.last_error
+    if message is not None and previous_error != message:
+        insert_api_event(
+            connection,
+            record.id,
+            current_time_ms(now_ms),
+            ApiSessionFault.of(
+                reason=OutcomeReason.LIFECYCLE_FAILED, message=message, command_id=None
+            ),
+        )

@@ -1,0 +1,82 @@
+"""One transaction over an apsw connection, with apsw errors mapped to relaystore's.
+
+This is the one boundary where ``apsw.Error`` becomes a :class:`~domain.errors.StoreError`:
+every storage function runs its SQL inside :func:`transaction`, so no apsw error
+crosses above ``storage``. The mapping (the cause is always kept as ``__cause__``):
+
+=========================================  =============================================
+apsw error                                 raised
+=========================================  =============================================
+``ConstraintError``                        :class:`~domain.errors.InvalidInput`
+``BusyError``, ``LockedError``             :class:`~domain.errors.StoreLocked`
+``NotADBError``                            :class:`~domain.errors.InvalidInput`
+``ReadOnlyError``                          :class:`~domain.errors.InvalidInput`
+anything else (I/O, full disk, corrupt)    :class:`~domain.errors.StoreError` (the root)
+=========================================  =============================================
+
+A plain ``StoreError`` means a failure this layer cannot classify; the writer treats
+it as one it cannot recover from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from domain.errors import InvalidInput, StoreError, StoreLocked
+
+__all__ = ["is_foreign_key_violation", "store_error", "transaction"]
+
+
+def store_error(exc: apsw.Error, action: str, connection: apsw.Connection | None) -> StoreError:
+    """The relaystore error for ``exc`` raised while doing ``action`` (see module table)."""
+    path = _filename(connection)
+    if isinstance(exc, apsw.ConstraintError):
+        return InvalidInput(f"{action} violates a store constraint: {exc}", path=path)
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return StoreLocked(
+            f"{action} could not take the SQLite lock within the busy timeout "
+            f"(another connection holds it): {exc}",
+            path=path,
+        )
+    if isinstance(exc, apsw.NotADBError):
+        return InvalidInput(f"{action}: the file is not a SQLite database ({exc})", path=path)
+    if isinstance(exc, apsw.ReadOnlyError):
+        return InvalidInput(
+            f"{action} needs a writable store, but this connection is read-only: {exc}",
+            path=path,
+        )
+    return StoreError(f"{action} failed in SQLite: {type(exc).__name__}: {exc}", path=path)
+
+
+@contextmanager
+def transaction(connection: apsw.Connection, action: str) -> Iterator[apsw.Connection]:
+    """Run the block as one transaction; ``action`` names it in error messages.
+
+    Outermost, it begins with the connection's ``transaction_mode`` (``IMMEDIATE`` on
+    the writer, ``DEFERRED`` on readers) and commits at the end; nested inside another
+    transaction it is a SAVEPOINT, so the caller's transaction decides. Any exception
+    rolls the block back; apsw errors are re-raised as relaystore errors.
+    """
+    try:
+        with connection:
+            yield connection
+    except apsw.Error as exc:
+        raise store_error(exc, action, connection) from exc
+
+
+def is_foreign_key_violation(exc: apsw.Error) -> bool:
+    """True when ``exc`` is SQLite's FOREIGN KEY constraint failure."""
+    code: object = getattr(exc, "extendedresult", None)
+    return code == apsw.SQLITE_CONSTRAINT_FOREIGNKEY
+
+
+def _filename(connection: apsw.Connection | None) -> str | None:
+    if connection is None:
+        return None
+    try:
+        return connection.filename or None
+    except apsw.ConnectionClosedError:
+        return None

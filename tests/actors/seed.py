@@ -1,0 +1,57 @@
+"""Helpers shared by the message-level ports of the origin's seed tests."""
+
+from __future__ import annotations
+
+import msgspec
+
+from actors.store import EventStore
+from domain.api_events import ApiEvent
+from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, ProjectionReport
+from domain.relay import (
+    CommandCompleted,
+    CommandQueued,
+    CommandStarted,
+    PromptCommand,
+    PromptOutcome,
+    RelayEvent,
+    RelayObservation,
+)
+
+
+def turn() -> list[RelayObservation]:
+    """The seed's ``turn()``: a prompt queued, started and finished with end_turn."""
+    return [
+        CommandQueued.of(command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1),
+        CommandStarted.of(command_id="prompt-1", started_at_ms=2),
+        CommandCompleted.of(command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")),
+    ]
+
+
+def chain(store: EventStore, observations: list[RelayObservation], session_id: str = "session-1") -> list[RelayEvent]:
+    """Format 1 events that continue the session's stored frontier (recorded at 100)."""
+    current = store.ask(LoadMaterializedSession(session_id=session_id))
+    assert current is not None
+    ordinal, digest = current.applied_event_ordinal, current.applied_event_digest
+    events = []
+    for observation in observations:
+        event = RelayEvent.create(
+            format=1, ordinal=ordinal + 1, previous_digest=digest, recorded_at_ms=100, observation=observation
+        )
+        events.append(event)
+        ordinal, digest = event.ordinal, event.digest
+    return events
+
+
+def page(
+    store: EventStore, observations: list[RelayObservation], *, fail: bool = False, session_id: str = "session-1"
+) -> ProjectionReport:
+    """Project ``observations`` as one message; ``fail`` ends the page with a forged event."""
+    events = chain(store, observations, session_id)
+    if fail:
+        last = events[-1]
+        events[-1] = msgspec.structs.replace(last, digest="f" * 64)
+    return store.ask(ObserveRelayEvents(session_id=session_id, events=events))
+
+
+def all_events(store: EventStore, after: int | None = 0, limit: int = 100) -> list[ApiEvent]:
+    return store.ask(LoadApiEvents(after_seq=after, limit=limit)).events

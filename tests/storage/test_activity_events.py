@@ -1,0 +1,113 @@
+"""Activity changes and startup faults."""
+
+from __future__ import annotations
+
+import apsw
+import msgspec
+
+from domain.api_events import (
+    ApiActivityChanged,
+    ApiActivityKind,
+    ApiActivityState,
+    ApiSessionFault,
+)
+from domain.outcomes import OutcomeReason
+from domain.wire import encode
+from storage.activity import record_activities, record_startup_fault
+from storage.paging import load_api_events, load_latest_seq
+from storage.sessions import delete_session, save_session
+from tests.storage.builders import count_rows, idle_activity, running_session, scan
+
+
+def activities(connection: apsw.Connection) -> list[ApiActivityState]:
+    found = []
+    for event in scan(connection):
+        assert isinstance(event.event, ApiActivityChanged)
+        found.append(event.event.data.activity)
+    return found
+
+
+def test_api_activity_events_track_changes_without_repeating_or_reviving_forgotten_sessions(
+    session_db: apsw.Connection,
+) -> None:
+    # Seed test 7.
+    db = session_db
+    idle = idle_activity(100)
+    record_activities(db, [("session-1", idle)], 100)
+    record_activities(db, [("session-1", idle)], 200)
+    background = msgspec.structs.replace(idle, is_idle=False)
+    assert background.details is not None
+    background.details = msgspec.structs.replace(
+        background.details,
+        kind=ApiActivityKind.BACKGROUND,
+        idle_since_ms=None,
+        background_started_at_ms=250,
+    )
+    record_activities(db, [("session-1", background)], 250)
+    waiting = msgspec.structs.replace(background, waiting_for_input=True)
+    record_activities(db, [("session-1", waiting)], 300)
+    unknown = ApiActivityState(state="disconnected")
+    record_activities(db, [("session-1", unknown)], 400)
+
+    page = load_api_events(db, None, 0, 100)
+    assert len(page.events) == 4
+    assert [event.recorded_at_ms for event in page.events] == [100, 250, 300, 400]
+    assert activities(db) == [idle, background, waiting, unknown]
+
+    delete_session(db, "session-1")
+    record_activities(db, [("session-1", idle)], 500)
+    page = load_api_events(db, None, 4, 100)
+    assert page.events == []
+    assert page.latest_seq == 4
+    assert count_rows(db, "api_session_activity") == 0
+
+
+def test_the_published_activity_is_stored_exactly_as_encoded(session_db: apsw.Connection) -> None:
+    record_activities(session_db, [("session-1", idle_activity())], 1)
+    stored = session_db.execute("SELECT body FROM api_session_activity").get
+    assert stored == encode(idle_activity()).decode()
+    [event] = scan(session_db)
+    assert bytes(event.data) == b'{"activity":' + encode(idle_activity()) + b"}"
+
+
+def test_a_batch_skips_unknown_sessions_and_tracks_each_session_separately(db: apsw.Connection) -> None:
+    save_session(db, running_session("a"))
+    save_session(db, running_session("b"))
+    idle = idle_activity()
+    record_activities(db, [("a", idle), ("ghost", idle), ("b", idle), ("a", idle)], 9)
+    assert [(event.session_id, event.type) for event in scan(db)] == [
+        ("a", "activity_changed"),
+        ("b", "activity_changed"),
+    ]
+    assert db.execute("SELECT count(*) FROM sessions WHERE session_id = 'ghost'").get == 0
+
+
+def test_an_activity_batch_is_one_transaction(session_db: apsw.Connection) -> None:
+    class Boom(Exception):
+        pass
+
+    def items() -> object:
+        yield ("session-1", idle_activity())
+        raise Boom
+
+    try:
+        record_activities(session_db, items(), 1)  # type: ignore[arg-type]
+    except Boom:
+        pass
+    assert load_latest_seq(session_db) == 0
+    assert count_rows(session_db, "api_session_activity") == 0
+
+
+def test_a_startup_fault_is_recorded_for_an_existing_session(session_db: apsw.Connection) -> None:
+    record_startup_fault(session_db, "session-1", "image pull failed", now_ms=42)
+    [event] = scan(session_db)
+    assert isinstance(event.event, ApiSessionFault)
+    assert event.event.data.reason is OutcomeReason.STARTUP_FAILED
+    assert event.event.data.message == "image pull failed"
+    assert event.event.data.command_id is None
+    assert event.recorded_at_ms == 42
+
+
+def test_a_startup_fault_of_an_unknown_session_is_dropped(db: apsw.Connection) -> None:
+    record_startup_fault(db, "ghost", "image pull failed")
+    assert load_latest_seq(db) == 0

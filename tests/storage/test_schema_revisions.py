@@ -1,0 +1,479 @@
+"""Schema revisions: the fresh baseline, migrating revision 1 in place, and every refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import msgspec
+import pytest
+
+from domain.api_events import ApiLegacyNotice, ApiTurnEnded, ApiTurnStarted
+from domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
+from domain.outcomes import (
+    OutcomeReason,
+    TurnOutcomeInterrupted,
+    TurnOutcomeRejected,
+    TurnResultKind,
+)
+from domain.sessions import example_session
+from domain.wire import encode
+from storage.connection import open_reader, open_writer
+from storage.legacy import create_legacy_store
+from storage.paging import load_api_events
+from storage.schema import (
+    SCHEMA_VERSION,
+    SchemaState,
+    check_writer_schema,
+    ensure_supported,
+    read_schema_state,
+)
+from storage.sessions import save_session
+from tests.storage.builders import old_turn_outcome, scan, turn_started
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def raw(path: Path) -> apsw.Connection:
+    """A plain connection that bypasses relaystore (an older build or a hand edit)."""
+    connection = apsw.Connection(str(path))
+    connection.pragma("foreign_keys", "ON")
+    return connection
+
+
+def metadata(path: Path) -> tuple[int, list[int], list[tuple[int, int]]]:
+    """(user_version, ledger versions, floor rows) read without relaystore."""
+    connection = raw(path)
+    try:
+        version = int(connection.pragma("user_version"))
+        ledger = [int(v) for (v,) in connection.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        floor = [(int(a), int(b)) for a, b in connection.execute("SELECT * FROM schema_compatibility")]
+    finally:
+        connection.close()
+    return version, ledger, floor
+
+
+def advance_to(path: Path, revision: int, floor: int) -> None:
+    """Make the store look like a newer build migrated it to ``revision`` with ``floor``."""
+    connection = raw(path)
+    with connection:
+        for version in range(SCHEMA_VERSION + 1, revision + 1):
+            connection.execute("INSERT INTO schema_migrations VALUES (?, 'later')", (version,))
+        connection.execute("UPDATE schema_compatibility SET minimum_compatible_version = ?", (floor,))
+        connection.execute(f"PRAGMA user_version = {revision}")
+    connection.close()
+
+
+def legacy_store_with_session(path: Path) -> apsw.Connection:
+    """A revision-1 store holding the fixture session, open through a plain connection."""
+    create_legacy_store(path)
+    connection = raw(path)
+    save_session(connection, example_session())
+    return connection
+
+
+def old_turn_ended_body(stop_reason: str = "end_turn") -> str:
+    return encode({"type": "turn_ended", "data": {"turn": old_turn_outcome(stop_reason)}}).decode()
+
+
+def schema_objects(path: Path) -> set[tuple[str, str, str]]:
+    connection = raw(path)
+    try:
+        rows = connection.execute(
+            "SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL"
+        ).fetchall()
+    finally:
+        connection.close()
+    return {(str(t), str(n), " ".join(str(s).split())) for t, n, s in rows}
+
+
+# -- fresh stores ------------------------------------------------------------------------
+
+
+def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION == 2
+    assert metadata(store_path) == (2, [2], [(1, 2)])
+    objects = {name for kind, name, _ in schema_objects(store_path)}
+    assert "checkpoint_operations" in objects
+    assert "api_session_error_updated" not in objects
+    assert "api_session_error_inserted" not in objects
+
+
+def test_every_table_is_strict_except_the_origins_three_side_tables(store_path: Path) -> None:
+    open_writer(store_path).close()
+    connection = raw(store_path)
+    rows = connection.execute(
+        "SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND type = 'table'"
+        " AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    connection.close()
+    loose = sorted(name for name, strict in rows if not strict)
+    assert loose == ["api_config_results", "session_provider_cost", "session_turn_usage"]
+    assert {name for name, _ in rows} >= {
+        "sessions",
+        "session_contexts",
+        "workspaces",
+        "api_events",
+        "api_session_activity",
+        "checkpoint_operations",
+        "session_checkpoints",
+        "materialized_sessions",
+        "materialized_transcript_items",
+        "materialized_queued_prompts",
+        "schema_migrations",
+        "schema_compatibility",
+    }
+
+
+def test_reopening_a_current_store_changes_nothing(store_path: Path) -> None:
+    open_writer(store_path).close()
+    before = metadata(store_path)
+    open_writer(store_path).close()
+    assert metadata(store_path) == before
+
+
+# -- migrating revision 1 ----------------------------------------------------------------
+
+
+def test_a_migrated_store_has_exactly_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
+    fresh, migrated = tmp_path / "fresh.sqlite3", tmp_path / "migrated.sqlite3"
+    open_writer(fresh).close()
+    create_legacy_store(migrated)
+    open_writer(migrated).close()
+    assert schema_objects(migrated) == schema_objects(fresh)
+    version, ledger, floor = metadata(migrated)
+    assert (version, ledger, floor) == (2, [1, 2], [(1, 2)])
+
+
+def test_event_migration_preserves_cursors_and_keeps_unknown_history_explicit(store_path: Path) -> None:
+    # Seed test 12: a revision-1 store with an old turn_ended at seq 2 and an old error
+    # event at seq 8 is migrated on the first writable open.
+    connection = legacy_store_with_session(store_path)
+    with connection:
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 100, ?)",
+            (encode(turn_started()).decode(),),
+        )
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 100, ?)",
+            (old_turn_ended_body(),),
+        )
+        connection.execute(
+            "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) VALUES (8, 'session-1', 1234, ?)",
+            ('{"type":"error","data":{"command_id":"arbitrary","message":"old diagnostic"}}',),
+        )
+    connection.close()
+
+    with open_writer(store_path) as writer:
+        page = load_api_events(writer.connection, None, 0, 100)
+
+    assert page.latest_seq == 8
+    assert page.next_after_seq == 8
+    assert [event.seq for event in page.events] == [1, 2, 8]
+    assert page.events[2].recorded_at_ms == 1234
+    notice = page.events[2].event
+    assert isinstance(notice, ApiLegacyNotice)
+    assert (notice.data.original_type, notice.data.command_id, notice.data.message) == (
+        "error",
+        "arbitrary",
+        "old diagnostic",
+    )
+    ended = page.events[1].event
+    assert isinstance(ended, ApiTurnEnded)
+    assert ended.data.turn.outcome.kind is TurnResultKind.COMPLETED
+    assert isinstance(page.events[0].event, ApiTurnStarted)
+
+
+def test_migration_gives_old_outcomes_their_semantic_result(store_path: Path) -> None:
+    connection = legacy_store_with_session(store_path)
+    bodies = [
+        old_turn_ended_body("QuotaLimit"),
+        encode(
+            {
+                "type": "turn_ended",
+                "data": {
+                    "turn": msgspec.structs.replace(
+                        old_turn_outcome(), outcome=TurnOutcomeRejected(message="busy")
+                    )
+                },
+            }
+        ).decode(),
+        encode(
+            {
+                "type": "turn_ended",
+                "data": {
+                    "turn": msgspec.structs.replace(
+                        old_turn_outcome(),
+                        outcome=TurnOutcomeInterrupted(
+                            message="stopped", reason=OutcomeReason.REQUESTED_CANCELLATION
+                        ),
+                    )
+                },
+            }
+        ).decode(),
+    ]
+    with connection:
+        for body in bodies:
+            connection.execute(
+                "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 5, ?)",
+                (body,),
+            )
+    connection.close()
+    with open_writer(store_path) as writer:
+        events = scan(writer.connection)
+    results = []
+    for event in events:
+        assert isinstance(event.event, ApiTurnEnded)
+        outcome = event.event.data.turn.outcome
+        results.append((outcome.kind, outcome.reason, outcome.message))
+    assert results == [
+        (TurnResultKind.FAILED, OutcomeReason.QUOTA_LIMIT, "QuotaLimit"),
+        (TurnResultKind.REJECTED, OutcomeReason.LEGACY_UNCLASSIFIED, "busy"),
+        (TurnResultKind.CANCELLED, OutcomeReason.REQUESTED_CANCELLATION, "stopped"),
+    ]
+
+
+def test_a_legacy_error_event_without_a_command_keeps_a_null_command_id(store_path: Path) -> None:
+    connection = legacy_store_with_session(store_path)
+    # The legacy trigger writes the error event when last_error changes.
+    with connection:
+        connection.execute("UPDATE sessions SET last_error = 'disk full' WHERE session_id = 'session-1'")
+    connection.close()
+    with open_writer(store_path) as writer:
+        [event] = scan(writer.connection)
+    assert event.type == "legacy_notice"
+    assert bytes(event.data) == b'{"original_type":"error","message":"disk full","command_id":null}'
+
+
+def test_migration_leaves_seq_times_and_the_sequence_untouched(store_path: Path) -> None:
+    connection = legacy_store_with_session(store_path)
+    with connection:
+        for at in (11, 22, 33):
+            connection.execute(
+                "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', ?, ?)",
+                (at, old_turn_ended_body()),
+            )
+        connection.execute("DELETE FROM api_events WHERE seq = 3")
+    connection.close()
+    with open_writer(store_path) as writer:
+        page = load_api_events(writer.connection, None, 0, 100)
+    assert [(e.seq, e.recorded_at_ms) for e in page.events] == [(1, 11), (2, 22)]
+    assert page.latest_seq == 3
+
+
+def test_one_bad_legacy_body_rolls_the_whole_migration_back(store_path: Path) -> None:
+    connection = legacy_store_with_session(store_path)
+    good_error = '{"type":"error","data":{"message":"kept","command_id":null}}'
+    with connection:
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 1, ?)",
+            (good_error,),
+        )
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 2, ?)",
+            ('{"type":"turn_ended","data":{"turn":{"command_id":"p"}}}',),
+        )
+    connection.close()
+    before = schema_objects(store_path)
+
+    with pytest.raises(InvalidInput, match=r"API event seq 2 cannot be migrated") as caught:
+        open_writer(store_path)
+
+    assert caught.value.session_id == "session-1"
+    assert metadata(store_path) == (1, [1], [(1, 1)])
+    assert schema_objects(store_path) == before
+    connection = raw(store_path)
+    bodies = [body for (body,) in connection.execute("SELECT body FROM api_events ORDER BY seq")]
+    connection.close()
+    assert bodies[0] == good_error
+
+
+def test_the_legacy_fixture_writes_error_events_from_its_triggers(store_path: Path) -> None:
+    connection = legacy_store_with_session(store_path)
+    with connection:
+        connection.execute("UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'")
+        connection.execute("UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'")
+        connection.execute("UPDATE sessions SET last_error = NULL WHERE session_id = 'session-1'")
+    bodies = [str(body) for (body,) in connection.execute("SELECT body FROM api_events")]
+    connection.close()
+    assert bodies == ['{"type":"error","data":{"message":"first","command_id":null}}']
+
+
+# -- readers -----------------------------------------------------------------------------
+
+
+def test_a_reader_refuses_a_store_that_needs_migration_and_never_migrates_it(store_path: Path) -> None:
+    create_legacy_store(store_path)
+    with pytest.raises(SchemaMismatch) as caught:
+        open_reader(store_path)
+    assert caught.value.reason is SchemaMismatchReason.NEEDS_MIGRATION
+    assert (caught.value.found, caught.value.supported) == (1, 2)
+    assert "relaystore schema 1 is not the supported schema 2" in str(caught.value)
+    assert metadata(store_path) == (1, [1], [(1, 1)])
+
+
+def test_a_reader_refuses_an_empty_file(store_path: Path) -> None:
+    store_path.touch()
+    with pytest.raises(SchemaMismatch) as caught:
+        open_reader(store_path)
+    assert caught.value.reason is SchemaMismatchReason.NEEDS_MIGRATION
+    assert store_path.stat().st_size == 0
+
+
+# -- newer stores ------------------------------------------------------------------------
+
+
+def test_a_newer_store_whose_floor_admits_this_build_stays_usable_and_unchanged(store_path: Path) -> None:
+    open_writer(store_path).close()
+    advance_to(store_path, 3, floor=2)
+    with open_writer(store_path) as writer:
+        assert writer.revision == 3
+        save_session(writer.connection, example_session())
+        assert writer.check_schema() == 3
+    reader = open_reader(store_path)
+    assert load_api_events(reader, None, 0, 10).latest_seq == 0
+    reader.close()
+    assert metadata(store_path) == (3, [2, 3], [(1, 2)])
+
+
+@pytest.mark.parametrize("opener", [open_writer, open_reader], ids=["writer", "reader"])
+def test_a_newer_store_whose_floor_excludes_this_build_is_refused_untouched(
+    store_path: Path, opener: Callable[[Path], object]
+) -> None:
+    open_writer(store_path).close()
+    advance_to(store_path, 3, floor=3)
+    with pytest.raises(SchemaMismatch) as caught:
+        opener(store_path)
+    error = caught.value
+    assert error.reason is SchemaMismatchReason.INCOMPATIBLE
+    assert (error.found, error.supported, error.minimum) == (3, 2, 3)
+    assert "requires at least build schema 3" in str(error)
+    assert metadata(store_path) == (3, [2, 3], [(1, 3)])
+
+
+# -- invalid metadata --------------------------------------------------------------------
+
+BREAKAGES = {
+    "floor table missing": "DROP TABLE schema_compatibility",
+    "ledger missing": "DROP TABLE schema_migrations",
+    "no floor row": "DELETE FROM schema_compatibility",
+    "empty ledger": "DELETE FROM schema_migrations",
+    "ledger ahead of user_version": "INSERT INTO schema_migrations VALUES (3, 'x')",
+    "floor above revision": "UPDATE schema_compatibility SET minimum_compatible_version = 3",
+    "two floor rows": (
+        "DROP TABLE schema_compatibility;"
+        "CREATE TABLE schema_compatibility(singleton INTEGER, minimum_compatible_version INTEGER);"
+        "INSERT INTO schema_compatibility VALUES (1, 2), (1, 2)"
+    ),
+    "floor zero": (
+        "DROP TABLE schema_compatibility;"
+        "CREATE TABLE schema_compatibility(singleton INTEGER, minimum_compatible_version INTEGER);"
+        "INSERT INTO schema_compatibility VALUES (1, 0)"
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES.values(), ids=BREAKAGES.keys())
+@pytest.mark.parametrize("opener", [open_writer, open_reader], ids=["writer", "reader"])
+def test_invalid_compatibility_metadata_is_refused(
+    store_path: Path, breakage: str, opener: Callable[[Path], object]
+) -> None:
+    open_writer(store_path).close()
+    connection = raw(store_path)
+    with connection:
+        connection.execute(breakage)
+    connection.close()
+    with pytest.raises(SchemaMismatch) as caught:
+        opener(store_path)
+    assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
+    assert caught.value.found == 2
+    assert "missing or invalid compatibility metadata" in str(caught.value)
+
+
+def test_a_database_of_another_application_is_refused_not_initialised(store_path: Path) -> None:
+    connection = raw(store_path)
+    connection.execute("CREATE TABLE notes(text TEXT)")
+    connection.close()
+    with pytest.raises(SchemaMismatch) as caught:
+        open_writer(store_path)
+    assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
+    connection = raw(store_path)
+    tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_schema")]
+    connection.close()
+    assert tables == ["notes"]
+
+
+def test_ensure_supported_decides_from_revision_then_floor() -> None:
+    ensure_supported(SchemaState(revision=2, minimum_compatible=2))
+    ensure_supported(SchemaState(revision=7, minimum_compatible=1))
+    reasons = []
+    for state in (
+        SchemaState(revision=1, minimum_compatible=1),
+        SchemaState(revision=0, minimum_compatible=None),
+        SchemaState(revision=4, minimum_compatible=3),
+        SchemaState(revision=2, minimum_compatible=None),
+    ):
+        with pytest.raises(SchemaMismatch) as caught:
+            ensure_supported(state)
+        reasons.append(caught.value.reason)
+    assert reasons == [
+        SchemaMismatchReason.NEEDS_MIGRATION,
+        SchemaMismatchReason.NEEDS_MIGRATION,
+        SchemaMismatchReason.INCOMPATIBLE,
+        SchemaMismatchReason.INVALID_METADATA,
+    ]
+
+
+# -- the writer's per-message check ------------------------------------------------------
+
+
+def test_the_writer_check_returns_the_revision_to_remember(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        assert check_writer_schema(writer.connection, 2) == 2
+        advance_to(store_path, 4, floor=2)
+        assert check_writer_schema(writer.connection, 2) == 4
+        assert read_schema_state(writer.connection) == SchemaState(revision=4, minimum_compatible=2)
+
+
+def test_the_writer_refuses_a_store_rolled_back_underneath_it_without_writing(store_path: Path) -> None:
+    open_writer(store_path).close()
+    advance_to(store_path, 3, floor=2)
+    with open_writer(store_path) as writer:
+        assert writer.revision == 3
+        restored = raw(store_path)  # a backup of revision 2 restored in place
+        with restored:
+            restored.execute("DELETE FROM schema_migrations WHERE version = 3")
+            restored.execute("PRAGMA user_version = 2")
+        restored.close()
+        changes = writer.connection.total_changes()
+        with pytest.raises(SchemaMismatch) as caught:
+            writer.check_schema()
+        assert writer.connection.total_changes() == changes
+        error = caught.value
+        assert error.reason is SchemaMismatchReason.ROLLBACK
+        assert (error.found, error.minimum, error.supported) == (2, 3, 2)
+        assert "rolled back from 3 to 2" in str(error)
+        assert writer.revision == 3  # it keeps refusing later messages too
+        with pytest.raises(SchemaMismatch):
+            writer.check_schema()
+
+
+def test_the_writer_refuses_a_floor_raised_underneath_it(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        advance_to(store_path, 3, floor=3)
+        with pytest.raises(SchemaMismatch) as caught:
+            writer.check_schema()
+        assert caught.value.reason is SchemaMismatchReason.INCOMPATIBLE
+        assert writer.revision == 3
+
+
+def test_the_writer_refuses_compatibility_metadata_dropped_underneath_it(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        other = raw(store_path)
+        other.execute("DROP TABLE schema_compatibility")
+        other.close()
+        with pytest.raises(SchemaMismatch) as caught:
+            check_writer_schema(writer.connection, writer.revision)
+        assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
