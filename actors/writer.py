@@ -173,10 +173,14 @@ class WriterActor(ThreadingActor):
                 job.reply.set_exception(exc_info=(type(error), error, None))
 
 
-def blocking_job(label: str, gate: threading.Event) -> Job:
-    """A job that holds the writer until ``gate`` is set (for tests of backpressure)."""
+def blocking_job(gate: threading.Event, entered: threading.Event) -> Job:
+    """A job that sets ``entered`` and holds the writer until ``gate`` is set.
+
+    For tests of backpressure and shutdown.
+    """
 
     def wait(_connection: apsw.Connection) -> None:
+        entered.set()
         gate.wait()
 
-    return Job(label=label, run=wait)
+    return Job(label="blocking", run=wait)

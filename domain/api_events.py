@@ -85,7 +85,7 @@ class _ApiVariant(Wire, kw_only=True):
     def of(cls, **fields: Any) -> Self:
         """Build the event from its data fields."""
         data_type = next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
-        return cls(data=data_type(**fields))  # type: ignore[call-arg]
+        return cls(data=data_type(**fields))
 
     @property
     def kind(self) -> str:
@@ -185,7 +185,7 @@ ApiEventData = (
 )
 """The body of one API event, tagged by its kind."""
 
-_DATA_DECODER: msgspec.json.Decoder[ApiEventData] = msgspec.json.Decoder(ApiEventData)  # type: ignore[arg-type]
+_DATA_DECODER: msgspec.json.Decoder[ApiEventData] = msgspec.json.Decoder(ApiEventData)
 _KINDS = {
     "runtime_resolved": RuntimeResolvedData,
     "turn_started": TurnStartedData,
@@ -255,11 +255,14 @@ class ApiEvent(msgspec.Struct, kw_only=True, frozen=True):
         return self.type
 
 
-class ApiEventFilter(Wire, kw_only=True, frozen=True):
-    """Which events a page holds: one session, one workspace, or all (``None``)."""
+class ApiEventFilter(msgspec.Struct, kw_only=True, frozen=True):
+    """Which events a page holds: one session, one workspace, or all (``None``).
 
-    session_id: str | None = emitted(None)
-    workspace_id: str | None = emitted(None)
+    Both fields are always written (``null`` for "any").
+    """
+
+    session_id: str | None = None
+    workspace_id: str | None = None
 
 
 class ApiEventPage(Wire, kw_only=True):

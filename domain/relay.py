@@ -11,7 +11,7 @@ depends on re-encoding; see :mod:`domain.digests`.
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 import msgspec
 
@@ -130,7 +130,7 @@ class _Variant(Wire, kw_only=True):
             if fields:
                 raise InvalidInput(f"{variant_type(cls)} takes no data, got {sorted(fields)}")
             return cls()
-        return cls(data=data_type(**fields))  # type: ignore[call-arg]
+        return cls(data=data_type(**fields))
 
 
 _data_types: dict[type[_Variant], type[Any]] = {}
@@ -589,7 +589,7 @@ class NativeAgent(_Variant, tag="native_agent"):
 
 
 class AgentInitializedData(Wire, kw_only=True):
-    protocol_version: int | str
+    protocol_version: Annotated[int, msgspec.Meta(ge=0, le=65535)] | str
     capabilities: JSON
     agent_info: JSON = emitted(None)
     runtime: RuntimeIdentity | None = None
@@ -941,7 +941,7 @@ class _RelayEventWire(msgspec.Struct, kw_only=True):
 
 _EVENT_DECODER = msgspec.json.Decoder(_RelayEventWire)
 _OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Decoder(
-    RelayObservation  # type: ignore[arg-type]
+    RelayObservation
 )
 _U8 = 255
 _U64 = 2**64 - 1
@@ -967,7 +967,12 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
     try:
         observation = _OBSERVATION_DECODER.decode(wire.observation)
     except msgspec.DecodeError as exc:
-        text = str(exc).replace("`$", "`$.observation", 1)
+        text = str(exc)
+        text = (
+            text.replace("`$", "`$.observation", 1)
+            if "- at `$" in text
+            else f"{text} - at `$.observation`"
+        )
         raise InvalidInput(f"invalid relay observation: {text}", ordinal=wire.ordinal) from exc
     if not 0 <= wire.format <= _U8 or not 0 <= wire.ordinal <= _U64:
         raise InvalidInput(

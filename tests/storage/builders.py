@@ -43,7 +43,9 @@ __all__ = [
 
 def running_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:
     """The seed fixture record, running."""
-    return msgspec.structs.replace(example_session(session_id, bundle_id), state=SessionState.RUNNING)
+    return msgspec.structs.replace(
+        example_session(session_id, bundle_id), state=SessionState.RUNNING
+    )
 
 
 def turn_started() -> ApiTurnStarted:

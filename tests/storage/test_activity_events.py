@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import apsw
 import msgspec
+import pytest
 
 from domain.api_events import (
     ApiActivityChanged,
@@ -70,7 +73,9 @@ def test_the_published_activity_is_stored_exactly_as_encoded(session_db: apsw.Co
     assert bytes(event.data) == b'{"activity":' + encode(idle_activity()) + b"}"
 
 
-def test_a_batch_skips_unknown_sessions_and_tracks_each_session_separately(db: apsw.Connection) -> None:
+def test_a_batch_skips_unknown_sessions_and_tracks_each_session_separately(
+    db: apsw.Connection,
+) -> None:
     save_session(db, running_session("a"))
     save_session(db, running_session("b"))
     idle = idle_activity()
@@ -86,14 +91,12 @@ def test_an_activity_batch_is_one_transaction(session_db: apsw.Connection) -> No
     class Boom(Exception):
         pass
 
-    def items() -> object:
+    def items() -> Iterator[tuple[str, ApiActivityState]]:
         yield ("session-1", idle_activity())
         raise Boom
 
-    try:
-        record_activities(session_db, items(), 1)  # type: ignore[arg-type]
-    except Boom:
-        pass
+    with pytest.raises(Boom):
+        record_activities(session_db, items(), 1)
     assert load_latest_seq(session_db) == 0
     assert count_rows(session_db, "api_session_activity") == 0
 

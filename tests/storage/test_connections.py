@@ -32,7 +32,9 @@ def test_a_second_writer_in_the_same_process_is_refused_at_once(store_path: Path
         assert caught.value.path == str(store_path)
 
 
-def test_closing_the_writer_releases_the_lock_and_closing_twice_is_harmless(store_path: Path) -> None:
+def test_closing_the_writer_releases_the_lock_and_closing_twice_is_harmless(
+    store_path: Path,
+) -> None:
     writer = open_writer(store_path)
     writer.close()
     writer.close()
@@ -77,7 +79,8 @@ def spawn_holder(path: Path) -> subprocess.Popen[str]:
 
 def test_a_writer_in_another_process_locks_this_one_out_until_it_closes(store_path: Path) -> None:
     with spawn_holder(store_path) as child:
-        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout is not None
+        assert child.stdin is not None
         assert child.stdout.readline().strip() == "holding"
         with pytest.raises(StoreLocked):
             open_writer(store_path)
@@ -107,7 +110,12 @@ def test_a_reader_needs_no_lock_while_the_writer_is_open(store_path: Path) -> No
 def test_the_store_its_wal_shm_and_lock_files_are_private_to_the_owner(store_path: Path) -> None:
     with open_writer(store_path) as writer:
         save_session(writer.connection, example_session())
-        files = [store_path, Path(f"{store_path}-wal"), Path(f"{store_path}-shm"), Path(lock_path(store_path))]
+        files = [
+            store_path,
+            Path(f"{store_path}-wal"),
+            Path(f"{store_path}-shm"),
+            Path(lock_path(store_path)),
+        ]
         modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in files}
     assert modes == {path.name: 0o600 for path in files}
 
@@ -118,7 +126,9 @@ def test_the_writer_creates_missing_parent_directories(tmp_path: Path) -> None:
     assert path.is_file()
 
 
-def test_the_writer_uses_wal_full_sync_foreign_keys_and_a_five_second_busy_timeout(store_path: Path) -> None:
+def test_the_writer_uses_wal_full_sync_foreign_keys_and_a_five_second_busy_timeout(
+    store_path: Path,
+) -> None:
     with open_writer(store_path) as writer:
         connection = writer.connection
         assert connection.pragma("journal_mode") == "wal"
@@ -129,7 +139,9 @@ def test_the_writer_uses_wal_full_sync_foreign_keys_and_a_five_second_busy_timeo
 
 
 @pytest.mark.parametrize(("mode", "value"), [("off", 0), ("NORMAL", 1), ("FULL", 2), ("extra", 3)])
-def test_the_writer_synchronous_mode_is_configurable(store_path: Path, mode: str, value: int) -> None:
+def test_the_writer_synchronous_mode_is_configurable(
+    store_path: Path, mode: str, value: int
+) -> None:
     with open_writer(store_path, synchronous=mode) as writer:
         assert writer.connection.pragma("synchronous") == value
 
@@ -173,12 +185,19 @@ def test_a_reader_sees_only_committed_writes(store_path: Path) -> None:
 # -- transactions ------------------------------------------------------------------------
 
 
-def test_operations_nest_inside_one_writer_transaction_and_commit_together(store_path: Path) -> None:
+def test_operations_nest_inside_one_writer_transaction_and_commit_together(
+    store_path: Path,
+) -> None:
     with open_writer(store_path) as writer:
-        with pytest.raises(RuntimeError), writer.transaction():
-            save_session(writer.connection, example_session())
-            insert_api_event(writer.connection, "session-1", 1, turn_started())
-            raise RuntimeError("the caller gives up")
+
+        def abandoned() -> None:
+            with writer.transaction():
+                save_session(writer.connection, example_session())
+                insert_api_event(writer.connection, "session-1", 1, turn_started())
+                raise RuntimeError("the caller gives up")
+
+        with pytest.raises(RuntimeError, match="gives up"):
+            abandoned()
         assert load_session(writer.connection, "session-1") is None
         assert load_latest_seq(writer.connection) == 0
         with writer.transaction():

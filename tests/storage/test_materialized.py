@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -36,26 +35,17 @@ from domain.materialized import (
 )
 from domain.outcomes import MaterializedTurnOutcome, OutcomeReason, TurnOutcomeInterrupted
 from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
-from domain.sessions import example_session
-from storage.connection import open_reader, open_writer
+from storage.connection import open_reader
 from storage.materialized import load_frontier, load_materialized_session
 from storage.projection import ProjectionPage, apply_projection_page
-from storage.sessions import save_session
 
 SESSION = "session-1"
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "store.sqlite3"
-
-
-@pytest.fixture
-def store(path: Path) -> Iterator[apsw.Connection]:
-    writer = open_writer(path, synchronous="OFF")
-    save_session(writer.connection, example_session(SESSION), now_ms=1)
-    yield writer.connection
-    writer.close()
+def store(session_db: apsw.Connection) -> apsw.Connection:
+    """A writer connection (fresh or migrated store) holding ``session-1``."""
+    return session_db
 
 
 def digest(ordinal: int) -> str:
@@ -107,7 +97,9 @@ def test_a_saved_session_starts_with_an_empty_projection_at_genesis(store: apsw.
     )
 
 
-def test_a_rich_projection_round_trips_through_pages(store: apsw.Connection, path: Path) -> None:
+def test_a_rich_projection_round_trips_through_pages(
+    store: apsw.Connection, store_path: Path
+) -> None:
     user = item("user:1", 1, UserBody(content=[{"type": "text", "text": "hello"}]))
     thought = item(
         "thought:m1",
@@ -248,7 +240,7 @@ def test_a_rich_projection_round_trips_through_pages(store: apsw.Connection, pat
         last_turn_outcome=outcome,
     )
     assert load_materialized_session(store, SESSION) == expected
-    reader = open_reader(path)
+    reader = open_reader(store_path)
     try:
         loaded = load_materialized_session(reader, SESSION)
     finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -27,6 +26,7 @@ from domain.materialized import (
     AgentBody,
     ExecutionRunning,
     MaterializedQueuedPrompt,
+    MaterializedSession,
     MaterializedSessionMutation,
     SystemBody,
     TranscriptItem,
@@ -39,27 +39,36 @@ from domain.outcomes import (
     ProviderCost,
     TurnOutcomeCompleted,
 )
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
-from domain.sessions import example_session
-from storage.connection import open_writer
+from domain.projection import apply_committed_projection_event, project_relay_event
+from domain.relay import (
+    RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_GENESIS_DIGEST,
+    CommandCompleted,
+    CommandQueued,
+    CommandStarted,
+    PromptCommand,
+    PromptOutcome,
+    RelayCursor,
+    RelayEvent,
+    RelayObservation,
+)
+from storage.connection import WriterConnection, open_writer
 from storage.materialized import load_frontier, load_materialized_session
+from storage.paging import load_api_events
 from storage.projection import (
     ApplyOutcome,
     ProjectionPage,
     apply_projection_event,
     apply_projection_page,
 )
-from storage.sessions import save_session
 
 SESSION = "session-1"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[apsw.Connection]:
-    writer = open_writer(tmp_path / "store.sqlite3", synchronous="OFF")
-    save_session(writer.connection, example_session(SESSION), now_ms=1)
-    yield writer.connection
-    writer.close()
+def store(session_db: apsw.Connection) -> apsw.Connection:
+    """A writer connection (fresh or migrated store) holding ``session-1``."""
+    return session_db
 
 
 def digest(ordinal: int) -> str:
@@ -744,3 +753,90 @@ def test_api_events_keep_their_order_across_a_page_with_their_event_time(
         (4, 777, fault("c")),
         (5, 50, fault("d")),
     ]
+
+
+# -- the seed: real relay events through the projection ---------------------------------
+
+
+def turn() -> list[RelayObservation]:
+    """The seed's ``turn()``: a prompt queued, started and completed."""
+    return [
+        CommandQueued.of(
+            command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1
+        ),
+        CommandStarted.of(command_id="prompt-1", started_at_ms=2),
+        CommandCompleted.of(
+            command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")
+        ),
+    ]
+
+
+def relay_page(
+    connection: apsw.Connection, observations: list[RelayObservation], *, fail: bool = False
+) -> MaterializedSession:
+    """The seed's ``page()``: format 1 events projected and applied as one page."""
+    current = load_materialized_session(connection, SESSION)
+    assert current is not None
+
+    def fill(page: ProjectionPage) -> MaterializedSession:
+        nonlocal current
+        assert current is not None
+        for observation in observations:
+            event = RelayEvent.create(
+                format=RELAY_EVENT_FORMAT_V1,
+                ordinal=current.applied_event_ordinal + 1,
+                previous_digest=current.applied_event_digest,
+                recorded_at_ms=100,
+                observation=observation,
+            )
+            mutation = project_relay_event(current, event)
+            page.apply(event.ordinal, event.previous_digest, event.digest, mutation)
+            current = apply_committed_projection_event(current, event, mutation)
+        if fail:
+            raise RuntimeError("injected rollback")
+        return current
+
+    return apply_projection_page(connection, SESSION, fill)
+
+
+def test_api_events_survive_coalescing_rollback_and_reopen(
+    writer: WriterConnection, store_path: Path, store: apsw.Connection
+) -> None:
+    with pytest.raises(RuntimeError, match="injected rollback"):
+        relay_page(store, turn(), fail=True)
+    assert load_api_events(store, after_seq=0).events == []
+
+    projected = relay_page(store, turn())
+
+    writer.close()
+    reopened = open_writer(store_path, synchronous="OFF")
+    try:
+        connection = reopened.connection
+        first = load_api_events(connection, after_seq=0, limit=1)
+        assert [(e.seq, e.kind) for e in first.events] == [(1, "turn_started")]
+        rest = load_api_events(connection, after_seq=first.next_after_seq)
+        assert [(e.seq, e.kind, e.recorded_at_ms) for e in rest.events] == [(2, "turn_ended", 100)]
+
+        current = load_materialized_session(connection, SESSION)
+        assert current == projected
+        assert current is not None
+        assert current.active_turn is None
+        assert load_frontier(connection, SESSION) == RelayCursor(
+            ordinal=3,
+            digest="a6aff09e636ffa8e59dcb3548acbeebddd663a1a0f75068cbe781d5ec9c7ac2a",
+        )
+
+        outcome = apply_projection_event(
+            connection,
+            SESSION,
+            current.applied_event_ordinal,
+            "",
+            current.applied_event_digest,
+            MaterializedSessionMutation(),
+        )
+
+        assert outcome is ApplyOutcome.ALREADY_APPLIED
+        assert len(load_api_events(connection, after_seq=0).events) == 2
+        assert load_api_events(connection, after_seq=None).events == []
+    finally:
+        reopened.close()

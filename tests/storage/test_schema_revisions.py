@@ -47,8 +47,13 @@ def metadata(path: Path) -> tuple[int, list[int], list[tuple[int, int]]]:
     connection = raw(path)
     try:
         version = int(connection.pragma("user_version"))
-        ledger = [int(v) for (v,) in connection.execute("SELECT version FROM schema_migrations ORDER BY version")]
-        floor = [(int(a), int(b)) for a, b in connection.execute("SELECT * FROM schema_compatibility")]
+        ledger = [
+            int(v)
+            for (v,) in connection.execute("SELECT version FROM schema_migrations ORDER BY version")
+        ]
+        floor = [
+            (int(a), int(b)) for a, b in connection.execute("SELECT * FROM schema_compatibility")
+        ]
     finally:
         connection.close()
     return version, ledger, floor
@@ -60,7 +65,9 @@ def advance_to(path: Path, revision: int, floor: int) -> None:
     with connection:
         for version in range(SCHEMA_VERSION + 1, revision + 1):
             connection.execute("INSERT INTO schema_migrations VALUES (?, 'later')", (version,))
-        connection.execute("UPDATE schema_compatibility SET minimum_compatible_version = ?", (floor,))
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = ?", (floor,)
+        )
         connection.execute(f"PRAGMA user_version = {revision}")
     connection.close()
 
@@ -109,7 +116,7 @@ def test_every_table_is_strict_except_the_origins_three_side_tables(store_path: 
         " AND name NOT LIKE 'sqlite_%'"
     ).fetchall()
     connection.close()
-    loose = sorted(name for name, strict in rows if not strict)
+    loose = sorted(str(name) for name, strict in rows if not strict)
     assert loose == ["api_config_results", "session_provider_cost", "session_turn_usage"]
     assert {name for name, _ in rows} >= {
         "sessions",
@@ -147,7 +154,9 @@ def test_a_migrated_store_has_exactly_the_schema_of_a_fresh_one(tmp_path: Path) 
     assert (version, ledger, floor) == (2, [1, 2], [(1, 2)])
 
 
-def test_event_migration_preserves_cursors_and_keeps_unknown_history_explicit(store_path: Path) -> None:
+def test_event_migration_preserves_cursors_and_keeps_unknown_history_explicit(
+    store_path: Path,
+) -> None:
     # Seed test 12: a revision-1 store with an old turn_ended at seq 2 and an old error
     # event at seq 8 is migrated on the first writable open.
     connection = legacy_store_with_session(store_path)
@@ -239,7 +248,9 @@ def test_a_legacy_error_event_without_a_command_keeps_a_null_command_id(store_pa
     connection = legacy_store_with_session(store_path)
     # The legacy trigger writes the error event when last_error changes.
     with connection:
-        connection.execute("UPDATE sessions SET last_error = 'disk full' WHERE session_id = 'session-1'")
+        connection.execute(
+            "UPDATE sessions SET last_error = 'disk full' WHERE session_id = 'session-1'"
+        )
     connection.close()
     with open_writer(store_path) as writer:
         [event] = scan(writer.connection)
@@ -293,8 +304,12 @@ def test_one_bad_legacy_body_rolls_the_whole_migration_back(store_path: Path) ->
 def test_the_legacy_fixture_writes_error_events_from_its_triggers(store_path: Path) -> None:
     connection = legacy_store_with_session(store_path)
     with connection:
-        connection.execute("UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'")
-        connection.execute("UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'")
+        connection.execute(
+            "UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'"
+        )
+        connection.execute(
+            "UPDATE sessions SET last_error = 'first' WHERE session_id = 'session-1'"
+        )
         connection.execute("UPDATE sessions SET last_error = NULL WHERE session_id = 'session-1'")
     bodies = [str(body) for (body,) in connection.execute("SELECT body FROM api_events")]
     connection.close()
@@ -304,7 +319,9 @@ def test_the_legacy_fixture_writes_error_events_from_its_triggers(store_path: Pa
 # -- readers -----------------------------------------------------------------------------
 
 
-def test_a_reader_refuses_a_store_that_needs_migration_and_never_migrates_it(store_path: Path) -> None:
+def test_a_reader_refuses_a_store_that_needs_migration_and_never_migrates_it(
+    store_path: Path,
+) -> None:
     create_legacy_store(store_path)
     with pytest.raises(SchemaMismatch) as caught:
         open_reader(store_path)
@@ -325,7 +342,9 @@ def test_a_reader_refuses_an_empty_file(store_path: Path) -> None:
 # -- newer stores ------------------------------------------------------------------------
 
 
-def test_a_newer_store_whose_floor_admits_this_build_stays_usable_and_unchanged(store_path: Path) -> None:
+def test_a_newer_store_whose_floor_admits_this_build_stays_usable_and_unchanged(
+    store_path: Path,
+) -> None:
     open_writer(store_path).close()
     advance_to(store_path, 3, floor=2)
     with open_writer(store_path) as writer:
@@ -437,7 +456,9 @@ def test_the_writer_check_returns_the_revision_to_remember(store_path: Path) -> 
         assert read_schema_state(writer.connection) == SchemaState(revision=4, minimum_compatible=2)
 
 
-def test_the_writer_refuses_a_store_rolled_back_underneath_it_without_writing(store_path: Path) -> None:
+def test_the_writer_refuses_a_store_rolled_back_underneath_it_without_writing(
+    store_path: Path,
+) -> None:
     open_writer(store_path).close()
     advance_to(store_path, 3, floor=2)
     with open_writer(store_path) as writer:

@@ -29,7 +29,14 @@ from storage.sessions import (
     save_lifecycle_session,
     save_session,
 )
-from tests.storage.builders import count_rows, idle_activity, insert_turn, kinds, running_session, scan
+from tests.storage.builders import (
+    count_rows,
+    idle_activity,
+    insert_turn,
+    kinds,
+    running_session,
+    scan,
+)
 
 
 def replace(record: SessionRecord, **changes: object) -> SessionRecord:
@@ -73,9 +80,14 @@ def test_a_full_save_replaces_every_field(db: apsw.Connection) -> None:
 
 def test_saving_creates_the_empty_materialized_projection_once(db: apsw.Connection) -> None:
     save_session(db, example_session())
-    db.execute("UPDATE materialized_sessions SET applied_event_ordinal = 3, applied_event_digest = ?", ("b" * 64,))
+    db.execute(
+        "UPDATE materialized_sessions SET applied_event_ordinal = 3, applied_event_digest = ?",
+        ("b" * 64,),
+    )
     save_session(db, example_session())
-    rows = db.execute("SELECT session_id, applied_event_ordinal FROM materialized_sessions").fetchall()
+    rows = db.execute(
+        "SELECT session_id, applied_event_ordinal FROM materialized_sessions"
+    ).fetchall()
     assert rows == [("session-1", 3)]
     save_session(db, example_session("session-2"))
     digest = db.execute(
@@ -95,7 +107,9 @@ def test_an_invalid_record_is_refused_before_anything_is_written(db: apsw.Connec
             db,
             replace(
                 example_session(),
-                checkpoint=CheckpointMetadata(archive_path="a", sha256="XYZ", created_at="t", event_frontier=0),
+                checkpoint=CheckpointMetadata(
+                    archive_path="a", sha256="XYZ", created_at="t", event_frontier=0
+                ),
             ),
         )
     for table in ("sessions", "session_contexts", "materialized_sessions", "api_events"):
@@ -104,7 +118,9 @@ def test_an_invalid_record_is_refused_before_anything_is_written(db: apsw.Connec
 
 def test_a_session_keeps_its_bundle(db: apsw.Connection) -> None:
     save_session(db, example_session())
-    with pytest.raises(InvalidInput, match="already associated with bundle project-1, not project-2") as caught:
+    with pytest.raises(
+        InvalidInput, match="already associated with bundle project-1, not project-2"
+    ) as caught:
         save_session(db, example_session(bundle_id="project-2"))
     assert caught.value.session_id == "session-1"
     assert load_session(db, "session-1") == example_session()
@@ -126,19 +142,24 @@ def test_viewed_through_never_moves_backwards(db: apsw.Connection) -> None:
     save_session(db, replace(example_session(), viewed_through_event_ordinal=10))
     save_session(db, replace(example_session(), viewed_through_event_ordinal=4))
     stored = load_session(db, "session-1")
-    assert stored is not None and stored.viewed_through_event_ordinal == 10
+    assert stored is not None
+    assert stored.viewed_through_event_ordinal == 10
     save_lifecycle_session(db, replace(example_session(), viewed_through_event_ordinal=2))
     stored = load_session(db, "session-1")
-    assert stored is not None and stored.viewed_through_event_ordinal == 10
+    assert stored is not None
+    assert stored.viewed_through_event_ordinal == 10
     save_lifecycle_session(db, replace(example_session(), viewed_through_event_ordinal=12))
     stored = load_session(db, "session-1")
-    assert stored is not None and stored.viewed_through_event_ordinal == 12
+    assert stored is not None
+    assert stored.viewed_through_event_ordinal == 12
 
 
 # -- session faults ----------------------------------------------------------------------
 
 
-def test_a_new_last_error_emits_one_session_fault_and_resaves_emit_none(db: apsw.Connection) -> None:
+def test_a_new_last_error_emits_one_session_fault_and_resaves_emit_none(
+    db: apsw.Connection,
+) -> None:
     record = example_session()
     save_session(db, record)
     record.last_error = "provisioning failed"
@@ -147,10 +168,15 @@ def test_a_new_last_error_emits_one_session_fault_and_resaves_emit_none(db: apsw
     [event] = scan(db)
     assert event.type == "session_fault"
     assert event.recorded_at_ms == 77
-    assert bytes(event.data) == b'{"reason":"lifecycle_failed","message":"provisioning failed","command_id":null}'
+    assert (
+        bytes(event.data)
+        == b'{"reason":"lifecycle_failed","message":"provisioning failed","command_id":null}'
+    )
 
 
-def test_clearing_the_error_emits_nothing_and_a_different_error_emits_again(db: apsw.Connection) -> None:
+def test_clearing_the_error_emits_nothing_and_a_different_error_emits_again(
+    db: apsw.Connection,
+) -> None:
     save_session(db, replace(example_session(), last_error="first"))
     save_session(db, example_session())
     save_session(db, replace(example_session(), last_error="first"))
@@ -162,7 +188,9 @@ def test_clearing_the_error_emits_nothing_and_a_different_error_emits_again(db: 
     ]
 
 
-def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(db: apsw.Connection) -> None:
+def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(
+    db: apsw.Connection,
+) -> None:
     # Seed test 5.
     record = example_session()
     save_session(db, record)
@@ -170,16 +198,24 @@ def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(db
     record.last_error = "worker bootstrap failed: Connection closed by host"
     save_lifecycle_session(db, record)
     save_lifecycle_session(db, record)
-    assert faults(db) == [(OutcomeReason.LIFECYCLE_FAILED, "worker bootstrap failed: Connection closed by host")]
+    assert faults(db) == [
+        (OutcomeReason.LIFECYCLE_FAILED, "worker bootstrap failed: Connection closed by host")
+    ]
 
 
 def test_a_fault_commits_with_its_row_or_not_at_all(db: apsw.Connection) -> None:
     save_session(db, example_session())
-    with pytest.raises(RuntimeError), db:
-        save_lifecycle_session(db, replace(example_session(), last_error="boom"))
-        raise RuntimeError("caller rolls back")
+
+    def rolled_back() -> None:
+        with db:
+            save_lifecycle_session(db, replace(example_session(), last_error="boom"))
+            raise RuntimeError("caller rolls back")
+
+    with pytest.raises(RuntimeError, match="caller rolls back"):
+        rolled_back()
     stored = load_session(db, "session-1")
-    assert stored is not None and stored.last_error is None
+    assert stored is not None
+    assert stored.last_error is None
     assert load_latest_seq(db) == 0
 
 
@@ -240,7 +276,9 @@ def test_a_lifecycle_save_never_revives_a_deleted_session(db: apsw.Connection) -
 # -- deleting ----------------------------------------------------------------------------
 
 
-def test_deleting_a_session_removes_everything_but_its_context_and_the_cursor(db: apsw.Connection) -> None:
+def test_deleting_a_session_removes_everything_but_its_context_and_the_cursor(
+    db: apsw.Connection,
+) -> None:
     save_session(db, running_session())
     insert_turn(db)
     record_activities(db, [("session-1", idle_activity())], 5)
@@ -257,7 +295,9 @@ def test_deleting_a_session_removes_everything_but_its_context_and_the_cursor(db
         "materialized_sessions",
     ):
         assert count_rows(db, table) == 0, table
-    assert db.execute("SELECT bundle_id, workspace_id FROM session_contexts").fetchall() == [("project-1", "default")]
+    assert db.execute("SELECT bundle_id, workspace_id FROM session_contexts").fetchall() == [
+        ("project-1", "default")
+    ]
     assert load_latest_seq(db) == 3
 
 
@@ -287,9 +327,11 @@ def test_the_state_holds_every_session_ordered_by_id(db: apsw.Connection) -> Non
     assert state.sessions["b"] == example_session("b")
 
 
-def test_a_record_stored_by_another_tool_that_does_not_decode_is_reported(db: apsw.Connection) -> None:
+def test_a_record_stored_by_another_tool_that_does_not_decode_is_reported(
+    db: apsw.Connection,
+) -> None:
     save_session(db, example_session())
-    db.execute("UPDATE sessions SET record_json = '{\"id\":\"session-1\"}'")
+    db.execute('UPDATE sessions SET record_json = \'{"id":"session-1"}\'')
     with pytest.raises(InvalidInput, match="stored session record") as caught:
         load_state(db)
     assert caught.value.session_id == "session-1"

@@ -1,0 +1,269 @@
+"""The ``relaystore`` command: replay journals, verify them, print or follow the feed.
+
+Exit status 0 on success, 1 when the input or the store is bad (one line on stderr),
+2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from actors.journals import Location, TornTail, read_journal, resolve_source, verify_sources
+from actors.store import EventStore
+from domain.api_events import ApiEventFilter
+from domain.errors import InvalidInput, StoreError
+from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, SaveSession
+from domain.relay import RelayCursor, RelayEvent
+from domain.runtime import HarnessKind
+from domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from storage.connection import open_reader
+from storage.stats import load_stats
+
+__all__ = ["main"]
+
+DEFAULT_DB = "relaystore.sqlite3"
+BATCH = 512  # events per ObserveRelayEvents; the projector commits pages of 128
+_PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar above this much journal
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relaystore", description="Replay, verify and read relaystore event stores."
+    )
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("RELAYSTORE_DB", DEFAULT_DB),
+        help=f"the store (default ${{RELAYSTORE_DB}} or {DEFAULT_DB})",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    replay = commands.add_parser("replay", help="replay relay journals into the store")
+    replay.add_argument("sources", nargs="+", metavar="SOURCE")
+    replay.add_argument("--session", help="session id (default: relay-state.json, else the file stem)")
+    replay.add_argument("--workspace", help="workspace of a session the store lacks")
+    verify = commands.add_parser("verify", help="check digests and chain continuity")
+    verify.add_argument("sources", nargs="+", metavar="SOURCE")
+    verify.add_argument("--session", help="session id for the sources")
+    events = commands.add_parser("events", help="print API events as JSON lines")
+    events.add_argument("--after", type=int, default=0)
+    events.add_argument("--limit", type=int, default=None, help="print at most N events")
+    events.add_argument("--session")
+    events.add_argument("--workspace")
+    events.add_argument("--follow", action="store_true", help="keep printing new events")
+    show = commands.add_parser("show", help="print a session's materialized projection")
+    show.add_argument("session")
+    commands.add_parser("stats", help="print the store's revision, sessions and event counts")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "replay":
+            return _replay(args)
+        if args.command == "verify":
+            return _verify(args)
+        if args.command == "events":
+            return _events(args)
+        if args.command == "show":
+            return _show(args)
+        return _stats(args)
+    except StoreError as exc:
+        print(f"relaystore: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+# -- replay -----------------------------------------------------------------------------
+
+
+def _minimal_record(session_id: str, workspace: str | None) -> SessionRecord:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = SessionRecord(
+        id=session_id,
+        workspace_id=workspace or DEFAULT_WORKSPACE_ID,
+        title=f"replayed {session_id}",
+        harness_kind=HarnessKind.CODEX,
+        last_profile="replay",
+        bundle_id="replay",
+        target_template_id="local",
+        state=SessionState.STOPPED,
+        created_at=now,
+        updated_at=now,
+    )
+    record.validate()
+    return record
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.read = self.applied = self.already = 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    totals = _Totals()
+    with EventStore.open(args.db) as store:
+        first_seq = store.latest_seq
+        for source_path in args.sources:
+            _replay_source(store, Path(source_path), args, totals)
+        written = store.latest_seq - first_seq
+    elapsed = max(time.monotonic() - started, 1e-9)
+    print(
+        f"replayed {totals.read} events: {totals.applied} applied, {totals.already} already "
+        f"applied, {written} API events written ({totals.read / elapsed:,.0f} events/s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _replay_source(
+    store: EventStore, path: Path, args: argparse.Namespace, totals: _Totals
+) -> None:
+    source = resolve_source(path, session_id=args.session)
+    session_id = source.session_id
+    current = store.ask(LoadMaterializedSession(session_id=session_id))
+    if current is None:
+        store.ask(SaveSession(record=_minimal_record(session_id, args.workspace)))
+        current = store.ask(LoadMaterializedSession(session_id=session_id))
+        assert current is not None
+    frontier = RelayCursor(ordinal=current.applied_event_ordinal, digest=current.applied_event_digest)
+    torn: list[TornTail] = []
+    reader = read_journal(path, session_id=args.session, after=frontier if frontier.ordinal else None)
+    reader.on_torn_tail = torn.append
+    progress = _progress(source.size_bytes, session_id)
+    batch: list[RelayEvent] = []
+    where: dict[int, Location] = {}
+    try:
+        for event, location in reader:
+            batch.append(event)
+            where[event.ordinal] = location
+            if len(batch) == BATCH:
+                _observe(store, session_id, batch, where, totals)
+                if progress is not None:
+                    progress.update(BATCH)
+                batch, where = [], {}
+        if batch:
+            _observe(store, session_id, batch, where, totals)
+    finally:
+        if progress is not None:
+            progress.close()
+    for tail in torn:
+        print(
+            f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
+            f"({tail.byte_count} bytes without a newline) was not applied",
+            file=sys.stderr,
+        )
+
+
+def _observe(
+    store: EventStore,
+    session_id: str,
+    batch: list[RelayEvent],
+    where: dict[int, Location],
+    totals: _Totals,
+) -> None:
+    totals.read += len(batch)
+    try:
+        report = store.ask(ObserveRelayEvents(session_id=session_id, events=batch))
+    except StoreError as exc:
+        location = where.get(exc.ordinal) if exc.ordinal is not None else None
+        if location is None and batch:
+            location = where.get(batch[0].ordinal)
+        if location is not None and exc.path is None:
+            raise exc.located(path=str(location.path), line=location.line) from exc
+        raise
+    totals.applied += report.applied
+    totals.already += report.already_applied
+
+
+def _progress(size: int, session_id: str) -> Any:
+    if size < _PROGRESS_BYTES:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(desc=session_id, unit="ev", file=sys.stderr, disable=None)
+
+
+# -- verify, events, show, stats --------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace) -> int:
+    report = verify_sources(args.sources, session_id=args.session)
+    for problem in report.problems:
+        print(str(problem))
+    for tail in report.torn_tails:
+        print(f"warning: {tail.path}:{tail.line}: torn final line ({tail.byte_count} bytes) ignored")
+    print(f"{report.records} records, {report.valid_digests} valid digests, {len(report.problems)} problems")
+    return 0 if report.ok else 1
+
+
+def _open_read_only(db: str) -> EventStore:
+    if not Path(db).exists():
+        raise InvalidInput(f"no store at {db}; replay a journal into it first")
+    return EventStore.open(db, read_only=True, readers=1)
+
+
+def _events(args: argparse.Namespace) -> int:
+    event_filter = ApiEventFilter(session_id=args.session, workspace_id=args.workspace)
+    remaining = args.limit
+    after = args.after
+    out = sys.stdout.buffer
+    with _open_read_only(args.db) as store:
+        while True:
+            limit = 1000 if remaining is None else min(remaining, 1000)
+            if limit <= 0:
+                return 0
+            page = store.ask(LoadApiEvents(filter=event_filter, after_seq=after, limit=limit))
+            for event in page.events:
+                out.write(msgspec.json.encode(event) + b"\n")
+            out.flush()
+            if remaining is not None:
+                remaining -= len(page.events)
+            after = page.next_after_seq
+            if page.events:
+                continue
+            if not args.follow:
+                return 0
+            store.wait_for(after + 1, timeout=1.0)
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _open_read_only(args.db) as store:
+        session = store.ask(LoadMaterializedSession(session_id=args.session))
+    if session is None:
+        raise InvalidInput(f"no session {args.session} in {args.db}")
+    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(session), indent=2) + b"\n")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    if not Path(args.db).exists():
+        raise InvalidInput(f"no store at {args.db}; replay a journal into it first")
+    connection = open_reader(args.db)
+    try:
+        stats = load_stats(connection)
+    finally:
+        connection.close()
+    print(f"schema revision {stats.revision}")
+    print(f"sessions {stats.sessions}")
+    print(f"latest seq {stats.latest_seq}")
+    for kind, total in stats.events_by_kind.items():
+        print(f"{kind} {total}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

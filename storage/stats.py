@@ -1,0 +1,42 @@
+"""Store-wide figures for the ``stats`` command: revision, sessions, events by kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import apsw
+
+from storage.paging import load_latest_seq
+from storage.schema import read_schema_state
+
+__all__ = ["StoreStats", "load_stats"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """One consistent snapshot of the store's size."""
+
+    revision: int
+    sessions: int
+    latest_seq: int
+    events_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def load_stats(connection: apsw.Connection) -> StoreStats:
+    """Read the figures in one read transaction."""
+    with connection:
+        revision = read_schema_state(connection).revision
+        sessions = connection.execute("SELECT count(*) FROM sessions").get
+        kinds = {
+            str(kind): int(total)
+            for kind, total in connection.execute(
+                "SELECT json_extract(body, '$.type'), count(*) FROM api_events GROUP BY 1 ORDER BY 1"
+            )
+        }
+        latest = load_latest_seq(connection)
+    return StoreStats(
+        revision=revision,
+        sessions=sessions if isinstance(sessions, int) else 0,
+        latest_seq=latest,
+        events_by_kind=kinds,
+    )

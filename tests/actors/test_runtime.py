@@ -1,0 +1,247 @@
+"""The actor runtime: backpressure, shutdown drain, refusals, group commit, readers, restarts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pykka
+import pytest
+
+from actors.store import EventStore
+from actors.writer import blocking_job
+from domain.api_events import ApiActivityState
+from domain.errors import (
+    InvalidInput,
+    SchemaMismatch,
+    SchemaMismatchReason,
+    StoreClosed,
+    StoreLocked,
+    UnknownSession,
+)
+from domain.messages import (
+    LoadApiEvents,
+    LoadMaterializedSession,
+    ObserveRelayEvents,
+    RecordActivities,
+    SaveLifecycleSession,
+    SaveSession,
+)
+from domain.sessions import example_session
+from tests.actors.seed import all_events, chain, page, turn
+
+
+def activity(n: int) -> RecordActivities:
+    return RecordActivities(
+        activities=[("session-1", ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+    )
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "store.sqlite3"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[EventStore]:
+    with EventStore.open(path, queue_capacity=4) as store:
+        store.ask(SaveSession(record=example_session()))
+        yield store
+
+
+def hold_writer(store: EventStore) -> threading.Event:
+    """Block the writer inside a job; returns the gate that releases it."""
+    gate, entered = threading.Event(), threading.Event()
+    store._submit(blocking_job(gate, entered))
+    assert entered.wait(5)
+    return gate
+
+
+def test_exactly_queue_capacity_messages_wait_behind_a_blocked_writer(store: EventStore) -> None:
+    gate = hold_writer(store)
+    for n in range(4):  # queue_capacity
+        store.tell(activity(n))
+    blocked = threading.Thread(target=store.tell, args=(activity(4),))
+    blocked.start()
+    blocked.join(timeout=0.3)
+    assert blocked.is_alive(), "the sender past queue_capacity must block"
+    gate.set()
+    blocked.join(timeout=5)
+    assert not blocked.is_alive()
+    store.wait_for(5, timeout=5)
+    assert [e.recorded_at_ms for e in all_events(store)] == [0, 1, 2, 3, 4]
+
+
+def test_close_drains_every_accepted_message_in_order(path: Path) -> None:
+    store = EventStore.open(path, queue_capacity=8)
+    store.ask(SaveSession(record=example_session()))
+    gate = hold_writer(store)
+    futures = []
+    for n in range(6):
+        future: pykka.Future[object] = pykka.ThreadingFuture()
+        from actors.store import _writer_operation
+        from actors.writer import Job
+
+        store._submit(Job("activity", _writer_operation(activity(n)), future))
+        futures.append(future)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    gate.set()
+    closer.join(timeout=10)
+    assert not closer.is_alive()
+    assert [f.get(timeout=1) for f in futures] == [None] * 6
+    with pytest.raises(StoreClosed):
+        store.ask(LoadApiEvents(after_seq=0))
+    store.close()  # twice is harmless
+    with EventStore.open(path) as reopened:
+        assert [e.recorded_at_ms for e in all_events(reopened)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_second_writer_is_refused_at_once(store: EventStore, path: Path) -> None:
+    with pytest.raises(StoreLocked):
+        EventStore.open(path)
+    with EventStore.open(path, read_only=True) as reader:
+        assert reader.ask(LoadApiEvents(after_seq=0)).events == []
+        with pytest.raises(InvalidInput):
+            reader.ask(SaveSession(record=example_session()))
+
+
+def test_a_failing_message_fails_only_itself_within_a_group_commit(store: EventStore) -> None:
+    gate = hold_writer(store)
+    results: dict[str, object] = {}
+    missing = example_session("ghost")
+
+    def send(name: str, message: object) -> None:
+        try:
+            results[name] = store.ask(message)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001
+            results[name] = exc
+
+    senders = [
+        threading.Thread(target=send, args=("first", activity(1))),
+        threading.Thread(target=send, args=("bad", SaveLifecycleSession(record=missing))),
+        threading.Thread(target=send, args=("last", activity(2))),
+    ]
+    for sender in senders:
+        sender.start()
+    while store._writer is not None and store._writer.actor_inbox.qsize() < 3:  # type: ignore[attr-defined]
+        threading.Event().wait(0.01)
+    gate.set()
+    for sender in senders:
+        sender.join(timeout=5)
+    assert results["first"] is None
+    assert results["last"] is None
+    assert isinstance(results["bad"], UnknownSession)
+    assert [e.recorded_at_ms for e in all_events(store)] == [1, 2]
+
+
+def _tamper(path: Path, sql: str) -> None:
+    connection = apsw.Connection(str(path))
+    connection.execute(sql)
+    connection.close()
+
+
+def test_the_writer_refuses_an_incompatible_store_without_writing(store: EventStore, path: Path) -> None:
+    _tamper(
+        path,
+        "INSERT INTO schema_migrations(version, applied_at) VALUES (99, 'x');"
+        "UPDATE schema_compatibility SET minimum_compatible_version = 99; PRAGMA user_version = 99;",
+    )
+    with pytest.raises(SchemaMismatch) as caught:
+        store.ask(activity(1))
+    assert caught.value.reason is SchemaMismatchReason.INCOMPATIBLE
+    with pytest.raises(SchemaMismatch):
+        page(store, turn())
+    _tamper(
+        path,
+        "DELETE FROM schema_migrations WHERE version = 99;"
+        "UPDATE schema_compatibility SET minimum_compatible_version = 2; PRAGMA user_version = 2;",
+    )
+    assert all_events(store) == []
+
+
+def test_the_writer_refuses_a_store_rolled_back_underneath_it(store: EventStore, path: Path) -> None:
+    _tamper(
+        path,
+        "INSERT INTO schema_migrations(version, applied_at) VALUES (3, 'x'); PRAGMA user_version = 3;",
+    )
+    store.ask(activity(1))  # a compatible future revision is usable, and now observed
+    _tamper(path, "DELETE FROM schema_migrations WHERE version = 3; PRAGMA user_version = 2;")
+    with pytest.raises(SchemaMismatch) as caught:
+        store.ask(activity(2))
+    assert caught.value.reason is SchemaMismatchReason.ROLLBACK
+    assert [e.recorded_at_ms for e in all_events(store)] == [1]
+
+
+def test_readers_page_consistently_while_the_writer_commits(store: EventStore) -> None:
+    done = threading.Event()
+
+    def write() -> None:
+        for n in range(300):
+            store.ask(activity(n))
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen: list[int] = []
+    after = 0
+    while not (done.is_set() and after >= 300):
+        batch = store.ask(LoadApiEvents(after_seq=after, limit=7))
+        seen.extend(event.seq for event in batch.events)
+        assert batch.next_after_seq >= after
+        after = batch.next_after_seq
+    writer.join()
+    assert seen == list(range(1, 301))
+
+
+def test_wait_for_is_woken_by_a_commit(store: EventStore) -> None:
+    assert not store.wait_for(1, timeout=0.05)
+    waiter_result: list[bool] = []
+    waiter = threading.Thread(target=lambda: waiter_result.append(store.wait_for(1, timeout=5)))
+    waiter.start()
+    store.ask(activity(1))
+    waiter.join(timeout=5)
+    assert waiter_result == [True]
+
+
+def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> None:
+    events = chain(store, turn())
+    with pytest.raises(Exception, match="gap"):
+        store.ask(ObserveRelayEvents(session_id="session-1", events=[events[0], events[2]]))
+    assert all_events(store) == []
+    report = store.ask(ObserveRelayEvents(session_id="session-1", events=events))
+    assert (report.applied, report.frontier_ordinal) == (3, 3)
+
+
+def test_a_crashed_projector_restarts_from_the_stored_projection(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page(store, turn()[:1])
+    import actors.projector as projector_module
+
+    real = projector_module.project_relay_event
+
+    def explode(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("injected projector bug")
+
+    monkeypatch.setattr(projector_module, "project_relay_event", explode)
+    with pytest.raises(RuntimeError):
+        page(store, turn()[1:])
+    monkeypatch.setattr(projector_module, "project_relay_event", real)
+    store._projectors["session-1"].stop()  # and the actor itself dies
+    report = page(store, turn()[1:])
+    assert (report.applied, report.frontier_ordinal) == (2, 3)
+    assert [e.kind for e in all_events(store)] == ["turn_started", "turn_ended"]
+    stored = store.ask(LoadMaterializedSession(session_id="session-1"))
+    assert stored is not None and stored.applied_event_ordinal == 3
+
+
+def test_messages_after_close_raise_store_closed(path: Path) -> None:
+    store = EventStore.open(path)
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.ask(SaveSession(record=example_session()))
+    with pytest.raises(StoreClosed):
+        store.tell(activity(1))
