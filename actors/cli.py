@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     replay = commands.add_parser("replay", help="replay relay journals into the store")
     replay.add_argument("sources", nargs="+", metavar="SOURCE")
-    replay.add_argument("--session", help="session id (default: relay-state.json, else the file stem)")
+    replay.add_argument(
+        "--session", help="session id (default: relay-state.json, else the file stem)"
+    )
     replay.add_argument("--workspace", help="workspace of a session the store lacks")
     verify = commands.add_parser("verify", help="check digests and chain continuity")
     verify.add_argument("sources", nargs="+", metavar="SOURCE")
@@ -139,9 +141,13 @@ def _replay_source(
         store.ask(SaveSession(record=_minimal_record(session_id, args.workspace)))
         current = store.ask(LoadMaterializedSession(session_id=session_id))
         assert current is not None
-    frontier = RelayCursor(ordinal=current.applied_event_ordinal, digest=current.applied_event_digest)
+    frontier = RelayCursor(
+        ordinal=current.applied_event_ordinal, digest=current.applied_event_digest
+    )
     torn: list[TornTail] = []
-    reader = read_journal(path, session_id=args.session, after=frontier if frontier.ordinal else None)
+    reader = read_journal(
+        path, session_id=args.session, after=frontier if frontier.ordinal else None
+    )
     reader.on_torn_tail = torn.append
     progress = _progress(source.size_bytes, session_id)
     batch: list[RelayEvent] = []
@@ -205,8 +211,12 @@ def _verify(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(str(problem))
     for tail in report.torn_tails:
-        print(f"warning: {tail.path}:{tail.line}: torn final line ({tail.byte_count} bytes) ignored")
-    print(f"{report.records} records, {report.valid_digests} valid digests, {len(report.problems)} problems")
+        print(
+            f"warning: {tail.path}:{tail.line}: torn final line ({tail.byte_count} bytes) ignored"
+        )
+    print(
+        f"{report.records} records, {report.valid_digests} valid digests, {len(report.problems)} problems"
+    )
     return 0 if report.ok else 1
 
 

@@ -39,9 +39,7 @@ SessionLoader = Callable[[str], MaterializedSession]
 class ProjectorActor(ThreadingActor):
     """Owns one session's in-memory projection."""
 
-    def __init__(
-        self, session_id: str, *, load: SessionLoader, write_page: PageWriter
-    ) -> None:
+    def __init__(self, session_id: str, *, load: SessionLoader, write_page: PageWriter) -> None:
         super().__init__()
         self._session_id = session_id
         self._load = load

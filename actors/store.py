@@ -7,6 +7,7 @@ message by its type and returns its typed reply or raises its typed error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -311,9 +312,7 @@ class EventStore:
     def _submit(self, job: Job) -> None:
         writer = self._writer
         if writer is None:
-            raise InvalidInput(
-                f"{job.label} needs the writer, but the store was opened read_only"
-            )
+            raise InvalidInput(f"{job.label} needs the writer, but the store was opened read_only")
         try:
             writer.tell(job)  # blocks while the inbox is full
         except ActorDeadError as exc:
@@ -379,10 +378,8 @@ class EventStore:
 
 
 def _stop(ref: ActorRef[Any]) -> None:
-    try:
+    with contextlib.suppress(ActorDeadError):
         ref.stop(block=True)
-    except ActorDeadError:
-        pass
 
 
 def _file_stamp(path: Path) -> tuple[float, int] | None:
@@ -409,5 +406,5 @@ def _wait_and_log(future: pykka.Future[Any], label: str) -> None:
         logger.error("%s failed: %s", label, exc)
     except WriterStopped as exc:  # pragma: no cover - covered by StoreError
         logger.error("%s failed: %s", label, exc)
-    except Exception:  # noqa: BLE001 - logged; a tell has nobody to answer
+    except Exception:
         logger.exception("%s failed", label)

@@ -10,6 +10,7 @@ written, so the writer answers that batch and every later job with ``WriterStopp
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -131,7 +132,7 @@ class WriterActor(ThreadingActor):
                     value = job.run(connection)
             except StoreError as exc:
                 results.append((job, None, exc))
-            except Exception as exc:  # noqa: BLE001 - its savepoint is rolled back; others go on
+            except Exception as exc:
                 logger.exception("writer job %s failed unexpectedly", job.label)
                 results.append((job, None, WriterStopped(f"{job.label} failed: {exc!r}")))
             else:
@@ -144,15 +145,13 @@ class WriterActor(ThreadingActor):
                 "so the writer accepts no more work"
             )
             logger.error("writer stopped: %s", self._stopped_by)
-            try:
+            with contextlib.suppress(apsw.Error):
                 connection.execute("ROLLBACK")
-            except apsw.Error:
-                pass
             self._fail_all(batch, WriterStopped(self._stopped_by))
             return
         try:
             self._on_commit(self._read_latest_seq(connection))
-        except Exception:  # noqa: BLE001 - notification must never fail a commit
+        except Exception:
             logger.exception("commit notification failed")
         for job, value, error in results:
             if job.reply is None:

@@ -55,13 +55,19 @@ def main() -> None:
         for group_commit in (False, True):
             for senders in (1, 4, 8):
                 rate = run(senders, args.messages, group_commit, Path(folder))
-                rows.append({"senders": senders, "group_commit": group_commit, "messages_per_s": rate})
+                rows.append(
+                    {"senders": senders, "group_commit": group_commit, "messages_per_s": rate}
+                )
     print(f"{'senders':>7} {'group commit':>12} {'messages/s':>11} {'vs 1 sender':>11}")
     for row in rows:
-        base = next(r for r in rows if r["senders"] == 1 and r["group_commit"] == row["group_commit"])
+        base = next(
+            r for r in rows if r["senders"] == 1 and r["group_commit"] == row["group_commit"]
+        )
         ratio = row["messages_per_s"] / base["messages_per_s"]
         row["ratio_to_one_sender"] = ratio
-        print(f"{row['senders']:>7} {str(row['group_commit']):>12} {row['messages_per_s']:>11,.0f} {ratio:>10.2f}x")
+        print(
+            f"{row['senders']:>7} {row['group_commit']!s:>12} {row['messages_per_s']:>11,.0f} {ratio:>10.2f}x"
+        )
     if args.json:
         with args.json.open("a") as out:
             for row in rows:

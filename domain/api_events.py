@@ -247,7 +247,9 @@ class ApiEvent(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def event(self) -> ApiEventData:
         """The typed body."""
-        return _DATA_DECODER.decode(b'{"type":' + encode(self.type) + b',"data":' + bytes(self.data) + b"}")
+        return _DATA_DECODER.decode(
+            b'{"type":' + encode(self.type) + b',"data":' + bytes(self.data) + b"}"
+        )
 
     @property
     def kind(self) -> str:

@@ -193,7 +193,9 @@ class SchemaMismatch(StoreError):
         super().__init__(_schema_text(reason, found, supported, minimum), path=path)
 
 
-def _schema_text(reason: SchemaMismatchReason, found: int, supported: int, minimum: int | None) -> str:
+def _schema_text(
+    reason: SchemaMismatchReason, found: int, supported: int, minimum: int | None
+) -> str:
     if reason is SchemaMismatchReason.NEEDS_MIGRATION:
         return (
             f"relaystore schema {found} is not the supported schema {supported}; "

@@ -241,7 +241,9 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
             if isinstance(entry.kind, SetConfigKind) and not (
                 entry.kind.set_config.key.strip() and entry.kind.set_config.value.strip()
             ):
-                raise InvalidInput(f"queued set_config {entry.command_id!r} has a blank key or value")
+                raise InvalidInput(
+                    f"queued set_config {entry.command_id!r} has a blank key or value"
+                )
 
 
 # -- mutations ------------------------------------------------------------------------

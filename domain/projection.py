@@ -19,8 +19,9 @@ Decisions where the origin is unclear (each is tested):
   keeps the projected goal state; an adapter option named ``mj_goal_state`` is ignored.
 * Tool presentations are not derived here: a cached presentation is kept only while the
   inputs it summarizes (title, kind, raw input and output) are unchanged.
-* ``usage_update`` costs are not projected: the mutation's ``provider_cost`` field has a
-  different shape (see the module report).
+* ``usage_update`` costs are not projected: an ACP usage update carries a session cost
+  (amount, currency), while the mutation's ``provider_cost`` is typed as a turn's
+  :class:`domain.outcomes.ProviderCost` (usd_ticks, usd, is_partial).
 * In memory, ``clear_turn_outcome`` clears the last outcome before a new one is written,
   as the durable flush does.
 """
@@ -496,9 +497,11 @@ def _session_update(ctx: ProjectionContext, observation: SessionUpdate) -> None:
     elif kind == "config_option_update":
         ctx.mutation.configuration = _configuration_values(ctx, update.get("configOptions"))
     elif kind == "current_mode_update":
-        configuration = dict(ctx.current.configuration)
-        configuration["mode"] = update.get("currentModeId")
-        ctx.mutation.configuration = configuration
+        mode = update.get("currentModeId")
+        if isinstance(mode, str):
+            configuration = dict(ctx.current.configuration)
+            configuration["mode"] = mode
+            ctx.mutation.configuration = configuration
     elif kind == "session_info_update":
         _session_info_update(ctx, update)
     # user_message_chunk: the command_started user item is the canonical user message.

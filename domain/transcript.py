@@ -386,9 +386,9 @@ def close_stream_kind(ctx: ProjectionContext, agent: bool) -> None:
 
 
 def close_streams(ctx: ProjectionContext) -> None:
-    """Finish open thought streams, then open agent streams (a turn, tool or plan boundary)."""
-    close_stream_kind(ctx, agent=False)
+    """Finish open agent streams, then open thought streams (a turn, tool or plan boundary)."""
     close_stream_kind(ctx, agent=True)
+    close_stream_kind(ctx, agent=False)
 
 
 # -- text -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from storage.transaction import is_foreign_key_violation, transaction
 
 __all__ = [
     "api_event_from_row",
+    "api_events_from_rows",
     "encode_event_body",
     "insert_api_event",
     "insert_api_events",
@@ -82,27 +83,52 @@ def insert_api_events(
             raise
 
 
-def api_event_from_row(seq: int, session_id: str, recorded_at_ms: int, body: str) -> ApiEvent:
-    """The :class:`ApiEvent` of one stored row; raises InvalidInput for a bad body."""
-    kind: str | None = None
-    data: str | None = None
-    if body.startswith(_PREFIX) and body.endswith("}"):
-        end = body.find(_SEPARATOR, len(_PREFIX))
-        if end > 0:
-            kind = body[len(_PREFIX) : end]
-            data = body[end + len(_SEPARATOR) : -1]
+def api_events_from_rows(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
+    """The :class:`ApiEvent` of each ``(seq, session_id, recorded_at_ms, body)`` row, in order.
+
+    Canonical bodies are sliced, not re-encoded; the data is still checked against its
+    type, so a slice that is not the body's data fails and the row takes the generic
+    path. Raises InvalidInput naming the first row whose body does not decode.
+    """
+    rows = list(rows)
+    raw, separator, start, skip = msgspec.Raw, _SEPARATOR, len(_PREFIX), len(_SEPARATOR)
     try:
-        if kind is None or data is None or '"' in kind or "\\" in kind:
-            event = decode_api_event_data(body)
-            return ApiEvent.of(
-                seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=event
+        return [
+            ApiEvent(
+                seq=seq,
+                session_id=session_id,
+                recorded_at_ms=recorded_at_ms,
+                type=body[start : (end := body.find(separator, start))],
+                data=raw(body[end + skip : -1]),
             )
-        return ApiEvent(
-            seq=seq,
-            session_id=session_id,
-            recorded_at_ms=recorded_at_ms,
-            type=kind,
-            data=msgspec.Raw(data.encode()),
+            for seq, session_id, recorded_at_ms, body in rows
+        ]
+    except (ValueError, msgspec.MsgspecError):
+        return [api_event_from_row(*row) for row in rows]
+
+
+def api_event_from_row(seq: int, session_id: str, recorded_at_ms: int, body: str) -> ApiEvent:
+    """The :class:`ApiEvent` of one stored row, whatever the body's layout.
+
+    Raises InvalidInput naming the seq and session when the body does not decode.
+    """
+    try:
+        if body.startswith(_PREFIX):
+            end = body.find(_SEPARATOR, len(_PREFIX))
+            if end > 0 and body.endswith("}"):
+                try:
+                    return ApiEvent(
+                        seq=seq,
+                        session_id=session_id,
+                        recorded_at_ms=recorded_at_ms,
+                        type=body[len(_PREFIX) : end],
+                        data=msgspec.Raw(body[end + len(_SEPARATOR) : -1]),
+                    )
+                except (ValueError, msgspec.MsgspecError):
+                    pass  # not the canonical layout: decode it generically below
+        event = decode_api_event_data(body)
+        return ApiEvent.of(
+            seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=event
         )
     except (InvalidInput, ValueError, msgspec.MsgspecError) as exc:
         raise InvalidInput(

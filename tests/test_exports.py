@@ -68,8 +68,17 @@ def test_actors_exports_the_facade() -> None:
 
 
 def test_every_error_derives_from_store_error() -> None:
-    for name in ["InvalidInput", "RelayChainError", "ProjectionError", "SchemaMismatch", "UnknownSession",
-                 "LifecycleConflict", "WriterStopped", "StoreClosed", "StoreLocked"]:
+    for name in [
+        "InvalidInput",
+        "RelayChainError",
+        "ProjectionError",
+        "SchemaMismatch",
+        "UnknownSession",
+        "LifecycleConflict",
+        "WriterStopped",
+        "StoreClosed",
+        "StoreLocked",
+    ]:
         assert issubclass(getattr(domain, name), domain.StoreError)
 
 

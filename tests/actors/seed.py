@@ -6,7 +6,12 @@ import msgspec
 
 from actors.store import EventStore
 from domain.api_events import ApiEvent
-from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, ProjectionReport
+from domain.messages import (
+    LoadApiEvents,
+    LoadMaterializedSession,
+    ObserveRelayEvents,
+    ProjectionReport,
+)
 from domain.relay import (
     CommandCompleted,
     CommandQueued,
@@ -21,13 +26,19 @@ from domain.relay import (
 def turn() -> list[RelayObservation]:
     """The seed's ``turn()``: a prompt queued, started and finished with end_turn."""
     return [
-        CommandQueued.of(command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1),
+        CommandQueued.of(
+            command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1
+        ),
         CommandStarted.of(command_id="prompt-1", started_at_ms=2),
-        CommandCompleted.of(command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")),
+        CommandCompleted.of(
+            command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")
+        ),
     ]
 
 
-def chain(store: EventStore, observations: list[RelayObservation], session_id: str = "session-1") -> list[RelayEvent]:
+def chain(
+    store: EventStore, observations: list[RelayObservation], session_id: str = "session-1"
+) -> list[RelayEvent]:
     """Format 1 events that continue the session's stored frontier (recorded at 100)."""
     current = store.ask(LoadMaterializedSession(session_id=session_id))
     assert current is not None
@@ -35,7 +46,11 @@ def chain(store: EventStore, observations: list[RelayObservation], session_id: s
     events = []
     for observation in observations:
         event = RelayEvent.create(
-            format=1, ordinal=ordinal + 1, previous_digest=digest, recorded_at_ms=100, observation=observation
+            format=1,
+            ordinal=ordinal + 1,
+            previous_digest=digest,
+            recorded_at_ms=100,
+            observation=observation,
         )
         events.append(event)
         ordinal, digest = event.ordinal, event.digest
@@ -43,7 +58,11 @@ def chain(store: EventStore, observations: list[RelayObservation], session_id: s
 
 
 def page(
-    store: EventStore, observations: list[RelayObservation], *, fail: bool = False, session_id: str = "session-1"
+    store: EventStore,
+    observations: list[RelayObservation],
+    *,
+    fail: bool = False,
+    session_id: str = "session-1",
 ) -> ProjectionReport:
     """Project ``observations`` as one message; ``fail`` ends the page with a forged event."""
     events = chain(store, observations, session_id)

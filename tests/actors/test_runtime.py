@@ -143,7 +143,9 @@ def _tamper(path: Path, sql: str) -> None:
     connection.close()
 
 
-def test_the_writer_refuses_an_incompatible_store_without_writing(store: EventStore, path: Path) -> None:
+def test_the_writer_refuses_an_incompatible_store_without_writing(
+    store: EventStore, path: Path
+) -> None:
     _tamper(
         path,
         "INSERT INTO schema_migrations(version, applied_at) VALUES (99, 'x');"
@@ -162,7 +164,9 @@ def test_the_writer_refuses_an_incompatible_store_without_writing(store: EventSt
     assert all_events(store) == []
 
 
-def test_the_writer_refuses_a_store_rolled_back_underneath_it(store: EventStore, path: Path) -> None:
+def test_the_writer_refuses_a_store_rolled_back_underneath_it(
+    store: EventStore, path: Path
+) -> None:
     _tamper(
         path,
         "INSERT INTO schema_migrations(version, applied_at) VALUES (3, 'x'); PRAGMA user_version = 3;",
@@ -235,7 +239,8 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     assert (report.applied, report.frontier_ordinal) == (2, 3)
     assert [e.kind for e in all_events(store)] == ["turn_started", "turn_ended"]
     stored = store.ask(LoadMaterializedSession(session_id="session-1"))
-    assert stored is not None and stored.applied_event_ordinal == 3
+    assert stored is not None
+    assert stored.applied_event_ordinal == 3
 
 
 def test_messages_after_close_raise_store_closed(path: Path) -> None:

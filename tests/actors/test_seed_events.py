@@ -21,13 +21,13 @@ from domain.api_events import (
     ApiEventFilter,
     ApiInputRequired,
     ApiInputResolved,
-    ApiLegacyNotice,
     ApiRuntimeResolved,
     ApiSessionFault,
     ApiTurnEnded,
 )
 from domain.elicitation import ElicitationRequest
 from domain.errors import LifecycleConflict, RelayChainError
+from domain.materialized import SystemBody
 from domain.messages import (
     BeginCheckpoint,
     DeleteSession,
@@ -57,7 +57,6 @@ from domain.relay import (
     SessionRestarted,
 )
 from domain.runtime import HarnessKind, RuntimeComponent, RuntimeIdentity, RuntimeProvenance
-from domain.materialized import SystemBody
 from domain.sessions import CheckpointMetadata, SessionState, example_session
 from tests.actors.seed import all_events, chain, page, turn
 
@@ -82,10 +81,14 @@ def runtime_observation(version: str) -> AgentInitialized:
         components=[RuntimeComponent(name="provider", version=version)],
     )
     runtime.refresh_id()
-    return AgentInitialized.of(protocol_version=1, capabilities={}, agent_info=None, runtime=runtime)
+    return AgentInitialized.of(
+        protocol_version=1, capabilities={}, agent_info=None, runtime=runtime
+    )
 
 
-def test_runtime_identity_history_survives_reopen_and_resume_without_rewriting_old_runs(path: Path) -> None:
+def test_runtime_identity_history_survives_reopen_and_resume_without_rewriting_old_runs(
+    path: Path,
+) -> None:
     with EventStore.open(path) as store:
         store.ask(SaveSession(record=example_session()))
         page(store, [runtime_observation("first")])
@@ -187,13 +190,19 @@ def test_api_events_capture_free_text_questions_resolution_and_errors(store: Eve
     assert current.last_turn_outcome.accepted_ordinal == 1
 
 
-def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(store: EventStore) -> None:
+def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(
+    store: EventStore,
+) -> None:
     record = example_session()
     record.state = SessionState.ERROR
     record.last_error = "worker bootstrap failed: Connection closed by host"
     store.ask(SaveLifecycleSession(record=record))
     store.ask(SaveLifecycleSession(record=record))
-    faults = [event.event.data.message for event in all_events(store) if isinstance(event.event, ApiSessionFault)]
+    faults = [
+        event.event.data.message
+        for event in all_events(store)
+        if isinstance(event.event, ApiSessionFault)
+    ]
     assert faults == ["worker bootstrap failed: Connection closed by host"]
 
 
@@ -351,7 +360,9 @@ def test_terminal_prompt_results_are_semantic_and_not_duplicate_error_events(
 
 def test_typed_runtime_fault_does_not_rewrite_a_completed_turn(store: EventStore) -> None:
     page(store, turn())
-    page(store, [SessionFault.of(reason=OutcomeReason.RUNTIME_UNAVAILABLE, message="runtime exited")])
+    page(
+        store, [SessionFault.of(reason=OutcomeReason.RUNTIME_UNAVAILABLE, message="runtime exited")]
+    )
     events = all_events(store)
     assert len(events) == 3
     ended = events[1].event
@@ -362,7 +373,9 @@ def test_typed_runtime_fault_does_not_rewrite_a_completed_turn(store: EventStore
     assert fault.data.reason is OutcomeReason.RUNTIME_UNAVAILABLE
 
 
-def test_checkpoint_recovery_consumes_attempt_identity_once_and_preserves_correlation(path: Path) -> None:
+def test_checkpoint_recovery_consumes_attempt_identity_once_and_preserves_correlation(
+    path: Path,
+) -> None:
     from domain.messages import CorrelateCheckpointBarrier
 
     with EventStore.open(path) as store:
@@ -374,7 +387,9 @@ def test_checkpoint_recovery_consumes_attempt_identity_once_and_preserves_correl
         with pytest.raises(LifecycleConflict):
             store.ask(BeginCheckpoint(session=record, command_id="attempt-2"))
         store.ask(
-            CorrelateCheckpointBarrier(session_id="session-1", operation_id="attempt-1", command_id="barrier-1")
+            CorrelateCheckpointBarrier(
+                session_id="session-1", operation_id="attempt-1", command_id="barrier-1"
+            )
         )
     with EventStore.open(path) as store:  # the controller restarted
         assert store.ask(RecoverInterruptedCheckpoints(updated_at="2026-09-27T12:00:00Z")) == 1
@@ -409,11 +424,19 @@ def test_requested_checkpoint_result_commits_with_metadata_and_only_for_its_owne
     )
     with pytest.raises(LifecycleConflict):
         store.ask(SaveRequestedCheckpoint(session=record, command_id="stale-owner"))
-    store.ask(FinishFailedCheckpoint(session=record, command_id="stale-owner", deferred=False, message="late failure"))
+    store.ask(
+        FinishFailedCheckpoint(
+            session=record, command_id="stale-owner", deferred=False, message="late failure"
+        )
+    )
     assert all_events(store) == []
     assert store.ask(LoadState()).sessions["session-1"].checkpoint == previous_checkpoint
     store.ask(SaveRequestedCheckpoint(session=record, command_id="owner"))
-    store.ask(FinishFailedCheckpoint(session=record, command_id="owner", deferred=False, message="late cleanup failure"))
+    store.ask(
+        FinishFailedCheckpoint(
+            session=record, command_id="owner", deferred=False, message="late cleanup failure"
+        )
+    )
     events = all_events(store)
     assert len(events) == 1
     ended = events[0].event
@@ -445,12 +468,20 @@ def test_checkpoint_failure_and_deferral_are_distinct_and_preserve_previous_arch
         if not deferred:
             record.last_checkpoint_error = "archive verification failed"
         for _ in range(2):
-            store.ask(FinishFailedCheckpoint(session=record, command_id="owner", deferred=deferred, message="diagnostic"))
+            store.ask(
+                FinishFailedCheckpoint(
+                    session=record, command_id="owner", deferred=deferred, message="diagnostic"
+                )
+            )
         loaded = store.ask(LoadState()).sessions["session-1"]
         assert loaded.checkpoint == previous
-        assert loaded.last_checkpoint_error == (previous_warning if deferred else "archive verification failed")
+        assert loaded.last_checkpoint_error == (
+            previous_warning if deferred else "archive verification failed"
+        )
         events = all_events(store)
         assert len(events) == 1
         ended = events[0].event
         assert isinstance(ended, ApiCommandEnded)
-        assert ended.data.outcome is (CommandResultKind.REJECTED if deferred else CommandResultKind.FAILED)
+        assert ended.data.outcome is (
+            CommandResultKind.REJECTED if deferred else CommandResultKind.FAILED
+        )

@@ -155,9 +155,7 @@ KINDS = st.sampled_from(COMMAND_KINDS)
 
 json_values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | I64 | TEXT,
-    lambda children: (
-        st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3)
-    ),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
     max_leaves=8,
 )
 """Opaque JSON (ACP payloads): objects keep the order their keys were drawn in."""
@@ -167,7 +165,9 @@ json_objects = st.dictionaries(TEXT, json_values, max_size=4)
 @st.composite
 def unknown_keys(draw: st.DrawFn, known: frozenset[str] | set[str]) -> str:
     """A key name no field of the struct uses."""
-    return draw(st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True).filter(lambda k: k not in known))
+    return draw(
+        st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True).filter(lambda k: k not in known)
+    )
 
 
 # -- relay: cursors, commands, outcomes -------------------------------------------------
@@ -507,7 +507,9 @@ def command_queued(command: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrat
     return data.map(lambda body: variant("command_queued", body))
 
 
-def command_completed(outcome: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+def command_completed(
+    outcome: st.SearchStrategy[dict[str, Any]],
+) -> st.SearchStrategy[dict[str, Any]]:
     """A ``command_completed`` observation carrying ``outcome``."""
     data = _fixed(
         barrier_command_id=optional(IDS), command=optional(KINDS), command_id=IDS, outcome=outcome

@@ -109,7 +109,8 @@ def test_legacy_flag_vector_as_a_raw_line_verifies_and_keeps_its_bytes() -> None
     validate_relay_event_self(event)
     assert encode_relay_event(event) == LEGACY_LINE
     assert encode(event.observation) == (
-        b'{"type":"session_opened","data":{"native_session_id":"' + LEGACY_SESSION.encode()
+        b'{"type":"session_opened","data":{"native_session_id":"'
+        + LEGACY_SESSION.encode()
         + b'","resumed":true}}'
     )
 
@@ -123,14 +124,18 @@ def test_legacy_flag_vector_as_a_raw_line_verifies_and_keeps_its_bytes() -> None
     ],
     ids=["other content", "continuity lost", "replaced session"],
 )
-def test_legacy_fallback_does_not_accept_other_session_opened_content(changed: dict[str, object]) -> None:
+def test_legacy_fallback_does_not_accept_other_session_opened_content(
+    changed: dict[str, object],
+) -> None:
     with pytest.raises(RelayChainError) as caught:
         validate_relay_event_self(legacy_event(**changed))
     assert caught.value.fault is ChainFault.BAD_DIGEST
 
 
 def test_legacy_fallback_applies_only_to_session_opened() -> None:
-    event = RelayEvent.create(ordinal=188, recorded_at_ms=1789436362441, observation=Notice.of(message="m"))
+    event = RelayEvent.create(
+        ordinal=188, recorded_at_ms=1789436362441, observation=Notice.of(message="m")
+    )
     with pytest.raises(RelayChainError):
         validate_relay_event_self(msgspec.structs.replace(event, digest=LEGACY_DIGEST))
 
@@ -138,9 +143,13 @@ def test_legacy_fallback_applies_only_to_session_opened() -> None:
 def seed_turn() -> list[RelayEvent]:
     """The seed's turn() as a format 1 chain recorded at 100."""
     observations = [
-        CommandQueued.of(command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1),
+        CommandQueued.of(
+            command_id="prompt-1", command=PromptCommand.of(prompt=[]), created_at_ms=1
+        ),
         CommandStarted.of(command_id="prompt-1", started_at_ms=2),
-        CommandCompleted.of(command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")),
+        CommandCompleted.of(
+            command_id="prompt-1", outcome=PromptOutcome.of(stop_reason="end_turn")
+        ),
     ]
     events: list[RelayEvent] = []
     previous = RELAY_EVENT_GENESIS_DIGEST
@@ -206,14 +215,19 @@ def test_absent_reason_keeps_the_pre_classification_digest(fmt: int, variant: ty
 
 @pytest.mark.parametrize("fmt", [1, 2])
 def test_absent_barrier_and_kind_keep_the_pre_classification_digest(fmt: int) -> None:
-    observation = CommandCompleted.of(command_id="c", outcome=PromptOutcome.of(stop_reason="end_turn"))
+    observation = CommandCompleted.of(
+        command_id="c", outcome=PromptOutcome.of(stop_reason="end_turn")
+    )
     previous = RELAY_EVENT_GENESIS_DIGEST if fmt == 1 else ""
     event = RelayEvent.create(
         format=fmt, ordinal=1, previous_digest=previous, recorded_at_ms=9, observation=observation
     )
     old_shape = {
         "type": "command_completed",
-        "data": {"command_id": "c", "outcome": {"type": "prompt", "data": {"stop_reason": "end_turn"}}},
+        "data": {
+            "command_id": "c",
+            "outcome": {"type": "prompt", "data": {"stop_reason": "end_turn"}},
+        },
     }
     payload: dict[str, object] = {"ordinal": 1}
     if fmt == 1:
@@ -231,7 +245,11 @@ def test_setting_a_reason_changes_the_digest(fmt: int) -> None:
             command_id="c", command=RelayCommandKind.CLOSE, message="m", reason=reason
         )
         return RelayEvent.create(
-            format=fmt, ordinal=1, previous_digest=previous, recorded_at_ms=9, observation=observation
+            format=fmt,
+            ordinal=1,
+            previous_digest=previous,
+            recorded_at_ms=9,
+            observation=observation,
         )
 
     digests = {
@@ -261,11 +279,18 @@ def test_removing_a_reason_from_a_recorded_line_breaks_its_digest() -> None:
 
 def test_command_id_is_covered_by_the_digest() -> None:
     plain = RelayEvent.create(ordinal=1, recorded_at_ms=1, observation=Notice.of(message="m"))
-    tagged = RelayEvent.create(ordinal=1, recorded_at_ms=1, command_id="c", observation=Notice.of(message="m"))
+    tagged = RelayEvent.create(
+        ordinal=1, recorded_at_ms=1, command_id="c", observation=Notice.of(message="m")
+    )
     assert plain.digest != tagged.digest
     assert tagged.digest == independent_digest(
         2,
-        {"ordinal": 1, "recorded_at_ms": 1, "command_id": "c", "observation": {"type": "notice", "data": {"message": "m"}}},
+        {
+            "ordinal": 1,
+            "recorded_at_ms": 1,
+            "command_id": "c",
+            "observation": {"type": "notice", "data": {"message": "m"}},
+        },
     )
 
 
@@ -273,7 +298,15 @@ def test_decoded_event_digest_covers_the_bytes_it_was_read_from() -> None:
     observation = {"type": "notice", "data": {"message": "m", "added_by_a_newer_worker": [1, 2]}}
     payload = {"ordinal": 5, "recorded_at_ms": 1, "observation": observation}
     digest = independent_digest(2, payload)
-    raw = dumps({"format": 2, "ordinal": 5, "digest": digest, "recorded_at_ms": 1, "observation": observation})
+    raw = dumps(
+        {
+            "format": 2,
+            "ordinal": 5,
+            "digest": digest,
+            "recorded_at_ms": 1,
+            "observation": observation,
+        }
+    )
     event = decode_relay_event(raw)
     validate_relay_event_self(event)
     assert encode_relay_event(event) == raw
@@ -284,7 +317,11 @@ def test_decoded_event_digest_covers_the_bytes_it_was_read_from() -> None:
 
 def event_v1(ordinal: int = 1, previous: str = RELAY_EVENT_GENESIS_DIGEST) -> RelayEvent:
     return RelayEvent.create(
-        format=1, ordinal=ordinal, previous_digest=previous, recorded_at_ms=1, observation=Notice.of(message="m")
+        format=1,
+        ordinal=ordinal,
+        previous_digest=previous,
+        recorded_at_ms=1,
+        observation=Notice.of(message="m"),
     )
 
 
@@ -314,7 +351,13 @@ def test_v1_event_with_a_malformed_previous_digest_is_refused(previous: str) -> 
     assert "session s-1" in str(error)
     assert "ordinal 1" in str(error)
     with pytest.raises(RelayChainError):
-        RelayEvent.create(format=1, ordinal=1, previous_digest=previous, recorded_at_ms=1, observation=Notice.of(message="m"))
+        RelayEvent.create(
+            format=1,
+            ordinal=1,
+            previous_digest=previous,
+            recorded_at_ms=1,
+            observation=Notice.of(message="m"),
+        )
 
 
 @pytest.mark.parametrize("fmt", [0, 3, 255])
@@ -371,7 +414,10 @@ def test_gap_is_reported_with_expected_and_found_ordinals() -> None:
 @pytest.mark.parametrize("ordinal", [1, 2], ids=["repeat", "backwards"])
 def test_repeated_or_backward_ordinal_is_a_gap(ordinal: int) -> None:
     previous = RelayCursor(ordinal=2, digest="a" * 64)
-    assert chain_error(validate_relay_event, previous, event_v2(ordinal=ordinal)).fault is ChainFault.GAP
+    assert (
+        chain_error(validate_relay_event, previous, event_v2(ordinal=ordinal)).fault
+        is ChainFault.GAP
+    )
 
 
 def test_ordinal_after_the_largest_u64_is_a_gap_not_an_overflow() -> None:
@@ -425,7 +471,14 @@ def test_inconsistent_or_malformed_frontier_is_refused(ordinal: int, digest: str
 
 @pytest.mark.parametrize(
     ("value", "valid"),
-    [("0" * 64, True), ("0123456789abcdef" * 4, True), ("0" * 63, False), ("0" * 65, False), ("F" * 64, False), ("g" * 64, False)],
+    [
+        ("0" * 64, True),
+        ("0123456789abcdef" * 4, True),
+        ("0" * 63, False),
+        ("0" * 65, False),
+        ("F" * 64, False),
+        ("g" * 64, False),
+    ],
 )
 def test_relay_digest_is_exactly_64_lowercase_hex(value: str, valid: bool) -> None:
     assert is_relay_digest(value) is valid
@@ -441,7 +494,9 @@ def test_any_canonical_line_verifies_and_any_other_digest_does_not(data: st.Data
     event = decode_relay_event(raw)
     validate_relay_event_self(event)
     position = data.draw(st.integers(0, 63))
-    digit = data.draw(st.sampled_from("0123456789abcdef").filter(lambda c: c != event.digest[position]))
+    digit = data.draw(
+        st.sampled_from("0123456789abcdef").filter(lambda c: c != event.digest[position])
+    )
     altered = event.digest[:position] + digit + event.digest[position + 1 :]
     with pytest.raises(RelayChainError):
         validate_relay_event_self(msgspec.structs.replace(event, digest=altered))
@@ -477,5 +532,13 @@ def test_a_chain_built_in_code_validates_and_a_skipped_event_is_a_gap(
 
 def test_json_dumps_of_the_v2_payload_matches_the_published_digest() -> None:
     line = json.loads(V2_LINE)
-    payload = {"ordinal": line["ordinal"], "recorded_at_ms": line["recorded_at_ms"], "observation": line["observation"]}
-    assert independent_digest(2, payload) == line["digest"] == relay_event_digest(decode_relay_event(V2_LINE))
+    payload = {
+        "ordinal": line["ordinal"],
+        "recorded_at_ms": line["recorded_at_ms"],
+        "observation": line["observation"],
+    }
+    assert (
+        independent_digest(2, payload)
+        == line["digest"]
+        == relay_event_digest(decode_relay_event(V2_LINE))
+    )

@@ -72,7 +72,9 @@ from tests.domain.strategies import (
         ("end turn", PromptCompletion.ERROR),
     ],
 )
-def test_stop_reasons_classify_as_the_origin_does(stop_reason: str, completion: PromptCompletion) -> None:
+def test_stop_reasons_classify_as_the_origin_does(
+    stop_reason: str, completion: PromptCompletion
+) -> None:
     assert classify_prompt_completion(stop_reason) is completion
 
 
@@ -122,7 +124,9 @@ def test_no_reason_is_not_an_expected_cancellation() -> None:
 # --- turn results (§3.5) ---------------------------------------------------------------------
 
 
-def turn(outcome: TurnOutcomeKind, diagnostic: TurnDiagnostic | None = None) -> MaterializedTurnOutcome:
+def turn(
+    outcome: TurnOutcomeKind, diagnostic: TurnDiagnostic | None = None
+) -> MaterializedTurnOutcome:
     return MaterializedTurnOutcome(
         diagnostic=diagnostic,
         command_id="prompt-1",
@@ -134,7 +138,9 @@ def turn(outcome: TurnOutcomeKind, diagnostic: TurnDiagnostic | None = None) -> 
     )
 
 
-def result(kind: str, reason: str | None = None, message: str | None = None, stop_reason: str | None = None) -> TurnResult:
+def result(
+    kind: str, reason: str | None = None, message: str | None = None, stop_reason: str | None = None
+) -> TurnResult:
     return TurnResult(
         kind=TurnResultKind(kind),
         reason=None if reason is None else OutcomeReason(reason),
@@ -238,7 +244,9 @@ SPEC_EXAMPLES: list[tuple[str, MaterializedTurnOutcome, TurnResult]] = [
     ("outcome", "expected"),
     [pytest.param(outcome, expected, id=name) for name, outcome, expected in SPEC_EXAMPLES],
 )
-def test_turn_outcome_result_follows_the_spec(outcome: MaterializedTurnOutcome, expected: TurnResult) -> None:
+def test_turn_outcome_result_follows_the_spec(
+    outcome: MaterializedTurnOutcome, expected: TurnResult
+) -> None:
     assert outcome.result() == expected
 
 
@@ -288,7 +296,10 @@ def test_materialized_turn_outcome_writes_diagnostic_and_usage_first() -> None:
 
 def test_api_turn_outcome_leaves_out_absent_ordinals() -> None:
     stored = MaterializedTurnOutcome(
-        command_id="c", completed_ordinal=9, completed_at_ms=1, outcome=TurnOutcomeInterrupted(message="m")
+        command_id="c",
+        completed_ordinal=9,
+        completed_at_ms=1,
+        outcome=TurnOutcomeInterrupted(message="m"),
     )
     assert encode(ApiTurnOutcome.from_materialized(stored)) == (
         b'{"command_id":"c","completed_ordinal":9,"completed_at_ms":1,'
@@ -318,7 +329,11 @@ def test_unknown_turn_outcome_kind_is_refused() -> None:
 
 def test_worker_command_result_skips_empty_related_ids() -> None:
     result = CommandResult.worker(
-        "c1", "begin_checkpoint", CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED, "disk full"
+        "c1",
+        "begin_checkpoint",
+        CommandResultKind.FAILED,
+        OutcomeReason.CHECKPOINT_FAILED,
+        "disk full",
     )
     assert result.owner is CommandOwner.WORKER
     assert encode(result) == (
@@ -361,7 +376,9 @@ def test_provider_usage_skips_every_empty_field() -> None:
     )
     usage.provider_details = ProviderTurnUsage(
         cost=ProviderCost(usd_ticks=5, usd="0.0005", is_partial=False),
-        model_usage={"k2": TokenUsage(scope=UsageScope.TURN, total_tokens=1, input_tokens=1, output_tokens=0)},
+        model_usage={
+            "k2": TokenUsage(scope=UsageScope.TURN, total_tokens=1, input_tokens=1, output_tokens=0)
+        },
     )
     assert encode(usage.provider_details) == (
         b'{"cost":{"usd_ticks":5,"usd":"0.0005","is_partial":false},'
@@ -408,10 +425,20 @@ def test_unknown_key_in_materialized_turn_outcome_is_refused_naming_it(
 
 @PROPERTY
 @given(value=materialized_turn_outcomes)
-def test_api_turn_outcome_copies_the_stored_turn_and_computes_its_result(value: dict[str, Any]) -> None:
+def test_api_turn_outcome_copies_the_stored_turn_and_computes_its_result(
+    value: dict[str, Any],
+) -> None:
     stored = decode_json(dumps(value), MaterializedTurnOutcome)
     api = ApiTurnOutcome.from_materialized(stored)
-    for name in ("command_id", "accepted_ordinal", "turn_start_position", "completed_ordinal", "completed_at_ms", "diagnostic", "usage"):
+    for name in (
+        "command_id",
+        "accepted_ordinal",
+        "turn_start_position",
+        "completed_ordinal",
+        "completed_at_ms",
+        "diagnostic",
+        "usage",
+    ):
         assert getattr(api, name) == getattr(stored, name)
     assert api.outcome == stored.result()
 

@@ -77,9 +77,9 @@ from tests.domain.strategies import (
     COMMAND_KINDS,
     OBSERVATION_DATA,
     OUTCOME_DATA,
-    commands,
     command_completed,
     command_queued,
+    commands,
     dumps,
     observations,
     outcomes,
@@ -172,7 +172,9 @@ def test_unknown_observation_type_names_the_path() -> None:
 
 
 def test_wrong_type_inside_an_observation_names_the_nested_path() -> None:
-    message = refusal(line({"type": "command_started", "data": {"command_id": 7, "started_at_ms": 1}}))
+    message = refusal(
+        line({"type": "command_started", "data": {"command_id": 7, "started_at_ms": 1}})
+    )
     assert "$.observation.data.command_id" in message
 
 
@@ -264,7 +266,9 @@ def test_line_over_two_mebibytes_is_refused_before_parsing() -> None:
 
 def test_line_of_exactly_two_mebibytes_is_accepted() -> None:
     head = line({"type": "warning", "data": {"message": ""}})
-    padded = head.replace(b'"message": ""', b'"message": "' + b"x" * (MAX_RELAY_LINE_BYTES - len(head)) + b'"')
+    padded = head.replace(
+        b'"message": ""', b'"message": "' + b"x" * (MAX_RELAY_LINE_BYTES - len(head)) + b'"'
+    )
     assert len(padded) == MAX_RELAY_LINE_BYTES
     assert decode_relay_event(padded).observation.data.message.startswith("x")
 
@@ -285,9 +289,7 @@ def test_unit_command_accepts_missing_or_null_data(body: str) -> None:
     assert isinstance(event.observation.data.command, CancelCommand)
 
 
-@pytest.mark.parametrize(
-    "body", ['{"type":"configured"}', '{"type":"configured","data":null}']
-)
+@pytest.mark.parametrize("body", ['{"type":"configured"}', '{"type":"configured","data":null}'])
 def test_unit_command_outcome_accepts_missing_or_null_data(body: str) -> None:
     observation = '{"type":"command_completed","data":{"command_id":"c","outcome":' + body + "}}"
     event = decode_relay_event(line(observation))
@@ -330,7 +332,9 @@ def test_unknown_fields_in_lenient_structs_are_ignored() -> None:
     }
     event = decode_relay_event(line(observation, worker="w-1"))
     usage = event.observation.data.outcome.data.usage
-    assert usage == TokenUsage(scope=UsageScope.TURN, total_tokens=3, input_tokens=1, output_tokens=2)
+    assert usage == TokenUsage(
+        scope=UsageScope.TURN, total_tokens=3, input_tokens=1, output_tokens=2
+    )
 
 
 def test_unknown_fields_in_quota_recovery_are_ignored() -> None:
@@ -342,7 +346,10 @@ def test_unknown_fields_in_quota_recovery_are_ignored() -> None:
         "submitted": False,
         "attempts": 3,
     }
-    command = {"type": "set_quota_recovery", "data": {"expected": {"ordinal": 1, "digest": "d"}, "recovery": recovery}}
+    command = {
+        "type": "set_quota_recovery",
+        "data": {"expected": {"ordinal": 1, "digest": "d"}, "recovery": recovery},
+    }
     decoded = decode_relay_event(queued(command)).observation.data.command
     assert decoded.data.recovery.reset_at_ms is None
     assert decoded.data.recovery.profile_id == "p"
@@ -362,7 +369,10 @@ def test_harness_turn_settled_reads_missing_prompt_in_flight_as_false_and_writes
 
 
 def test_agent_initialized_reads_a_string_protocol_version_as_zero() -> None:
-    observation = {"type": "agent_initialized", "data": {"protocol_version": "v1", "capabilities": {}}}
+    observation = {
+        "type": "agent_initialized",
+        "data": {"protocol_version": "v1", "capabilities": {}},
+    }
     event = decode_relay_event(line(observation))
     assert event.observation.data.protocol_version == 0
 
@@ -373,7 +383,10 @@ def test_agent_initialized_reads_a_string_protocol_version_as_zero() -> None:
 )
 @pytest.mark.parametrize("version", [65536, -1])
 def test_agent_initialized_refuses_a_protocol_version_outside_u16(version: int) -> None:
-    observation = {"type": "agent_initialized", "data": {"protocol_version": version, "capabilities": {}}}
+    observation = {
+        "type": "agent_initialized",
+        "data": {"protocol_version": version, "capabilities": {}},
+    }
     with pytest.raises(InvalidInput, match="protocol_version"):
         decode_relay_event(line(observation))
 
@@ -390,8 +403,10 @@ def test_format_one_event_omits_format_and_carries_previous_digest() -> None:
         observation=SessionRestarted.of(),
     )
     assert encode_relay_event(event) == (
-        b'{"ordinal":1,"previous_digest":"' + RELAY_EVENT_GENESIS_DIGEST.encode()
-        + b'","digest":"' + event.digest.encode()
+        b'{"ordinal":1,"previous_digest":"'
+        + RELAY_EVENT_GENESIS_DIGEST.encode()
+        + b'","digest":"'
+        + event.digest.encode()
         + b'","recorded_at_ms":100,"observation":{"type":"session_restarted"}}'
     )
 
@@ -399,7 +414,8 @@ def test_format_one_event_omits_format_and_carries_previous_digest() -> None:
 def test_format_two_event_writes_format_first_and_no_previous_digest() -> None:
     event = RelayEvent.create(ordinal=7, recorded_at_ms=100, observation=SessionRestarted.of())
     assert encode_relay_event(event) == (
-        b'{"format":2,"ordinal":7,"digest":"' + event.digest.encode()
+        b'{"format":2,"ordinal":7,"digest":"'
+        + event.digest.encode()
         + b'","recorded_at_ms":100,"observation":{"type":"session_restarted"}}'
     )
 
@@ -550,7 +566,9 @@ SKIP_RULES: list[tuple[str, Any, bytes]] = [
     (
         "prompt outcome writes stop_reason, diagnostic, usage in that order",
         PromptOutcome.of(
-            usage=TokenUsage(scope=UsageScope.TURN, total_tokens=3, input_tokens=1, output_tokens=2),
+            usage=TokenUsage(
+                scope=UsageScope.TURN, total_tokens=3, input_tokens=1, output_tokens=2
+            ),
             diagnostic=TurnDiagnostic(message="boom", http_status=429),
             stop_reason="provider_error",
         ),
@@ -636,7 +654,9 @@ EXAMPLE_COMMANDS: dict[str, tuple[Any, str]] = {
         "record_notice",
     ),
     "resume_after_quota": (
-        ResumeAfterQuotaCommand.of(expected=RelayCursor(ordinal=1, digest="d"), completed_command_id="c"),
+        ResumeAfterQuotaCommand.of(
+            expected=RelayCursor(ordinal=1, digest="d"), completed_command_id="c"
+        ),
         "prompt",
     ),
     "run_user_shell": (RunUserShellCommand.of(command="ls"), "run_user_shell"),
@@ -666,7 +686,10 @@ EXAMPLE_COMMANDS: dict[str, tuple[Any, str]] = {
         CompleteCheckpointCommand.of(barrier_command_id="b"),
         "complete_checkpoint",
     ),
-    "release_checkpoint": (ReleaseCheckpointCommand.of(barrier_command_id="b"), "release_checkpoint"),
+    "release_checkpoint": (
+        ReleaseCheckpointCommand.of(barrier_command_id="b"),
+        "release_checkpoint",
+    ),
     "advance_recovery_floor": (
         AdvanceRecoveryFloorCommand.of(through=RelayCursor(ordinal=1, digest="d")),
         "advance_recovery_floor",
@@ -679,7 +702,9 @@ def test_every_command_variant_of_the_spec_is_exercised() -> None:
     assert list(EXAMPLE_COMMANDS) == list(COMMAND_DATA)
 
 
-@pytest.mark.parametrize(("tag", "kind"), [(tag, kind) for tag, (_, kind) in EXAMPLE_COMMANDS.items()])
+@pytest.mark.parametrize(
+    ("tag", "kind"), [(tag, kind) for tag, (_, kind) in EXAMPLE_COMMANDS.items()]
+)
 def test_command_kind_follows_the_spec_table(tag: str, kind: str) -> None:
     command = EXAMPLE_COMMANDS[tag][0]
     assert variant_type(command) == tag
@@ -709,7 +734,9 @@ def check_line(raw: bytes, observed: dict[str, Any]) -> RelayEvent:
 @pytest.mark.parametrize("tag", list(OBSERVATION_DATA))
 @PROPERTY
 @given(data=st.data())
-def test_every_observation_variant_round_trips_to_identical_bytes(tag: str, data: st.DataObject) -> None:
+def test_every_observation_variant_round_trips_to_identical_bytes(
+    tag: str, data: st.DataObject
+) -> None:
     raw, observed = data.draw(relay_event_lines(observations(tag)))
     event = check_line(raw, observed)
     assert variant_type(event.observation) == tag
@@ -718,7 +745,9 @@ def test_every_observation_variant_round_trips_to_identical_bytes(tag: str, data
 @pytest.mark.parametrize("tag", list(COMMAND_DATA))
 @PROPERTY
 @given(data=st.data())
-def test_every_command_variant_round_trips_to_identical_bytes(tag: str, data: st.DataObject) -> None:
+def test_every_command_variant_round_trips_to_identical_bytes(
+    tag: str, data: st.DataObject
+) -> None:
     raw, observed = data.draw(relay_event_lines(command_queued(commands(tag))))
     event = check_line(raw, observed)
     command = event.observation.data.command
@@ -758,7 +787,9 @@ def test_unknown_key_in_any_command_data_is_refused_naming_the_key(data: st.Data
     tag = data.draw(st.sampled_from(STRUCT_COMMANDS))
     command = data.draw(commands(tag))
     key = data.draw(unknown_keys(set(command["data"])))
-    command["data"] = with_key(command["data"], key, data.draw(st.integers()), data.draw(st.integers(0, 9)))
+    command["data"] = with_key(
+        command["data"], key, data.draw(st.integers()), data.draw(st.integers(0, 9))
+    )
     message = refusal(queued(command))
     assert f"`{key}`" in message
     with pytest.raises(InvalidInput, match=f"`{key}`"):
@@ -790,7 +821,14 @@ def test_unknown_key_in_user_shell_result_is_refused_naming_the_key(data: st.Dat
 
 
 def test_user_shell_outcome_decodes_its_result() -> None:
-    result = UserShellResult(command="ls", stdout="a", stderr="", duration_ms=3, status=UserShellStatus.EXITED, exit_code=0)
+    result = UserShellResult(
+        command="ls",
+        stdout="a",
+        stderr="",
+        duration_ms=3,
+        status=UserShellStatus.EXITED,
+        exit_code=0,
+    )
     outcome = UserShellOutcome.of(result=result)
     observed = CommandCompleted.of(command_id="c", outcome=outcome)
     event = decode_relay_event(line(encode(observed).decode()))
@@ -798,7 +836,9 @@ def test_user_shell_outcome_decodes_its_result() -> None:
 
 
 def test_command_queued_decodes_to_the_typed_command() -> None:
-    observed = CommandQueued.of(command_id="c1", command=SetConfigCommand.of(key="model", value="k2"), created_at_ms=4)
+    observed = CommandQueued.of(
+        command_id="c1", command=SetConfigCommand.of(key="model", value="k2"), created_at_ms=4
+    )
     event = decode_relay_event(line(encode(observed).decode()))
     assert event.observation == observed
     assert event.observation.data.command.kind() is RelayCommandKind.SET_CONFIG

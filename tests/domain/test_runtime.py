@@ -73,7 +73,10 @@ def test_refresh_id_sorts_components_by_name_in_place_and_stably() -> None:
 def test_component_order_does_not_change_the_id() -> None:
     parts = [RuntimeComponent(name=name, version=name.upper()) for name in ("c", "a", "b")]
     forward = RuntimeIdentity(
-        harness=HarnessKind.KIMI, platform="p", provenance=RuntimeProvenance.MANAGED_INSTALLATION, components=list(parts)
+        harness=HarnessKind.KIMI,
+        platform="p",
+        provenance=RuntimeProvenance.MANAGED_INSTALLATION,
+        components=list(parts),
     )
     backward = RuntimeIdentity(
         harness=HarnessKind.KIMI,
@@ -180,15 +183,21 @@ def test_receipt_does_not_share_its_component_list_with_the_identity() -> None:
 
 
 def test_identities_do_not_share_a_default_component_list() -> None:
-    first = RuntimeIdentity(harness=HarnessKind.CODEX, platform="p", provenance=RuntimeProvenance.MANAGED_INSTALLATION)
-    second = RuntimeIdentity(harness=HarnessKind.CODEX, platform="p", provenance=RuntimeProvenance.MANAGED_INSTALLATION)
+    first = RuntimeIdentity(
+        harness=HarnessKind.CODEX, platform="p", provenance=RuntimeProvenance.MANAGED_INSTALLATION
+    )
+    second = RuntimeIdentity(
+        harness=HarnessKind.CODEX, platform="p", provenance=RuntimeProvenance.MANAGED_INSTALLATION
+    )
     first.components.append(RuntimeComponent(name="n"))
     assert second.components == []
     assert encode(second).count(b'"components":[]') == 1
 
 
 def test_identity_decodes_with_missing_always_written_fields() -> None:
-    decoded = decode_json(b'{"harness":"kimi","platform":"p","provenance":"managed_installation"}', RuntimeIdentity)
+    decoded = decode_json(
+        b'{"harness":"kimi","platform":"p","provenance":"managed_installation"}', RuntimeIdentity
+    )
     assert decoded.id is None
     assert decoded.components == []
     assert decoded.unavailable_reason is None
@@ -201,7 +210,10 @@ def test_harness_kinds_are_written_in_kebab_case() -> None:
 
 def test_unknown_harness_is_refused() -> None:
     with pytest.raises(InvalidInput, match="harness"):
-        decode_json(b'{"harness":"emacs","platform":"p","provenance":"managed_installation"}', RuntimeIdentity)
+        decode_json(
+            b'{"harness":"emacs","platform":"p","provenance":"managed_installation"}',
+            RuntimeIdentity,
+        )
 
 
 # --- properties ------------------------------------------------------------------------------

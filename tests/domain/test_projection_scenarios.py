@@ -1,0 +1,779 @@
+"""Whole sessions through the projection: what a reader of the transcript and the feed sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from domain.api_events import (
+    ApiCommandEnded,
+    ApiEventData,
+    ApiInputRequired,
+    ApiInputResolved,
+    ApiTurnEnded,
+    ApiTurnStarted,
+    MaterializedTurn,
+)
+from domain.elicitation import ElicitationRequest
+from domain.materialized import (
+    AgentBody,
+    ExecutionIdle,
+    ExecutionRunning,
+    MaterializedSession,
+    SystemBody,
+    ThoughtBody,
+    ToolBody,
+    TranscriptItem,
+)
+from domain.outcomes import (
+    ApiTurnOutcome,
+    CommandResult,
+    CommandResultKind,
+    OutcomeReason,
+    TurnResultKind,
+)
+from domain.projection import GOAL_STATE_KEY, project_and_apply
+from domain.relay import (
+    BeginCheckpointCommand,
+    CancelledOutcome,
+    CancelTurnCommand,
+    CheckpointCompletedOutcome,
+    CheckpointReady,
+    ClearContextCommand,
+    CommandCompleted,
+    CommandInterrupted,
+    CommandQueued,
+    CommandRejected,
+    CommandStarted,
+    CompleteCheckpointCommand,
+    ConfigurationUpdated,
+    ConfiguredOutcome,
+    ContextClearedOutcome,
+    ElicitationRequested,
+    ElicitationResolved,
+    ElicitationsCleared,
+    HarnessTurnSettled,
+    HarnessTurnStarted,
+    Notice,
+    PromptCommand,
+    PromptOutcome,
+    RelayCommandKind,
+    RelayEvent,
+    RelayObservation,
+    RunUserShellCommand,
+    SessionFault,
+    SessionOpened,
+    SessionRestarted,
+    SessionUpdate,
+    SetConfigCommand,
+    SteerCommand,
+    SteeredOutcome,
+    TerminalOutput,
+    UserShellOutcome,
+    UserShellOutput,
+    UserShellResult,
+    UserShellStatus,
+    decode_relay_event,
+    encode_relay_event,
+)
+from domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
+from domain.wire import decode_json, encode
+
+FIXTURE = Path("/work/shared/fixtures/real-kimi-v2-excerpt.jsonl")
+
+
+class Session:
+    """Feeds observations through :func:`project_and_apply`, keeping the feed it yields."""
+
+    def __init__(self, session_id: str = "session-1") -> None:
+        self.state = MaterializedSession.empty(session_id)
+        self.feed: list[ApiEventData] = []
+
+    def observe(
+        self, observation: RelayObservation, *, at_ms: int = 1_000, command_id: str | None = None
+    ) -> list[str]:
+        event = RelayEvent.create(
+            ordinal=self.state.applied_event_ordinal + 1,
+            recorded_at_ms=at_ms,
+            command_id=command_id,
+            observation=observation,
+        )
+        self.state, mutation = project_and_apply(self.state, event)
+        self.feed.extend(mutation.api_events)
+        return [api_event.kind for api_event in mutation.api_events]
+
+    def observe_all(self, observations: Iterable[Any], *, at_ms: int = 1_000) -> list[str]:
+        kinds: list[str] = []
+        for offset, observation in enumerate(observations):
+            kinds.extend(self.observe(observation, at_ms=at_ms + offset))
+        return kinds
+
+    def ids(self) -> list[str]:
+        return [item.stable_id for item in self.state.transcript]
+
+    def item(self, stable_id: str) -> TranscriptItem:
+        (found,) = [item for item in self.state.transcript if item.stable_id == stable_id]
+        return found
+
+    def text(self, stable_id: str) -> str:
+        body = self.item(stable_id).body
+        assert isinstance(body, SystemBody)
+        return body.text
+
+
+def prompt(command_id: str, text: str, at_ms: int = 1) -> CommandQueued:
+    return CommandQueued.of(
+        command_id=command_id,
+        command=PromptCommand.of(prompt=[{"type": "text", "text": text}]),
+        created_at_ms=at_ms,
+    )
+
+
+def start(command_id: str, at_ms: int = 2) -> CommandStarted:
+    return CommandStarted.of(command_id=command_id, started_at_ms=at_ms)
+
+
+def end(command_id: str, stop_reason: str = "end_turn") -> CommandCompleted:
+    return CommandCompleted.of(
+        command_id=command_id, outcome=PromptOutcome.of(stop_reason=stop_reason)
+    )
+
+
+def acp(session_update: str, /, **fields: Any) -> SessionUpdate:
+    return SessionUpdate.of(update={"sessionUpdate": session_update, **fields})
+
+
+def says(
+    text: str, message_id: str | None = "m1", kind: str = "agent_message_chunk"
+) -> SessionUpdate:
+    fields: dict[str, Any] = {"content": {"type": "text", "text": text}}
+    if message_id is not None:
+        fields["messageId"] = message_id
+    return acp(kind, **fields)
+
+
+def turn_ended(event: ApiEventData) -> ApiTurnOutcome:
+    assert isinstance(event, ApiTurnEnded)
+    return event.data.turn
+
+
+def turn_started(event: ApiEventData) -> MaterializedTurn:
+    assert isinstance(event, ApiTurnStarted)
+    return event.data.turn
+
+
+def command_ended(event: ApiEventData) -> CommandResult:
+    assert isinstance(event, ApiCommandEnded)
+    return event.data
+
+
+def chunks_text(item: TranscriptItem) -> str:
+    assert isinstance(item.body, AgentBody | ThoughtBody)
+    return "".join(chunk["content"]["text"] for chunk in item.body.chunks)
+
+
+# --- scenarios -----------------------------------------------------------------------------
+
+
+def test_a_prompt_with_tool_calls_and_streamed_output_reads_as_one_turn() -> None:
+    session = Session()
+    kinds = session.observe_all(
+        [
+            prompt("p1", "List the files please"),
+            start("p1"),
+            says("Let me ", "th1", kind="agent_thought_chunk"),
+            says("look.", "th1", kind="agent_thought_chunk"),
+            says("I will "),
+            says("run ls."),
+            acp(
+                "tool_call",
+                toolCallId="c1",
+                title="ls",
+                kind="execute",
+                status="pending",
+                content=[{"type": "terminal", "terminalId": "term-1"}],
+            ),
+            acp("tool_call_update", toolCallId="c1", status="in_progress"),
+            TerminalOutput.of(terminal_id="term-1", output="a.txt\nb.txt\n", exit_code=0),
+            acp("tool_call_update", toolCallId="c1", status="completed"),
+            says("Two files.", "m2"),
+            end("p1"),
+        ]
+    )
+
+    assert kinds == ["turn_started", "turn_ended"]
+    assert session.ids() == ["user:p1", "thought:th1", "agent:m1", "tool:c1", "agent:m2"]
+    assert session.state.session_title == "List the files please"
+    assert chunks_text(session.item("thought:th1")) == "Let me look."
+    assert chunks_text(session.item("agent:m1")) == "I will run ls."
+    tool = session.item("tool:c1").body
+    assert isinstance(tool, ToolBody)
+    assert tool.call["status"] == "completed"
+    assert [(r.terminal_id, r.output) for r in tool.terminal_outputs] == [
+        ("term-1", "a.txt\nb.txt\n")
+    ]
+    streaming = [
+        item.body.streaming
+        for item in session.state.transcript
+        if isinstance(item.body, AgentBody | ThoughtBody)
+    ]
+    assert streaming == [False, False, False]
+    assert session.item("agent:m2").latest_content_event_ordinal == 11
+    assert session.state.execution == ExecutionIdle()
+    ended = turn_ended(session.feed[-1])
+    assert (ended.command_id, ended.accepted_ordinal, ended.turn_start_position) == ("p1", 1, 2)
+    assert ended.outcome.kind is TurnResultKind.COMPLETED
+    session.state.validate()
+
+
+def test_a_question_and_its_answer_are_tied_to_the_turn_that_asked() -> None:
+    session = Session()
+    session.observe_all([prompt("p1", "Deploy"), start("p1")])
+    question = ElicitationRequest(id="q1", message="Which environment?", fields=[])
+
+    assert session.observe(ElicitationRequested.of(request=question)) == ["input_required"]
+    assert session.state.pending_elicitations == [question]
+    assert session.observe(ElicitationResolved.of(elicitation_id="q1", action="accept")) == [
+        "input_resolved"
+    ]
+    assert session.observe(end("p1")) == ["turn_ended"]
+
+    required, resolved = session.feed[1], session.feed[2]
+    assert isinstance(required, ApiInputRequired)
+    assert isinstance(resolved, ApiInputResolved)
+    assert (required.data.request, required.data.turn_id) == (question, 1)
+    assert (resolved.data.turn_id, resolved.data.action) == (1, "accept")
+
+    # A question left open when the harness session reopens is cleared, outside any turn.
+    session.observe(
+        ElicitationRequested.of(
+            request=ElicitationRequest(id="q2", message="Still there?", fields=[])
+        )
+    )
+    assert session.observe(SessionOpened.of(native_session_id="n2", resumed=True)) == [
+        "input_resolved"
+    ]
+    cleared = session.feed[-1]
+    assert isinstance(cleared, ApiInputResolved)
+    assert (cleared.data.elicitation_id, cleared.data.turn_id, cleared.data.action) == (
+        "q2",
+        None,
+        "cleared",
+    )
+    assert session.state.pending_elicitations == []
+
+
+def test_steering_moves_the_running_turn_to_the_queued_prompt() -> None:
+    session = Session()
+    session.observe_all([prompt("p1", "Build it"), start("p1"), says("Building")])
+    session.observe(prompt("p2", "Also add tests", at_ms=5))
+    session.observe(
+        CommandQueued.of(
+            command_id="steer-1",
+            command=SteerCommand.of(active_prompt_id="p1", queued_prompt_id="p2"),
+            created_at_ms=6,
+        )
+    )
+    kinds = session.observe(
+        CommandCompleted.of(
+            command_id="steer-1",
+            command=RelayCommandKind.STEER,
+            outcome=SteeredOutcome.of(queued_command_id="p2"),
+        ),
+        at_ms=2_000,
+    )
+
+    assert kinds == ["turn_started", "command_ended"]
+    steered = turn_started(session.feed[1])
+    assert (steered.command_id, steered.accepted_ordinal, steered.steered_into) == ("p2", 4, "p1")
+    assert (steered.turn_start_position, steered.started_at_ms) == (6, 2_000)
+    assert session.state.queued_prompts == []
+    assert session.ids() == ["user:p1", "agent:m1", "user:p2"]
+    body = session.item("agent:m1").body
+    assert isinstance(body, AgentBody)
+    assert body.streaming is False
+
+    assert session.observe(end("p1")) == ["turn_ended"]
+    ended = turn_ended(session.feed[-1])
+    assert (ended.command_id, ended.accepted_ordinal, ended.turn_start_position) == ("p1", 4, 6)
+    assert session.state.active_turn is None
+
+
+def test_a_shell_command_is_one_line_that_follows_its_progress() -> None:
+    session = Session()
+    session.observe(
+        CommandQueued.of(
+            command_id="sh1", command=RunUserShellCommand.of(command="make"), created_at_ms=900
+        )
+    )
+    assert session.text("shell:sh1") == "Shell · queued\n$ make"
+    session.observe(start("sh1", at_ms=950))
+    assert session.text("shell:sh1") == "Shell · running\n$ make"
+    session.observe(
+        UserShellOutput.of(command_id="sh1", command="make", stdout="cc main.c", stderr="")
+    )
+    assert session.text("shell:sh1") == "Shell · running\n$ make\n\nstdout:\ncc main.c"
+    result = UserShellResult(
+        command="make",
+        stdout="cc main.c\n",
+        stderr="",
+        exit_code=0,
+        duration_ms=1234,
+        status=UserShellStatus.EXITED,
+    )
+    kinds = session.observe(
+        CommandCompleted.of(
+            command_id="sh1",
+            command=RelayCommandKind.RUN_USER_SHELL,
+            outcome=UserShellOutcome.of(result=result),
+        )
+    )
+
+    assert kinds == ["command_ended"]
+    assert session.text("shell:sh1") == "Shell · done · 1234 ms\n$ make\n\nstdout:\ncc main.c\n"
+    assert command_ended(session.feed[-1]).outcome is CommandResultKind.SUCCEEDED
+    shell = session.item("shell:sh1")
+    assert (shell.position, shell.created_at_ms) == (1, 900)
+    assert session.state.active_turn is None
+    assert session.feed[0].kind == "command_ended"
+
+
+def test_a_cancelled_turn_ends_cancelled_and_marks_where_the_reply_stopped() -> None:
+    session = Session()
+    session.observe_all([prompt("p1", "Write a novel"), start("p1"), says("Once upon")])
+    session.observe(
+        CommandQueued.of(command_id="cancel-1", command=CancelTurnCommand(), created_at_ms=7)
+    )
+    assert session.observe(
+        CommandCompleted.of(
+            command_id="cancel-1", command=RelayCommandKind.CANCEL_TURN, outcome=CancelledOutcome()
+        )
+    ) == ["command_ended"]
+    assert session.state.active_turn is not None
+
+    assert session.observe(end("p1", stop_reason="cancelled")) == ["turn_ended"]
+    ended = turn_ended(session.feed[-1])
+    assert (ended.outcome.kind, ended.outcome.reason) == (
+        TurnResultKind.CANCELLED,
+        OutcomeReason.REQUESTED_CANCELLATION,
+    )
+    assert session.ids()[-1] == "system:turn-interrupted:p1"
+    assert session.text("system:turn-interrupted:p1") == "Interrupted"
+    body = session.item("agent:m1").body
+    assert isinstance(body, AgentBody)
+    assert body.streaming is False
+    assert session.state.execution == ExecutionIdle()
+
+
+def test_a_context_clear_starts_a_new_conversation() -> None:
+    session = Session()
+    session.observe_all([prompt("p1", "First topic"), start("p1"), says("Answer"), end("p1")])
+    session.observe(
+        ElicitationRequested.of(request=ElicitationRequest(id="q1", message="More?", fields=[]))
+    )
+    session.observe(
+        CommandQueued.of(command_id="clear-1", command=ClearContextCommand(), created_at_ms=3_000)
+    )
+    assert session.state.execution == ExecutionRunning(started_at_ms=3_000)
+    assert session.text("system:6") == "Clearing context…"
+
+    kinds = session.observe(
+        CommandCompleted.of(
+            command_id="clear-1",
+            command=RelayCommandKind.CLEAR_CONTEXT,
+            outcome=ContextClearedOutcome.of(native_session_id="native-2"),
+        )
+    )
+
+    assert kinds == ["command_ended", "input_resolved"]
+    state = session.state
+    assert state.last_turn_outcome is None
+    assert state.pending_elicitations == []
+    assert state.execution == ExecutionIdle()
+    assert session.ids()[-1] == f"{CONTEXT_BOUNDARY_PREFIX}clear-1"
+    assert session.ids()[-1] == "system:context-cleared:clear-1"
+    assert state.configuration[GOAL_STATE_KEY]["known"] is True
+    # The next prompt starts a fresh turn; the session keeps its first title.
+    assert session.observe_all([prompt("p2", "Second topic"), start("p2")]) == ["turn_started"]
+    assert state.session_title == "First topic"
+
+
+def test_a_restart_in_the_middle_of_a_turn_interrupts_the_work_then_the_turn() -> None:
+    session = Session()
+    session.observe_all(
+        [
+            prompt("p1", "Long job"),
+            start("p1"),
+            says("Working"),
+            acp("tool_call", toolCallId="c1", title="x"),
+        ]
+    )
+    session.observe(says("still", "m2"))
+    restarted_at = session.state.applied_event_ordinal + 1
+
+    assert session.observe(SessionRestarted()) == []
+    assert session.ids()[-2:] == [
+        f"system:session-restarted:{restarted_at}",
+        f"system:work-interrupted:{restarted_at}",
+    ]
+    assert session.state.execution == ExecutionIdle()
+    assert session.state.active_turn is not None
+    assert all(
+        not item.body.streaming
+        for item in session.state.transcript
+        if isinstance(item.body, AgentBody)
+    )
+
+    kinds = session.observe(
+        CommandInterrupted.of(
+            reason=OutcomeReason.WORKER_RESTARTED,
+            command_id="p1",
+            command=RelayCommandKind.PROMPT,
+            message="worker restarted",
+        )
+    )
+    assert kinds == ["turn_ended"]
+    ended = turn_ended(session.feed[-1])
+    assert (ended.outcome.kind, ended.outcome.reason, ended.outcome.message) == (
+        TurnResultKind.INTERRUPTED,
+        OutcomeReason.WORKER_RESTARTED,
+        "worker restarted",
+    )
+    assert session.state.active_turn is None
+    assert (
+        session.text(f"system:work-interrupted:{restarted_at + 1}")
+        == "Work interrupted: worker restarted"
+    )
+
+
+def test_a_checkpoint_barrier_ends_its_commands_and_leaves_the_turn_running() -> None:
+    session = Session()
+    session.observe_all([prompt("p1", "Refactor"), start("p1")])
+    session.observe(
+        CommandQueued.of(
+            command_id="begin-1",
+            command=BeginCheckpointCommand.of(reason="scheduled"),
+            created_at_ms=5,
+        )
+    )
+    session.observe(CheckpointReady.of(command_id="begin-1", through=3))
+    session.observe(
+        CommandQueued.of(
+            command_id="complete-1",
+            command=CompleteCheckpointCommand.of(barrier_command_id="begin-1"),
+            created_at_ms=6,
+        )
+    )
+    kinds = session.observe(
+        CommandCompleted.of(
+            barrier_command_id="begin-1",
+            command=RelayCommandKind.COMPLETE_CHECKPOINT,
+            command_id="complete-1",
+            outcome=CheckpointCompletedOutcome(),
+        )
+    )
+
+    assert kinds == ["command_ended", "command_ended"]
+    barrier, completed = (command_ended(event) for event in session.feed[-2:])
+    assert (barrier.command_id, barrier.command_kind, barrier.outcome) == (
+        "begin-1",
+        "begin_checkpoint",
+        CommandResultKind.SUCCEEDED,
+    )
+    assert (completed.command_id, completed.command_kind) == ("complete-1", "complete_checkpoint")
+    assert session.state.active_turn is not None
+    assert session.state.execution == ExecutionRunning(started_at_ms=2)
+    assert session.ids() == ["user:p1"]
+    assert session.observe(end("p1")) == ["turn_ended"]
+
+
+def test_a_configuration_change_waits_in_the_queue_and_reports_its_result() -> None:
+    session = Session()
+    session.observe(
+        CommandQueued.of(
+            command_id="cfg-1",
+            command=SetConfigCommand.of(key="model", value="m2"),
+            created_at_ms=1,
+        )
+    )
+    assert [entry.command_id for entry in session.state.queued_prompts] == ["cfg-1"]
+    assert session.observe(start("cfg-1")) == []
+    session.observe(ConfigurationUpdated.of(key="model", value="m2"))
+    assert session.observe(
+        CommandCompleted.of(
+            command_id="cfg-1", command=RelayCommandKind.SET_CONFIG, outcome=ConfiguredOutcome()
+        )
+    ) == ["command_ended"]
+    assert session.state.configuration == {"model": "m2"}
+    assert session.state.transcript == []
+
+
+def test_the_real_kimi_excerpt_projects_into_one_tool_call_and_one_pending_question() -> None:
+    session = Session()
+    lines = FIXTURE.read_bytes().splitlines()
+    for ordinal, line in enumerate(lines, start=1):
+        original = decode_relay_event(line)
+        event = RelayEvent.create(
+            ordinal=ordinal,
+            recorded_at_ms=original.recorded_at_ms,
+            observation=original.observation,
+        )
+        session.state, mutation = project_and_apply(session.state, event)
+        session.feed.extend(mutation.api_events)
+
+    (tool,) = session.state.transcript
+    assert tool.stable_id == "tool:0:tool_e1qsMMuvHL3sGrvLgCU9U6Ml"
+    assert (tool.position, tool.created_at_ms, tool.last_changed_at_ms) == (
+        1,
+        1790276489400,
+        1790276489743,
+    )
+    assert isinstance(tool.body, ToolBody)
+    assert tool.body.call == {
+        "toolCallId": "0:tool_e1qsMMuvHL3sGrvLgCU9U6Ml",
+        "title": "Bash",
+        "kind": "execute",
+        "status": "in_progress",
+        "content": [
+            {
+                "type": "content",
+                "content": {
+                    "type": "text",
+                    "text": '{"command": "git status --short && git ls-files && ls -a"}',
+                },
+            }
+        ],
+    }
+    (pending,) = session.state.pending_elicitations
+    assert pending.id == "tool-permission-1"
+    assert [event.kind for event in session.feed] == ["input_required"]
+    session.state.validate()
+
+
+# --- generated journals --------------------------------------------------------------------
+
+_ACTIONS = (
+    "prompt",
+    "start",
+    "chunk",
+    "thought",
+    "tool",
+    "tool_update",
+    "terminal",
+    "plan",
+    "question",
+    "answer",
+    "clear_questions",
+    "complete",
+    "interrupt",
+    "reject",
+    "shell",
+    "restart",
+    "fault",
+    "notice",
+    "clear",
+    "steer",
+    "harness",
+    "settle",
+    "config",
+)
+
+
+def journal_observations(steps: list[tuple[str, int, str]]) -> list[RelayObservation]:
+    """Turn abstract steps into observations that form a valid journal."""
+    observations: list[RelayObservation] = []
+    queue: list[str] = []
+    running: str | None = None
+    tools: list[str] = []
+    for counter, (action, small, text) in enumerate(steps, start=1):
+        message_id = None if small == 0 else f"m{small}"
+        if action == "prompt":
+            queue.append(f"p{counter}")
+            observations.append(prompt(f"p{counter}", text or "go", at_ms=counter))
+        elif action == "start" and running is None:
+            if not queue:
+                queue.append(f"p{counter}")
+                observations.append(prompt(f"p{counter}", text or "go", at_ms=counter))
+            running = queue.pop(0)
+            observations.append(start(running, at_ms=counter))
+        elif action == "chunk":
+            observations.append(says(text, message_id))
+        elif action == "thought":
+            observations.append(says(text, message_id, kind="agent_thought_chunk"))
+        elif action == "tool":
+            call_id = f"c{counter}"
+            tools.append(call_id)
+            content = [{"type": "terminal", "terminalId": f"t{small}"}] if small % 2 else []
+            observations.append(
+                acp("tool_call", toolCallId=call_id, title=text or "tool", content=content)
+            )
+        elif action == "tool_update":
+            call_id = tools[small % len(tools)] if tools and small else "unknown"
+            status = ("pending", "in_progress", "completed", "failed")[small]
+            observations.append(
+                acp("tool_call_update", toolCallId=call_id, status=status, rawInput={"q": text})
+            )
+        elif action == "terminal":
+            observations.append(
+                TerminalOutput.of(terminal_id=f"t{small}", output=text, exit_code=small)
+            )
+        elif action == "plan":
+            observations.append(
+                acp("plan", entries=[{"content": text, "priority": "low", "status": "pending"}])
+            )
+        elif action == "question":
+            observations.append(
+                ElicitationRequested.of(
+                    request=ElicitationRequest(id=f"q{small}", message=text or "?", fields=[])
+                )
+            )
+        elif action == "answer":
+            observations.append(ElicitationResolved.of(elicitation_id=f"q{small}", action="accept"))
+        elif action == "clear_questions":
+            observations.append(ElicitationsCleared())
+        elif action == "complete" and running is not None:
+            stop = ("end_turn", "cancelled", "max_tokens", "awaiting_input")[small]
+            observations.append(end(running, stop))
+            running = None
+        elif action == "interrupt" and running is not None:
+            observations.append(
+                CommandInterrupted.of(
+                    reason=OutcomeReason.WORKER_RESTARTED,
+                    command_id=running,
+                    command=RelayCommandKind.PROMPT,
+                    message=text,
+                )
+            )
+            running = None
+        elif action == "reject" and queue:
+            observations.append(
+                CommandRejected.of(
+                    command_id=queue.pop(0), command=RelayCommandKind.PROMPT, message=text or "no"
+                )
+            )
+        elif action == "shell":
+            shell_id = f"sh{counter}"
+            result = UserShellResult(
+                command="ls",
+                stdout=text,
+                stderr="",
+                exit_code=small,
+                duration_ms=5,
+                status=UserShellStatus.EXITED,
+            )
+            observations.extend(
+                [
+                    CommandQueued.of(
+                        command_id=shell_id,
+                        command=RunUserShellCommand.of(command="ls"),
+                        created_at_ms=counter,
+                    ),
+                    start(shell_id, at_ms=counter),
+                    UserShellOutput.of(command_id=shell_id, command="ls", stdout=text, stderr=""),
+                    CommandCompleted.of(
+                        command_id=shell_id,
+                        command=RelayCommandKind.RUN_USER_SHELL,
+                        outcome=UserShellOutcome.of(result=result),
+                    ),
+                ]
+            )
+        elif action == "restart":
+            observations.append(SessionRestarted())
+        elif action == "fault":
+            observations.append(SessionFault.of(reason=OutcomeReason.RUNTIME_FAILURE, message=text))
+        elif action == "notice":
+            observations.append(Notice.of(message=text or "note"))
+        elif action == "clear" and running is None:
+            observations.extend(
+                [
+                    CommandQueued.of(
+                        command_id=f"clear{counter}",
+                        command=ClearContextCommand(),
+                        created_at_ms=counter,
+                    ),
+                    CommandCompleted.of(
+                        command_id=f"clear{counter}",
+                        outcome=ContextClearedOutcome.of(native_session_id="n"),
+                    ),
+                ]
+            )
+        elif action == "steer" and running is not None and queue:
+            target = queue.pop(0)
+            observations.append(
+                CommandCompleted.of(
+                    command_id=f"s{counter}", outcome=SteeredOutcome.of(queued_command_id=target)
+                )
+            )
+        elif action == "harness":
+            observations.append(HarnessTurnStarted.of(started_at_ms=counter))
+        elif action == "settle":
+            observations.append(HarnessTurnSettled.of(origin=None, prompt_in_flight=small == 1))
+        elif action == "config":
+            observations.append(ConfigurationUpdated.of(key=f"k{small}", value=text))
+    return observations
+
+
+def build_events(observations: list[RelayObservation]) -> list[RelayEvent]:
+    return [
+        RelayEvent.create(ordinal=ordinal, recorded_at_ms=10_000 + ordinal, observation=observation)
+        for ordinal, observation in enumerate(observations, start=1)
+    ]
+
+
+def replay(
+    session: MaterializedSession, events: Iterable[RelayEvent]
+) -> tuple[MaterializedSession, list[bytes]]:
+    feed: list[bytes] = []
+    for event in events:
+        session, mutation = project_and_apply(session, event)
+        feed.extend(encode(api_event) for api_event in mutation.api_events)
+    return session, feed
+
+
+# Streaming and turns dominate real journals, so they are drawn more often.
+_WEIGHTED = (
+    *_ACTIONS,
+    "chunk",
+    "chunk",
+    "chunk",
+    "thought",
+    "start",
+    "start",
+    "complete",
+    "tool_update",
+)
+steps_strategy = st.lists(
+    st.tuples(st.sampled_from(_WEIGHTED), st.integers(0, 3), st.text("ab c\n<>é", max_size=6)),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_strategy, split=st.integers(0, 10_000))
+def test_a_generated_journal_projects_the_same_however_it_is_split(
+    steps: list[tuple[str, int, str]], split: int
+) -> None:
+    events = build_events(journal_observations(steps))
+    # Through the journal's own wire form, as storage would hand the events over.
+    events = [decode_relay_event(encode_relay_event(event)) for event in events]
+    whole, feed = replay(MaterializedSession.empty("session-1"), events)
+    again, feed_again = replay(MaterializedSession.empty("session-1"), events)
+    assert encode(again) == encode(whole)
+    assert feed_again == feed
+
+    cut = split % (len(events) + 1)
+    head, head_feed = replay(MaterializedSession.empty("session-1"), events[:cut])
+    restored = decode_json(encode(head), MaterializedSession)
+    assert restored == head
+    tail, tail_feed = replay(restored, events[cut:])
+    assert encode(tail) == encode(whole)
+    assert head_feed + tail_feed == feed
+
+    whole.validate()
+    assert index_for(whole.transcript) == TranscriptIndex.build(whole.transcript)
+    assert whole.applied_event_ordinal == len(events)
