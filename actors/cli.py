@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from actors.journals import Location, TornTail, read_journal, resolve_source, verify_sources
+from actors.projector import PAGE_SIZE
 from actors.store import EventStore
 from domain.api_events import ApiEventFilter
 from domain.errors import InvalidInput, StoreError
@@ -31,7 +32,7 @@ from storage.stats import load_stats
 __all__ = ["main"]
 
 DEFAULT_DB = "relaystore.sqlite3"
-BATCH = 512  # events per ObserveRelayEvents; the projector commits pages of 128
+BATCH = 4 * PAGE_SIZE  # events per ObserveRelayEvents; pages stay aligned
 _PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar above this much journal
 
 
@@ -153,14 +154,22 @@ def _replay_source(
     batch: list[RelayEvent] = []
     where: dict[int, Location] = {}
     try:
-        for event, location in reader:
-            batch.append(event)
-            where[event.ordinal] = location
-            if len(batch) == BATCH:
-                _observe(store, session_id, batch, where, totals)
-                if progress is not None:
-                    progress.update(BATCH)
-                batch, where = [], {}
+        try:
+            for event, location in reader:
+                batch.append(event)
+                where[event.ordinal] = location
+                if len(batch) == BATCH:
+                    _observe(store, session_id, batch, where, totals)
+                    if progress is not None:
+                        progress.update(BATCH)
+                    batch, where = [], {}
+        except StoreError:
+            # A bad line ends the replay as a bad event would: the complete pages read
+            # before it are committed, nothing of the page that holds it.
+            complete = len(batch) - len(batch) % PAGE_SIZE
+            if complete:
+                _observe(store, session_id, batch[:complete], where, totals)
+            raise
         if batch:
             _observe(store, session_id, batch, where, totals)
     finally:

@@ -7,7 +7,7 @@ command lifecycle around each prompt), then times, per line:
   ``validate_relay_event_self`` (SHA-256 over the digest payload);
 * plain: ``msgspec.json.decode(line)`` into dicts, no typing and no digest.
 
-Each is run ``--repeat`` times; the best run counts. Run from the repository root::
+Each is run ``--repeat`` times, alternating; the best CPU time of each counts. Run from the repository root::
 
     python benchmarks/bench_codec.py [--lines 50000] [--repeat 5] [--seed 7]
 """
@@ -163,13 +163,14 @@ def plain(lines: list[bytes]) -> None:
 def best_of(
     runs: dict[str, Callable[[list[bytes]], None]], lines: list[bytes], repeat: int
 ) -> dict[str, float]:
-    """Best wall time of each run; rounds alternate the runs so both see the same load."""
+    """Best CPU time of each run (``process_time``, so other processes on the machine
+    disturb it less); rounds alternate the runs so both see the same conditions."""
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(repeat):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start = time.process_time()
             run(lines)
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], time.process_time() - start)
     return best
 
 

@@ -198,8 +198,8 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
     """A session's projection at ``applied_event_ordinal``."""
 
     session_id: str
-    applied_event_ordinal: int = 0
-    applied_event_digest: str = RELAY_EVENT_GENESIS_DIGEST
+    applied_event_ordinal: int = emitted(0)
+    applied_event_digest: str = emitted(RELAY_EVENT_GENESIS_DIGEST)
     last_activity_at_ms: int | None = emitted(None)
     execution: MaterializedExecutionState = emitted(ExecutionIdle())
     session_title: str | None = None
@@ -278,12 +278,12 @@ class MaterializedSessionMutation:
     native_agent: RelayEvent | None = None
     last_activity_at_ms: int | None = None
     execution: MaterializedExecutionState | None = None
-    session_title: str | None | _Unset = UNCHANGED
+    session_title: str | _Unset | None = UNCHANGED
     configuration: dict[str, JSON] | None = None
     transcript: list[TranscriptUpsert | TranscriptRemove] = field(default_factory=list)
     queued_prompts: list[MaterializedQueuedPrompt] | None = None
     pending_elicitations: list[ElicitationRequest] | None = None
-    active_turn: MaterializedTurn | None | _Unset = UNCHANGED
+    active_turn: MaterializedTurn | _Unset | None = UNCHANGED
     clear_turn_outcome: bool = False
     last_turn_outcome: MaterializedTurnOutcome | None = None
     config_results: list[tuple[str, str | None]] = field(default_factory=list)

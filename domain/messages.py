@@ -163,13 +163,13 @@ class LoadApiEvents(Request[ApiEventPage], frozen=True, kw_only=True):
     limit: int = 100
 
 
-class LoadRuntimeReceipt(Request["RuntimeReceipt | None"], frozen=True, kw_only=True):
+class LoadRuntimeReceipt(Request[RuntimeReceipt | None], frozen=True, kw_only=True):
     """The session's newest runtime receipt."""
 
     session_id: str
 
 
-class LoadMaterializedSession(Request["MaterializedSession | None"], frozen=True, kw_only=True):
+class LoadMaterializedSession(Request[MaterializedSession | None], frozen=True, kw_only=True):
     """The session's stored projection."""
 
     session_id: str

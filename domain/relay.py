@@ -779,7 +779,7 @@ class MessageData(Wire, kw_only=True):
     message: str
 
 
-class Warning(_Variant, tag="warning"):  # noqa: A001 - the origin's variant name
+class Warning(_Variant, tag="warning"):
     data: MessageData
 
 
@@ -905,7 +905,7 @@ class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
         ordinal: int,
         recorded_at_ms: int,
         observation: RelayObservation,
-        format: int = RELAY_EVENT_FORMAT_V2,  # noqa: A002 - the wire name
+        format: int = RELAY_EVENT_FORMAT_V2,
         previous_digest: str = "",
         command_id: str | None = None,
     ) -> RelayEvent:

@@ -203,7 +203,8 @@ def index_for(transcript: list[TranscriptItem]) -> TranscriptIndex:
     The cache keys on the list's identity and holds the list itself, so an id is never
     reused while its entry lives; entries are immutable, so threads may share them.
     Sessions are treated as immutable: a transcript list changed in place after it was
-    indexed would be misread.
+    indexed would be misread. At most 256 lists are remembered; a session whose entry
+    was dropped is simply indexed again.
     """
     entry = _INDEX_CACHE.get(id(transcript))
     if entry is not None and entry[0] is transcript:

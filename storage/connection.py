@@ -31,7 +31,13 @@ import apsw
 import apsw.bestpractice
 
 from domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
-from storage.schema import check_writer_schema, ensure_supported, migrate_schema, read_schema_state
+from storage.schema import (
+    SCHEMA_VERSION,
+    check_writer_schema,
+    ensure_supported,
+    migrate_schema,
+    read_schema_state,
+)
 from storage.transaction import store_error, transaction
 
 __all__ = [
@@ -150,7 +156,8 @@ def open_writer(
         apsw.bestpractice.connection_wal(connection)
         connection.pragma("synchronous", mode)
         revision = migrate_schema(connection)
-        apsw.bestpractice.connection_optimize(connection)
+        if revision == SCHEMA_VERSION:  # a newer store is not ours to analyze
+            apsw.bestpractice.connection_optimize(connection)
     except BaseException as exc:
         if connection is not None:
             connection.close()

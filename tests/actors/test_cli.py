@@ -25,6 +25,7 @@ from typing import IO
 import msgspec
 import pytest
 
+from actors.projector import PAGE_SIZE
 from domain.api_events import ApiEvent
 from domain.errors import StoreError
 from domain.materialized import MaterializedSession
@@ -56,7 +57,9 @@ def command(db: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "actors.cli", "--db", str(db), *args]
 
 
-def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``relaystore --db DB ARGS`` from the store's folder; capture its output."""
     return subprocess.run(
         command(db, *args),
@@ -374,6 +377,15 @@ SESSION = "s1"
 GOOD = 10  # ordinals 1..10 are in the store before each bad journal
 
 
+def unknown_observation(line: bytes) -> bytes:
+    """``line`` with its observation renamed to a type no build knows."""
+    renamed, count = re.subn(
+        rb'"observation":\{"type":"[a-z_]+"', b'"observation":{"type":"telepathy"', line
+    )
+    assert count == 1, line
+    return renamed
+
+
 def _bad_file(kind: str) -> tuple[bytes, int, int | None]:
     """A journal continuing the good prefix, broken as ``kind`` says.
 
@@ -405,8 +417,7 @@ def _bad_file(kind: str) -> tuple[bytes, int, int | None]:
         lines[3] = encode_relay_event(forked)
         return b"\n".join(lines) + b"\n", 4, 14
     if kind == "unknown_observation":
-        assert b'"type":"session_update"' in lines[3]
-        lines[3] = lines[3].replace(b'"type":"session_update"', b'"type":"telepathy"')
+        lines[3] = unknown_observation(lines[3])
         return b"\n".join(lines) + b"\n", 4, 14
     if kind == "over_2_mib":
         lines[3] = b'{"format":2,"ordinal":14,"padding":"' + b"x" * (2 * 1024 * 1024) + b'"}'
@@ -426,6 +437,7 @@ def good_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, Path
         db = folder / f"good-v{fmt}.sqlite3"
         journal = write_journal(folder / f"good-v{fmt}.jsonl", conversation(GOOD, fmt=fmt))
         assert replay(db, journal, session=SESSION)[1] == GOOD
+        assert frontier(db, SESSION)[0] == GOOD
         stores[fmt] = db
         feeds.append(events(db))
     assert feeds[0] == feeds[1]  # the format changes no API event
@@ -451,8 +463,7 @@ def test_bad_input_is_refused_and_leaves_the_store_alone(
     stores, feed = good_store
     fmt = RELAY_EVENT_FORMAT_V1 if kind == "fork" else 2
     db = copy_store(stores[fmt], tmp_path / "store.sqlite3")
-    before = frontier(db, SESSION)
-    assert before[0] == GOOD
+    good = conversation(GOOD, fmt=fmt)[-1]
     data, line, ordinal = _bad_file(kind)
     journal = write_journal(tmp_path / f"{kind}.jsonl", data)
 
@@ -463,11 +474,12 @@ def test_bad_input_is_refused_and_leaves_the_store_alone(
     if ordinal is not None:
         assert f"ordinal {ordinal}" in message
     assert events(db) == feed
-    assert frontier(db, SESSION) == before
+    assert frontier(db, SESSION) == (GOOD, good.digest)
 
 
 LONG_BAD = 300
-BAD_LINE = 200  # in the second page of 128; the first page is complete and good
+BAD_LINE = 200  # in the second page; the first page is complete and good
+assert PAGE_SIZE < BAD_LINE <= 2 * PAGE_SIZE
 
 
 @pytest.fixture(scope="module")
@@ -480,20 +492,13 @@ def clean_feed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return events(db)
 
 
-_READER_DROPS_THE_BATCH = pytest.mark.xfail(
-    strict=True,
-    reason="actors/cli.py _replay_source drops the events it read before a bad line "
-    "instead of sending them; a chain error, found by the projector, keeps the complete pages",
-)
-
-
 @pytest.mark.parametrize(
     "kind",
     [
         "wrong_digest",
         "gap",
-        pytest.param("not_json", marks=_READER_DROPS_THE_BATCH),
-        pytest.param("unknown_observation", marks=_READER_DROPS_THE_BATCH),
+        "not_json",
+        "unknown_observation",
     ],
 )
 def test_bad_input_mid_journal_keeps_the_complete_pages_before_it(
@@ -509,8 +514,7 @@ def test_bad_input_mid_journal_keeps_the_complete_pages_before_it(
     elif kind == "not_json":
         lines[index] = b"this is not a relay event"
     else:
-        assert b'"type":"session_update"' in lines[index]
-        lines[index] = lines[index].replace(b'"type":"session_update"', b'"type":"telepathy"')
+        lines[index] = unknown_observation(lines[index])
     journal = write_journal(tmp_path / "bad.jsonl", b"\n".join(lines) + b"\n")
     db = tmp_path / "store.sqlite3"
 
@@ -518,9 +522,8 @@ def test_bad_input_mid_journal_keeps_the_complete_pages_before_it(
 
     assert f"{journal}:{BAD_LINE}" in message
     committed, _ = frontier(db, SESSION)
-    # Every complete page of 128 before the bad line is kept (the rest of that batch may
-    # be too); nothing at or after the bad line is.
-    assert 128 <= committed < BAD_LINE, committed
+    # The complete page before the bad line is kept, nothing of the page holding it.
+    assert committed == PAGE_SIZE
     feed = events(db)
     assert feed == clean_feed[: len(feed)]
     # Fixing the line and replaying again continues from there.

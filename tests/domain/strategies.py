@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -23,10 +22,10 @@ from hypothesis import strategies as st
 __all__ = [
     "API_EVENT_DATA",
     "COMMAND_DATA",
-    "DENY_UNKNOWN_STRUCTS",
     "OBSERVATION_DATA",
     "OUTCOME_DATA",
     "SKIP",
+    "activity_details",
     "api_activity_states",
     "api_event_data",
     "api_event_pages",
@@ -103,8 +102,9 @@ I32 = st.integers(-(2**31), 2**31 - 1)
 U64 = st.integers(0, 2**64 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
 DIGESTS = st.text("0123456789abcdef", min_size=64, max_size=64)
-# Floats whose Python repr has no exponent are written identically by ryu.
-PLAIN_FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: "e" not in repr(f))
+# Floats whose Python repr has no exponent ([1e-4, 1e16)) are written identically by ryu.
+_MAGNITUDES = st.floats(min_value=1e-4, max_value=1e15)
+PLAIN_FLOATS = st.just(0.0) | _MAGNITUDES | _MAGNITUDES.map(lambda f: -f)
 
 OUTCOME_REASONS = [
     "controller_disconnected",
@@ -613,7 +613,7 @@ materialized_turns = _fixed(
     started_at_ms=I64,
     steered_into=optional(IDS),
 )
-_activity_details = _fixed(
+activity_details = _fixed(
     kind=st.sampled_from(["turn", "step", "background", "idle", "lifecycle"]),
     turn_started_at_ms=optional(I64),
     step_started_at_ms=optional(I64),
@@ -624,7 +624,7 @@ _activity_details = _fixed(
 )
 api_activity_states = _fixed(
     state=st.sampled_from(["running", "disconnected", "idle"]) | TEXT,
-    details=nullable(_activity_details),
+    details=nullable(activity_details),
     is_idle=st.booleans(),
     waiting_for_input=st.booleans(),
     capacity_retry=st.booleans(),
@@ -661,14 +661,3 @@ def api_events(draw: st.DrawFn, tag: str | None = None) -> dict[str, Any]:
 api_event_pages = _fixed(
     events=st.lists(api_events(), max_size=3), next_after_seq=U64, latest_seq=U64
 )
-
-# -- structs that refuse unknown keys ---------------------------------------------------
-
-DENY_UNKNOWN_STRUCTS: dict[str, tuple[str, Callable[[], st.SearchStrategy[dict[str, Any]]]]] = {
-    "RelayCursor": ("domain.relay", relay_cursors),
-    "UserShellResult": ("domain.relay", lambda: user_shell_results),
-    "MaterializedTurnOutcome": ("domain.outcomes", lambda: materialized_turn_outcomes),
-    "MaterializedTurn": ("domain.api_events", lambda: materialized_turns),
-    "ApiActivityDetails": ("domain.api_events", lambda: _activity_details),
-}
-"""Top-level ``deny_unknown_fields`` structs: name → (module, strategy of a valid value)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.api_events import (
@@ -353,7 +353,7 @@ def test_page_round_trips_through_msgspec() -> None:
 
 # --- properties ------------------------------------------------------------------------------
 
-PROPERTY = settings(max_examples=30, deadline=None)
+PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("kind", list(API_EVENT_DATA))

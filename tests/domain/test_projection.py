@@ -2504,3 +2504,26 @@ def test_the_incremental_index_equals_an_index_built_from_scratch() -> None:
         assert index_for(journal.session.transcript) == TranscriptIndex.build(
             journal.session.transcript
         )
+
+
+def test_resume_after_quota_runs_as_a_turn_with_the_continuation_text() -> None:
+    journal = Journal()
+    journal.add(
+        CommandQueued.of(
+            command_id="resume-1",
+            command=ResumeAfterQuotaCommand.of(
+                expected=RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST),
+                completed_command_id="prompt-0",
+            ),
+            created_at_ms=1,
+        )
+    )
+    journal.add(started("resume-1"))
+    journal.add(finished("resume-1"))
+
+    assert journal.kinds == ["turn_started", "turn_ended"]
+    assert turn_ended(journal.api_events[1]).accepted_ordinal == 1
+    assert item(journal.session, "user:resume-1").body == UserBody(
+        content=[{"type": "text", "text": CONTINUATION_PROMPT}]
+    )
+    assert journal.session.session_title == provisional_session_title(CONTINUATION_PROMPT)

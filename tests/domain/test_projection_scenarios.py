@@ -83,7 +83,7 @@ from domain.relay import (
 from domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
 from domain.wire import decode_json, encode
 
-FIXTURE = Path("/work/shared/fixtures/real-kimi-v2-excerpt.jsonl")
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real-kimi-v2-excerpt.jsonl"
 
 
 class Session:
@@ -443,7 +443,8 @@ def test_a_restart_in_the_middle_of_a_turn_interrupts_the_work_then_the_turn() -
         OutcomeReason.WORKER_RESTARTED,
         "worker restarted",
     )
-    assert session.state.active_turn is None
+    after = session.state
+    assert after.active_turn is None
     assert (
         session.text(f"system:work-interrupted:{restarted_at + 1}")
         == "Work interrupted: worker restarted"

@@ -12,10 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.api_events import ApiActivityDetails, MaterializedTurn
 from domain.errors import InvalidInput
-from domain.relay import QueueChangedData, RelayCursor, SessionConfiguredData
+from domain.outcomes import MaterializedTurnOutcome
+from domain.relay import QueueChangedData, RelayCursor, SessionConfiguredData, UserShellResult
 from domain.wire import Wire, decode_json, emitted, encode, json_value
-from tests.domain.strategies import dumps, json_values
+from tests.domain.strategies import (
+    activity_details,
+    dumps,
+    json_values,
+    materialized_turn_outcomes,
+    materialized_turns,
+    relay_cursors,
+    unknown_keys,
+    user_shell_results,
+)
 
 
 def serde_text(value: str) -> bytes:
@@ -227,3 +238,32 @@ def test_json_value_keeps_the_wire_key_order() -> None:
     value = json_value(Probe(skipped=3))
     assert list(value) == ["skipped", "always", "always_flag", "items", "table", "seeded"]
     assert dumps(value) == encode(Probe(skipped=3))
+
+
+# --- deny_unknown_fields ---------------------------------------------------------------------
+
+DENY_UNKNOWN: list[tuple[type, st.SearchStrategy[dict[str, Any]]]] = [
+    (RelayCursor, relay_cursors()),
+    (UserShellResult, user_shell_results),
+    (MaterializedTurnOutcome, materialized_turn_outcomes),
+    (MaterializedTurn, materialized_turns),
+    (ApiActivityDetails, activity_details),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "strategy"), DENY_UNKNOWN, ids=[kind.__name__ for kind, _ in DENY_UNKNOWN]
+)
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_deny_unknown_structs_refuse_any_extra_key_naming_it(
+    kind: type, strategy: st.SearchStrategy[dict[str, Any]], data: st.DataObject
+) -> None:
+    value = data.draw(strategy)
+    raw = dumps(value)
+    assert encode(decode_json(raw, kind)) == raw
+    key = data.draw(unknown_keys(set(kind.__struct_fields__)))
+    items = list(value.items())
+    items.insert(data.draw(st.integers(0, len(items))), (key, data.draw(json_values)))
+    with pytest.raises(InvalidInput, match=f"`{key}`"):
+        decode_json(dumps(dict(items)), kind)
