@@ -33,10 +33,11 @@ from domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, encode_relay_event
 from storage.connection import open_reader
 from storage.stats import load_stats
 from tests.actors.journal_factory import START_MS, conversation, journal_bytes, write_journal
+from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_ROOTS = sorted((ROOT / "examples" / "worker-root").iterdir())
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "real-kimi-v2-excerpt.jsonl"
+FIXTURE = REAL_EXCERPT
 WIRE_KEYS = ["seq", "session_id", "recorded_at_ms", "type", "data"]
 SUMMARY = re.compile(
     r"replayed (\d+) events: (\d+) applied, (\d+) already applied, (\d+) API events written"
@@ -287,8 +288,7 @@ def test_the_console_script_reads_the_store_from_relaystore_db(
 ) -> None:
     db, _ = example_store
     script = Path(sys.executable).parent / "relaystore"
-    if not script.exists():
-        pytest.skip("the relaystore script is not installed (pip install -e .)")
+    assert script.exists(), "install the project (pip install -e .) to get the relaystore script"
     result = subprocess.run(
         [str(script), "stats"],
         cwd=db.parent.parent,
@@ -606,8 +606,6 @@ def _counts(stdout: str) -> tuple[int, int, int]:
 
 @pytest.fixture
 def fixture_journal() -> Path:
-    if not FIXTURE.is_file():
-        pytest.skip(f"missing fixture {FIXTURE}")
     return FIXTURE
 
 

@@ -28,9 +28,10 @@ from domain.relay import (
     SessionUpdate,
     encode_relay_event,
 )
+from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "real-kimi-v2-excerpt.jsonl"
+FIXTURE = REAL_EXCERPT
 
 
 def chunk(text: str) -> SessionUpdate:

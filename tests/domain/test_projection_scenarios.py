@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -82,8 +81,9 @@ from domain.relay import (
 )
 from domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
 from domain.wire import decode_json, encode
+from tests.paths import REAL_EXCERPT
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real-kimi-v2-excerpt.jsonl"
+FIXTURE = REAL_EXCERPT
 
 
 class Session:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -88,10 +87,9 @@ from tests.domain.strategies import (
     unknown_keys,
     user_shell_results,
 )
+from tests.paths import REAL_EXCERPT
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "real-kimi-v2-excerpt.jsonl"
-if not FIXTURE.exists():  # the repository's own copy, when the shared folder is absent
-    FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / FIXTURE.name
+FIXTURE = REAL_EXCERPT
 
 DIGEST = "ab" * 32
 
