@@ -25,7 +25,6 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
     decode_api_event_data,
-    event_kind,
 )
 from domain.digests import (
     RELAY_EVENT_DIGEST_DOMAIN_V1,
@@ -232,7 +231,6 @@ from domain.relay import (
     Warning,
     decode_relay_event,
     encode_relay_event,
-    variant_type,
 )
 from domain.runtime import (
     RUNTIME_ID_PREFIX,
@@ -291,11 +289,13 @@ from domain.sessions import (
 )
 from domain.wire import (
     JSON,
+    Variant,
     Wire,
     decode_json,
     emitted,
     encode,
     json_value,
+    variant_type,
 )
 
 __all__ = [
@@ -384,7 +384,6 @@ __all__ = [
     "emitted",
     "encode",
     "encode_relay_event",
-    "event_kind",
     "example_session",
     "ExecutionClosed",
     "ExecutionClosing",
@@ -560,6 +559,7 @@ __all__ = [
     "validate_relay_event",
     "validate_relay_event_self",
     "validate_response",
+    "Variant",
     "variant_type",
     "VolumeStorage",
     "Warning",

@@ -9,7 +9,7 @@ relies on that to detect activity changes.
 from __future__ import annotations
 
 import enum
-from typing import Any, Self
+from typing import Any, get_args
 
 import msgspec
 
@@ -17,7 +17,7 @@ from domain.elicitation import ElicitationRequest
 from domain.errors import InvalidInput
 from domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
 from domain.runtime import RuntimeReceipt
-from domain.wire import Wire, emitted, encode
+from domain.wire import Variant, Wire, emitted, encode, variant_type
 
 __all__ = [
     "ApiActivityChanged",
@@ -38,7 +38,6 @@ __all__ = [
     "ApiTurnStarted",
     "MaterializedTurn",
     "decode_api_event_data",
-    "event_kind",
 ]
 
 
@@ -80,19 +79,11 @@ class ApiActivityState(Wire, kw_only=True):
     capacity_retry: bool = emitted(False)
 
 
-class _ApiVariant(Wire, kw_only=True):
-    @classmethod
-    def of(cls, **fields: Any) -> Self:
-        """Build the event from its data fields."""
-        data_type = next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
-        return cls(data=data_type(**fields))
-
+class _ApiVariant(Variant, kw_only=True):
     @property
     def kind(self) -> str:
         """The event's ``type`` (``turn_started``, ``session_fault``, ...)."""
-        tag = self.__struct_config__.tag
-        assert isinstance(tag, str)
-        return tag
+        return variant_type(self)
 
 
 class RuntimeResolvedData(Wire, kw_only=True):
@@ -186,23 +177,12 @@ ApiEventData = (
 """The body of one API event, tagged by its kind."""
 
 _DATA_DECODER: msgspec.json.Decoder[ApiEventData] = msgspec.json.Decoder(ApiEventData)
-_KINDS = {
-    "runtime_resolved": RuntimeResolvedData,
-    "turn_started": TurnStartedData,
-    "turn_ended": TurnEndedData,
-    "command_ended": CommandResult,
-    "session_fault": SessionFaultEventData,
-    "legacy_notice": LegacyNoticeData,
-    "input_required": InputRequiredData,
-    "input_resolved": InputResolvedData,
-    "activity_changed": ActivityChangedData,
+_VARIANTS: dict[str, type[_ApiVariant]] = {
+    variant_type(variant): variant for variant in get_args(ApiEventData)
 }
-_DATA_DECODERS = {kind: msgspec.json.Decoder(data) for kind, data in _KINDS.items()}
-
-
-def event_kind(event: ApiEventData) -> str:
-    """The ``type`` of an API event body."""
-    return event.kind
+_DATA_DECODERS = {
+    kind: msgspec.json.Decoder(variant.data_type()) for kind, variant in _VARIANTS.items()
+}
 
 
 def decode_api_event_data(body: bytes | str) -> ApiEventData:
@@ -247,9 +227,9 @@ class ApiEvent(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def event(self) -> ApiEventData:
         """The typed body."""
-        return _DATA_DECODER.decode(
-            b'{"type":' + encode(self.type) + b',"data":' + bytes(self.data) + b"}"
-        )
+        variant: Any = _VARIANTS[self.type]
+        result: ApiEventData = variant(data=_DATA_DECODERS[self.type].decode(self.data))
+        return result
 
     @property
     def kind(self) -> str:

@@ -11,7 +11,7 @@ depends on re-encoding; see :mod:`domain.digests`.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -19,7 +19,7 @@ from domain.elicitation import ElicitationRequest
 from domain.errors import InvalidInput
 from domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
 from domain.runtime import RuntimeIdentity
-from domain.wire import JSON, Wire, emitted, encode
+from domain.wire import JSON, Variant, Wire, emitted, encode
 
 __all__ = [
     "MAX_RELAY_LINE_BYTES",
@@ -107,47 +107,12 @@ __all__ = [
     "Warning",
     "decode_relay_event",
     "encode_relay_event",
-    "variant_type",
 ]
 
 RELAY_EVENT_FORMAT_V1 = 1
 RELAY_EVENT_FORMAT_V2 = 2
 RELAY_EVENT_GENESIS_DIGEST = "0" * 64
 MAX_RELAY_LINE_BYTES = 2 * 1024 * 1024
-
-
-class _Variant(Wire, kw_only=True):
-    """Base of an adjacently tagged variant; subclasses set ``tag`` and maybe ``data``."""
-
-    @classmethod
-    def of(cls, **fields: Any) -> Self:
-        """Build the variant from its data fields (``data`` is made for you)."""
-        data_type = _data_types.get(cls)
-        if data_type is None:
-            data_type = _data_type_of(cls)
-            _data_types[cls] = data_type
-        if data_type is type(None):
-            if fields:
-                raise InvalidInput(f"{variant_type(cls)} takes no data, got {sorted(fields)}")
-            return cls()
-        return cls(data=data_type(**fields))
-
-
-_data_types: dict[type[_Variant], type[Any]] = {}
-
-
-def _data_type_of(cls: type[_Variant]) -> type[Any]:
-    for field in msgspec.structs.fields(cls):
-        if field.name == "data" and isinstance(field.type, type):
-            return field.type
-    return type(None)
-
-
-def variant_type(value: msgspec.Struct | type[msgspec.Struct]) -> str:
-    """The wire ``type`` of a variant or variant class."""
-    tag = value.__struct_config__.tag
-    assert isinstance(tag, str)
-    return tag
 
 
 # -- cursor and shell results ---------------------------------------------------------
@@ -211,7 +176,7 @@ class RelayCommandKind(enum.Enum):
     RECORD_NOTICE = "record_notice"
 
 
-class _Command(_Variant, kw_only=True, forbid_unknown_fields=True):
+class _Command(Variant, kw_only=True, forbid_unknown_fields=True):
     KIND: ClassVar[RelayCommandKind]
 
     def kind(self) -> RelayCommandKind:
@@ -465,7 +430,7 @@ class ContextClearedData(Wire, kw_only=True):
     memory: str | None = None
 
 
-class ContextClearedOutcome(_Variant, tag="context_cleared"):
+class ContextClearedOutcome(Variant, tag="context_cleared"):
     data: ContextClearedData
 
 
@@ -475,7 +440,7 @@ class PromptOutcomeData(Wire, kw_only=True):
     usage: TokenUsage | None = None
 
 
-class PromptOutcome(_Variant, tag="prompt"):
+class PromptOutcome(Variant, tag="prompt"):
     data: PromptOutcomeData
 
 
@@ -483,27 +448,27 @@ class UserShellOutcomeData(Wire, kw_only=True):
     result: UserShellResult
 
 
-class UserShellOutcome(_Variant, tag="user_shell"):
+class UserShellOutcome(Variant, tag="user_shell"):
     data: UserShellOutcomeData
 
 
-class UserShellCancelledOutcome(_Variant, tag="user_shell_cancelled"):
+class UserShellCancelledOutcome(Variant, tag="user_shell_cancelled"):
     pass
 
 
-class ConfiguredOutcome(_Variant, tag="configured"):
+class ConfiguredOutcome(Variant, tag="configured"):
     pass
 
 
-class GoalControlledOutcome(_Variant, tag="goal_controlled"):
+class GoalControlledOutcome(Variant, tag="goal_controlled"):
     pass
 
 
-class SessionModeSetOutcome(_Variant, tag="session_mode_set"):
+class SessionModeSetOutcome(Variant, tag="session_mode_set"):
     pass
 
 
-class CancelledOutcome(_Variant, tag="cancelled"):
+class CancelledOutcome(Variant, tag="cancelled"):
     pass
 
 
@@ -511,15 +476,15 @@ class QueuedCommandData(Wire, kw_only=True):
     queued_command_id: str
 
 
-class SteeredOutcome(_Variant, tag="steered"):
+class SteeredOutcome(Variant, tag="steered"):
     data: QueuedCommandData
 
 
-class SteeringReturnedOutcome(_Variant, tag="steering_returned"):
+class SteeringReturnedOutcome(Variant, tag="steering_returned"):
     data: QueuedCommandData
 
 
-class ClosedOutcome(_Variant, tag="closed"):
+class ClosedOutcome(Variant, tag="closed"):
     pass
 
 
@@ -527,23 +492,23 @@ class QueueChangedData(Wire, kw_only=True):
     removed_command_ids: list[str] = emitted([])
 
 
-class QueueChangedOutcome(_Variant, tag="queue_changed"):
+class QueueChangedOutcome(Variant, tag="queue_changed"):
     data: QueueChangedData
 
 
-class CheckpointCompletedOutcome(_Variant, tag="checkpoint_completed"):
+class CheckpointCompletedOutcome(Variant, tag="checkpoint_completed"):
     pass
 
 
-class CheckpointReleasedOutcome(_Variant, tag="checkpoint_released"):
+class CheckpointReleasedOutcome(Variant, tag="checkpoint_released"):
     pass
 
 
-class RecoveryFloorAdvancedOutcome(_Variant, tag="recovery_floor_advanced"):
+class RecoveryFloorAdvancedOutcome(Variant, tag="recovery_floor_advanced"):
     pass
 
 
-class NoticeRecordedOutcome(_Variant, tag="notice_recorded"):
+class NoticeRecordedOutcome(Variant, tag="notice_recorded"):
     pass
 
 
@@ -576,7 +541,7 @@ class SteeringUnconfirmedData(Wire, kw_only=True):
     message: str
 
 
-class SteeringUnconfirmed(_Variant, tag="steering_unconfirmed"):
+class SteeringUnconfirmed(Variant, tag="steering_unconfirmed"):
     data: SteeringUnconfirmedData
 
 
@@ -584,7 +549,7 @@ class NativeAgentData(Wire, kw_only=True):
     event: JSON
 
 
-class NativeAgent(_Variant, tag="native_agent"):
+class NativeAgent(Variant, tag="native_agent"):
     data: NativeAgentData
 
 
@@ -600,7 +565,7 @@ class AgentInitializedData(Wire, kw_only=True):
             self.protocol_version = 0
 
 
-class AgentInitialized(_Variant, tag="agent_initialized"):
+class AgentInitialized(Variant, tag="agent_initialized"):
     data: AgentInitializedData
 
 
@@ -611,7 +576,7 @@ class SessionOpenedData(Wire, kw_only=True):
     replaced_unused_native_session_id: str | None = None
 
 
-class SessionOpened(_Variant, tag="session_opened"):
+class SessionOpened(Variant, tag="session_opened"):
     data: SessionOpenedData
 
 
@@ -619,7 +584,7 @@ class SessionConfiguredData(Wire, kw_only=True):
     config_options: list[JSON] = emitted([])
 
 
-class SessionConfigured(_Variant, tag="session_configured"):
+class SessionConfigured(Variant, tag="session_configured"):
     data: SessionConfiguredData
 
 
@@ -627,7 +592,7 @@ class SessionModesConfiguredData(Wire, kw_only=True):
     modes: JSON = emitted(None)
 
 
-class SessionModesConfigured(_Variant, tag="session_modes_configured"):
+class SessionModesConfigured(Variant, tag="session_modes_configured"):
     data: SessionModesConfiguredData
 
 
@@ -635,7 +600,7 @@ class SessionUpdateData(Wire, kw_only=True):
     update: JSON
 
 
-class SessionUpdate(_Variant, tag="session_update"):
+class SessionUpdate(Variant, tag="session_update"):
     data: SessionUpdateData
 
 
@@ -644,7 +609,7 @@ class PermissionAutoApprovedData(Wire, kw_only=True):
     option_name: str
 
 
-class PermissionAutoApproved(_Variant, tag="permission_auto_approved"):
+class PermissionAutoApproved(Variant, tag="permission_auto_approved"):
     data: PermissionAutoApprovedData
 
 
@@ -652,7 +617,7 @@ class ElicitationRequestedData(Wire, kw_only=True):
     request: ElicitationRequest
 
 
-class ElicitationRequested(_Variant, tag="elicitation_requested"):
+class ElicitationRequested(Variant, tag="elicitation_requested"):
     data: ElicitationRequestedData
 
 
@@ -661,11 +626,11 @@ class ElicitationResolvedData(Wire, kw_only=True):
     action: str
 
 
-class ElicitationResolved(_Variant, tag="elicitation_resolved"):
+class ElicitationResolved(Variant, tag="elicitation_resolved"):
     data: ElicitationResolvedData
 
 
-class ElicitationsCleared(_Variant, tag="elicitations_cleared"):
+class ElicitationsCleared(Variant, tag="elicitations_cleared"):
     pass
 
 
@@ -675,7 +640,7 @@ class CommandQueuedData(Wire, kw_only=True):
     created_at_ms: int
 
 
-class CommandQueued(_Variant, tag="command_queued"):
+class CommandQueued(Variant, tag="command_queued"):
     data: CommandQueuedData
 
 
@@ -684,7 +649,7 @@ class CommandStartedData(Wire, kw_only=True):
     started_at_ms: int
 
 
-class CommandStarted(_Variant, tag="command_started"):
+class CommandStarted(Variant, tag="command_started"):
     data: CommandStartedData
 
 
@@ -695,7 +660,7 @@ class CommandCompletedData(Wire, kw_only=True):
     outcome: RelayCommandOutcome
 
 
-class CommandCompleted(_Variant, tag="command_completed"):
+class CommandCompleted(Variant, tag="command_completed"):
     data: CommandCompletedData
 
 
@@ -704,7 +669,7 @@ class RetryAssessmentStartedData(Wire, kw_only=True):
     evidence: JSON
 
 
-class RetryAssessmentStarted(_Variant, tag="retry_assessment_started"):
+class RetryAssessmentStarted(Variant, tag="retry_assessment_started"):
     data: RetryAssessmentStartedData
 
 
@@ -714,7 +679,7 @@ class RetryAssessmentResolvedData(Wire, kw_only=True):
     retryable: bool
 
 
-class RetryAssessmentResolved(_Variant, tag="retry_assessment_resolved"):
+class RetryAssessmentResolved(Variant, tag="retry_assessment_resolved"):
     data: RetryAssessmentResolvedData
 
 
@@ -727,11 +692,11 @@ class CommandEndedData(Wire, kw_only=True):
     message: str
 
 
-class CommandRejected(_Variant, tag="command_rejected"):
+class CommandRejected(Variant, tag="command_rejected"):
     data: CommandEndedData
 
 
-class CommandInterrupted(_Variant, tag="command_interrupted"):
+class CommandInterrupted(Variant, tag="command_interrupted"):
     data: CommandEndedData
 
 
@@ -744,7 +709,7 @@ class UserShellOutputData(Wire, kw_only=True):
     stderr_truncated: bool = emitted(False)
 
 
-class UserShellOutput(_Variant, tag="user_shell_output"):
+class UserShellOutput(Variant, tag="user_shell_output"):
     data: UserShellOutputData
 
 
@@ -753,7 +718,7 @@ class ConfigurationUpdatedData(Wire, kw_only=True):
     value: str
 
 
-class ConfigurationUpdated(_Variant, tag="configuration_updated"):
+class ConfigurationUpdated(Variant, tag="configuration_updated"):
     data: ConfigurationUpdatedData
 
 
@@ -762,7 +727,7 @@ class CheckpointReadyData(Wire, kw_only=True):
     through: int
 
 
-class CheckpointReady(_Variant, tag="checkpoint_ready"):
+class CheckpointReady(Variant, tag="checkpoint_ready"):
     data: CheckpointReadyData
 
 
@@ -771,7 +736,7 @@ class SessionFaultData(Wire, kw_only=True):
     message: str
 
 
-class SessionFault(_Variant, tag="session_fault"):
+class SessionFault(Variant, tag="session_fault"):
     data: SessionFaultData
 
 
@@ -779,11 +744,11 @@ class MessageData(Wire, kw_only=True):
     message: str
 
 
-class Warning(_Variant, tag="warning"):
+class Warning(Variant, tag="warning"):
     data: MessageData
 
 
-class SessionRestarted(_Variant, tag="session_restarted"):
+class SessionRestarted(Variant, tag="session_restarted"):
     pass
 
 
@@ -795,11 +760,11 @@ class TerminalOutputData(Wire, kw_only=True):
     signal: str | None = emitted(None)
 
 
-class TerminalOutput(_Variant, tag="terminal_output"):
+class TerminalOutput(Variant, tag="terminal_output"):
     data: TerminalOutputData
 
 
-class Notice(_Variant, tag="notice"):
+class Notice(Variant, tag="notice"):
     data: MessageData
 
 
@@ -807,7 +772,7 @@ class HarnessTurnStartedData(Wire, kw_only=True):
     started_at_ms: int
 
 
-class HarnessTurnStarted(_Variant, tag="harness_turn_started"):
+class HarnessTurnStarted(Variant, tag="harness_turn_started"):
     data: HarnessTurnStartedData
 
 
@@ -816,15 +781,15 @@ class HarnessTurnSettledData(Wire, kw_only=True):
     prompt_in_flight: bool = emitted(False)
 
 
-class HarnessTurnSettled(_Variant, tag="harness_turn_settled"):
+class HarnessTurnSettled(Variant, tag="harness_turn_settled"):
     data: HarnessTurnSettledData
 
 
-class Closing(_Variant, tag="closing"):
+class Closing(Variant, tag="closing"):
     pass
 
 
-class Closed(_Variant, tag="closed"):
+class Closed(Variant, tag="closed"):
     pass
 
 
@@ -832,7 +797,7 @@ class TurnAssessmentUpdatedData(Wire, kw_only=True):
     assessment: JSON
 
 
-class TurnAssessmentUpdated(_Variant, tag="turn_assessment_updated"):
+class TurnAssessmentUpdated(Variant, tag="turn_assessment_updated"):
     """Written by newer workers (schema 58 era); carried opaquely, changes nothing."""
 
     data: TurnAssessmentUpdatedData

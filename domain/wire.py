@@ -22,13 +22,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import msgspec
 
 from domain.errors import InvalidInput
 
-__all__ = ["JSON", "Wire", "decode_json", "emitted", "encode", "json_value"]
+__all__ = [
+    "JSON",
+    "Variant",
+    "Wire",
+    "decode_json",
+    "emitted",
+    "encode",
+    "json_value",
+    "variant_type",
+]
 
 T = TypeVar("T")
 
@@ -40,6 +49,45 @@ _ENCODER = msgspec.json.Encoder()
 
 class Wire(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Base of every wire type: keyword construction, serde skip rules."""
+
+
+class Variant(Wire, kw_only=True):
+    """One variant of an adjacently tagged enum: tagged on ``type``, fields in ``data``.
+
+    Subclasses set ``tag=...`` and, unless they are unit variants, a ``data`` field.
+    """
+
+    @classmethod
+    def data_type(cls) -> type[Any] | None:
+        """The Struct of ``data``, or None for a unit variant."""
+        try:
+            return _data_types[cls]
+        except KeyError:
+            found = next((f.type for f in msgspec.structs.fields(cls) if f.name == "data"), None)
+            data_type = found if isinstance(found, type) and found is not type(None) else None
+            _data_types[cls] = data_type
+            return data_type
+
+    @classmethod
+    def of(cls, **fields: Any) -> Self:
+        """Build the variant from its data fields (``data`` is made for you)."""
+        data_type = cls.data_type()
+        if data_type is None:
+            if fields:
+                raise InvalidInput(f"{variant_type(cls)} takes no data, got {sorted(fields)}")
+            return cls()
+        return cls(data=data_type(**fields))
+
+
+_data_types: dict[type[Variant], type[Any] | None] = {}
+
+
+def variant_type(value: msgspec.Struct | type[msgspec.Struct]) -> str:
+    """The wire ``type`` of a variant or variant class."""
+    tag = value.__struct_config__.tag
+    if not isinstance(tag, str):
+        raise TypeError(f"{value!r} is not a tagged variant")
+    return tag
 
 
 def emitted(default: T) -> T:

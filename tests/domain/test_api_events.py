@@ -28,7 +28,6 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
     decode_api_event_data,
-    event_kind,
 )
 from domain.elicitation import ElicitationRequest
 from domain.errors import InvalidInput
@@ -184,7 +183,7 @@ def test_every_api_event_kind_has_a_shape_test() -> None:
 def test_each_api_event_kind_writes_the_origin_shape(event: ApiEventData, expected: bytes) -> None:
     assert encode(event) == expected
     assert decode_api_event_data(expected) == event
-    assert event_kind(event) == msgspec.json.decode(expected)["type"]
+    assert event.kind == msgspec.json.decode(expected)["type"]
 
 
 def test_input_required_carries_the_request_when_present() -> None:

@@ -68,10 +68,9 @@ from domain.relay import (
     UserShellStatus,
     decode_relay_event,
     encode_relay_event,
-    variant_type,
 )
 from domain.runtime import HarnessKind, RuntimeIdentity, RuntimeProvenance
-from domain.wire import decode_json, encode
+from domain.wire import decode_json, encode, variant_type
 from tests.domain.strategies import (
     COMMAND_DATA,
     COMMAND_KINDS,
