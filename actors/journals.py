@@ -40,7 +40,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from domain.digests import validate_relay_event, validate_relay_event_self
+from domain.digests import validate_relay_event_self, validate_relay_link
 from domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
 from domain.relay import (
     MAX_RELAY_LINE_BYTES,
@@ -555,7 +555,7 @@ class JournalReader:
                         session_id=session_id,
                         ordinal=event.ordinal,
                     )
-                validate_relay_event(previous, event, session_id=session_id)
+                validate_relay_link(previous, event, session_id=session_id)
             except RelayChainError as exc:
                 self._problem(exc, path, line)
                 if not forward:

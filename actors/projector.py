@@ -20,7 +20,7 @@ from pykka import ThreadingActor
 from domain.errors import ChainFault, RelayChainError, StoreError
 from domain.materialized import MaterializedSession, MaterializedSessionMutation
 from domain.messages import ObserveRelayEvents, ProjectionReport
-from domain.projection import apply_committed_projection_event, project_relay_event
+from domain.projection import project_and_apply
 from domain.relay import RelayEvent
 
 __all__ = ["PAGE_SIZE", "PageWriter", "ProjectorActor", "SessionLoader"]
@@ -85,8 +85,7 @@ class ProjectorActor(ThreadingActor):
                     )
                 already += 1
                 continue
-            mutation = project_relay_event(working, event, session_id=self._session_id)
-            working = apply_committed_projection_event(working, event, mutation)
+            working, mutation = project_and_apply(working, event, session_id=self._session_id)
             page.append((event, mutation))
             if len(page) == PAGE_SIZE:
                 applied += self._commit(page, working)

@@ -34,6 +34,7 @@ from domain.digests import (
     validate_frontier,
     validate_relay_event,
     validate_relay_event_self,
+    validate_relay_link,
 )
 from domain.elicitation import (
     MAX_ELICITATION_BYTES,
@@ -558,6 +559,7 @@ __all__ = [
     "validate_id",
     "validate_relay_event",
     "validate_relay_event_self",
+    "validate_relay_link",
     "validate_response",
     "Variant",
     "variant_type",

@@ -11,6 +11,7 @@ whatever encoder wrote it.
 from __future__ import annotations
 
 import hashlib
+import re
 
 from domain.errors import ChainFault, RelayChainError
 from domain.relay import (
@@ -31,16 +32,17 @@ __all__ = [
     "validate_frontier",
     "validate_relay_event",
     "validate_relay_event_self",
+    "validate_relay_link",
 ]
 
 RELAY_EVENT_DIGEST_DOMAIN_V1 = b"hel-relay-event-v1\x00"
 RELAY_EVENT_DIGEST_DOMAIN_V2 = b"hel-relay-event-v2\x00"
-_HEX = frozenset("0123456789abcdef")
+_DIGEST = re.compile("[0-9a-f]{64}").fullmatch
 
 
 def is_relay_digest(value: str) -> bool:
     """True for exactly 64 lowercase hexadecimal characters."""
-    return len(value) == 64 and _HEX.issuperset(value)
+    return _DIGEST(value) is not None
 
 
 def _payload_digest(event: RelayEvent, observation: bytes, session_id: str | None) -> str:
@@ -76,9 +78,14 @@ def _payload_digest(event: RelayEvent, observation: bytes, session_id: str | Non
             session_id=session_id,
             ordinal=event.ordinal,
         )
-    command = b"" if event.command_id is None else b',"command_id":' + encode(event.command_id)
-    payload = head + command + b',"observation":' + observation + b"}"
-    return hashlib.sha256(domain + payload).hexdigest()
+    digest = hashlib.sha256(domain)
+    digest.update(head)
+    if event.command_id is not None:
+        digest.update(b',"command_id":' + encode(event.command_id))
+    digest.update(b',"observation":')
+    digest.update(observation)
+    digest.update(b"}")
+    return digest.hexdigest()
 
 
 def relay_event_digest(event: RelayEvent, *, session_id: str | None = None) -> str:
@@ -130,13 +137,14 @@ def validate_relay_event_self(event: RelayEvent, *, session_id: str | None = Non
     )
 
 
-def validate_relay_event(
+def validate_relay_link(
     previous: RelayCursor, event: RelayEvent, *, session_id: str | None = None
 ) -> None:
-    """Check that ``event`` directly follows ``previous`` and verifies on its own.
+    """Check that ``event`` directly follows ``previous``, without checking its digest.
 
-    A format 1 event must also name ``previous.digest`` as its previous digest; format 2
-    events carry no link, so a format 2 fork is only seen where digests are compared.
+    The ordinal must be the next one; a format 1 event must also name ``previous.digest``
+    as its previous digest. Format 2 events carry no link, so a format 2 fork is only
+    seen where digests are compared.
     """
     if not is_relay_digest(previous.digest):
         raise RelayChainError(
@@ -161,6 +169,13 @@ def validate_relay_event(
             session_id=session_id,
             ordinal=event.ordinal,
         )
+
+
+def validate_relay_event(
+    previous: RelayCursor, event: RelayEvent, *, session_id: str | None = None
+) -> None:
+    """Check that ``event`` directly follows ``previous`` and verifies on its own."""
+    validate_relay_link(previous, event, session_id=session_id)
     validate_relay_event_self(event, session_id=session_id)
 
 

@@ -223,10 +223,13 @@ def apply_committed_projection_event(
 
 
 def project_and_apply(
-    current: MaterializedSession, event: RelayEvent
+    current: MaterializedSession, event: RelayEvent, *, session_id: str | None = None
 ) -> tuple[MaterializedSession, MaterializedSessionMutation]:
-    """Project ``event`` and apply its mutation: the next session and the mutation."""
-    mutation = project_relay_event(current, event)
+    """Project ``event`` and apply its mutation: the next session and the mutation.
+
+    The chain is checked once (digest included), as :func:`project_relay_event` does.
+    """
+    mutation = project_relay_event(current, event, session_id=session_id)
     return _apply(current, event, mutation), mutation
 
 
