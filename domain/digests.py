@@ -184,14 +184,16 @@ def validate_frontier(ordinal: int, digest: str, *, session_id: str | None = Non
     if not is_relay_digest(digest):
         raise RelayChainError(
             ChainFault.BAD_DIGEST,
-            f"frontier digest {digest!r} is not 64 lowercase hexadecimal characters",
+            "relay event frontier must be a lowercase SHA-256 digest "
+            f"(64 lowercase hexadecimal characters), got {digest!r}",
             session_id=session_id,
             ordinal=ordinal,
         )
     if (ordinal == 0) != (digest == RELAY_EVENT_GENESIS_DIGEST):
         raise RelayChainError(
             ChainFault.BAD_DIGEST,
-            f"frontier has inconsistent ordinal {ordinal} and digest {digest}",
+            f"relay event frontier has inconsistent ordinal {ordinal} and digest {digest}; "
+            "only ordinal 0 has the genesis digest",
             session_id=session_id,
             ordinal=ordinal,
         )

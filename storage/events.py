@@ -86,9 +86,9 @@ def insert_api_events(
 def api_events_from_rows(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
     """The :class:`ApiEvent` of each ``(seq, session_id, recorded_at_ms, body)`` row, in order.
 
-    Canonical bodies are sliced, not re-encoded; the data is still checked against its
-    type, so a slice that is not the body's data fails and the row takes the generic
-    path. Raises InvalidInput naming the first row whose body does not decode.
+    Canonical bodies are sliced, not re-encoded; ``ApiEvent`` still checks each data
+    against its type, so a page with any other layout takes the generic decode. Raises
+    InvalidInput naming the first row whose body does not decode.
     """
     rows = list(rows)
     raw, separator, start, skip = msgspec.Raw, _SEPARATOR, len(_PREFIX), len(_SEPARATOR)
@@ -104,35 +104,21 @@ def api_events_from_rows(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiE
             for seq, session_id, recorded_at_ms, body in rows
         ]
     except (ValueError, msgspec.MsgspecError):
-        return [api_event_from_row(*row) for row in rows]
+        return [_decoded(*row) for row in rows]
 
 
 def api_event_from_row(seq: int, session_id: str, recorded_at_ms: int, body: str) -> ApiEvent:
-    """The :class:`ApiEvent` of one stored row, whatever the body's layout.
+    """The :class:`ApiEvent` of one stored row (see :func:`api_events_from_rows`)."""
+    return api_events_from_rows([(seq, session_id, recorded_at_ms, body)])[0]
 
-    Raises InvalidInput naming the seq and session when the body does not decode.
-    """
+
+def _decoded(seq: int, session_id: str, recorded_at_ms: int, body: str) -> ApiEvent:
     try:
-        if body.startswith(_PREFIX):
-            end = body.find(_SEPARATOR, len(_PREFIX))
-            if end > 0 and body.endswith("}"):
-                try:
-                    return ApiEvent(
-                        seq=seq,
-                        session_id=session_id,
-                        recorded_at_ms=recorded_at_ms,
-                        type=body[len(_PREFIX) : end],
-                        data=msgspec.Raw(body[end + len(_SEPARATOR) : -1]),
-                    )
-                except (ValueError, msgspec.MsgspecError):
-                    pass  # not the canonical layout: decode it generically below
         event = decode_api_event_data(body)
-        return ApiEvent.of(
-            seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=event
-        )
-    except (InvalidInput, ValueError, msgspec.MsgspecError) as exc:
+    except InvalidInput as exc:
         raise InvalidInput(
             f"API event seq {seq} has a body relaystore cannot read ({exc}); "
             "the store may have been written by another tool",
             session_id=session_id,
         ) from exc
+    return ApiEvent.of(seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=event)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import apsw
 
 from domain.api_events import ApiEventData, MaterializedTurn
-from domain.digests import is_relay_digest
+from domain.digests import is_relay_digest, validate_frontier
 from domain.elicitation import ElicitationRequest
 from domain.errors import (
     ChainFault,
@@ -48,7 +48,7 @@ from domain.materialized import (
     _Unset,
 )
 from domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
+from domain.relay import RelayCursor
 from domain.wire import JSON, encode
 from storage.events import insert_api_events
 from storage.materialized import execution_columns
@@ -251,20 +251,7 @@ class ProjectionPage:
                 f"(64 lowercase hexadecimal characters), got {previous_digest!r}",
                 **where,
             )
-        if not is_relay_digest(digest):
-            raise RelayChainError(
-                ChainFault.BAD_DIGEST,
-                "relay event frontier must be a lowercase SHA-256 digest "
-                f"(64 lowercase hexadecimal characters), got {digest!r}",
-                **where,
-            )
-        if digest == RELAY_EVENT_GENESIS_DIGEST:
-            raise RelayChainError(
-                ChainFault.BAD_DIGEST,
-                f"relay event frontier has inconsistent ordinal {ordinal} and digest {digest}; "
-                "only ordinal 0 has the genesis digest",
-                **where,
-            )
+        validate_frontier(ordinal, digest, session_id=self._session_id)
 
     def _check_mutation(self, ordinal: int, mutation: MaterializedSessionMutation) -> None:
         where: dict[str, Any] = {"session_id": self._session_id, "ordinal": ordinal}
@@ -563,11 +550,12 @@ def apply_projection_page(
         if row is None:
             raise UnknownSession(session_id)
         ordinal, digest = row
-        if not is_relay_digest(digest) or (ordinal == 0) != (digest == RELAY_EVENT_GENESIS_DIGEST):
+        try:
+            validate_frontier(ordinal, digest, session_id=session_id)
+        except RelayChainError as exc:
             raise ProjectionError(
-                f"persisted relay event frontier is invalid: ordinal {ordinal}, digest {digest!r}",
-                session_id=session_id,
-            )
+                f"the stored projection is corrupt: {exc.detail}", session_id=session_id
+            ) from exc
         page = ProjectionPage(connection, session_id, RelayCursor(ordinal=ordinal, digest=digest))
         try:
             result = fill(page)
