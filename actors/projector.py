@@ -15,8 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pykka import ThreadingActor
-
+from actors.told import TellSafeActor
 from domain.errors import ChainFault, RelayChainError, StoreError
 from domain.materialized import MaterializedSession, MaterializedSessionMutation
 from domain.messages import ObserveRelayEvents, ProjectionReport
@@ -36,7 +35,7 @@ SessionLoader = Callable[[str], MaterializedSession]
 """Loads the committed projection of a session (through the writer)."""
 
 
-class ProjectorActor(ThreadingActor):
+class ProjectorActor(TellSafeActor):
     """Owns one session's in-memory projection."""
 
     def __init__(self, session_id: str, *, load: SessionLoader, write_page: PageWriter) -> None:
@@ -46,7 +45,7 @@ class ProjectorActor(ThreadingActor):
         self._write_page = write_page
         self._session: MaterializedSession | None = None
 
-    def on_receive(self, message: Any) -> Any:
+    def handle(self, message: Any) -> Any:
         if not isinstance(message, ObserveRelayEvents):
             logger.warning("projector ignored an unexpected message %r", message)
             return None

@@ -10,8 +10,8 @@ import logging
 from typing import Any
 
 import apsw
-from pykka import ThreadingActor
 
+from actors.told import TellSafeActor
 from domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRuntimeReceipt, LoadState
 from storage.materialized import load_materialized_session
 from storage.paging import load_api_events, load_runtime_receipt
@@ -22,7 +22,7 @@ __all__ = ["ReaderActor"]
 logger = logging.getLogger(__name__)
 
 
-class ReaderActor(ThreadingActor):
+class ReaderActor(TellSafeActor):
     """Answers reader messages; a failing query fails only its own ask."""
 
     def __init__(self, connection: apsw.Connection) -> None:
@@ -32,7 +32,7 @@ class ReaderActor(ThreadingActor):
     def on_stop(self) -> None:
         self._connection.close()
 
-    def on_receive(self, message: Any) -> Any:
+    def handle(self, message: Any) -> Any:
         connection = self._connection
         match message:
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import apsw
 import pykka
@@ -24,8 +24,9 @@ from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
 from actors.projector import ProjectorActor
 from actors.reader import ReaderActor
+from actors.told import Told
 from actors.writer import Job, WriterActor
-from domain.errors import InvalidInput, StoreClosed, StoreError, UnknownSession, WriterStopped
+from domain.errors import InvalidInput, StoreClosed, UnknownSession
 from domain.materialized import MaterializedSession, MaterializedSessionMutation
 from domain.messages import (
     BeginCheckpoint,
@@ -33,10 +34,8 @@ from domain.messages import (
     DeleteSession,
     FinishFailedCheckpoint,
     LoadApiEvents,
-    LoadMaterializedSession,
-    LoadRuntimeReceipt,
-    LoadState,
     ObserveRelayEvents,
+    ReaderMessage,
     RecordActivities,
     RecordStartupFault,
     RecoverInterruptedCheckpoints,
@@ -44,6 +43,7 @@ from domain.messages import (
     SaveLifecycleSession,
     SaveRequestedCheckpoint,
     SaveSession,
+    WriterMessage,
 )
 from domain.relay import RelayEvent
 from storage import activity, checkpoints, sessions
@@ -59,19 +59,8 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
-_READER_TYPES = (LoadApiEvents, LoadRuntimeReceipt, LoadMaterializedSession, LoadState)
-_WRITER_TYPES = (
-    SaveSession,
-    SaveLifecycleSession,
-    DeleteSession,
-    RecordActivities,
-    RecordStartupFault,
-    BeginCheckpoint,
-    SaveRequestedCheckpoint,
-    FinishFailedCheckpoint,
-    CorrelateCheckpointBarrier,
-    RecoverInterruptedCheckpoints,
-)
+_READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
+_WRITER_TYPES: tuple[type[Request[Any]], ...] = get_args(WriterMessage)
 
 
 def _writer_operation(message: Request[Any]) -> Callable[[apsw.Connection], Any]:
@@ -135,9 +124,6 @@ class EventStore:
     Use :meth:`open`; close with :meth:`close` or by leaving a ``with`` block.
     """
 
-    def __init__(self) -> None:
-        raise TypeError("use EventStore.open(path)")
-
     @classmethod
     def open(
         cls,
@@ -159,11 +145,9 @@ class EventStore:
             raise InvalidInput(f"readers must be at least 1, got {readers}")
         if queue_capacity < 1:
             raise InvalidInput(f"queue_capacity must be at least 1, got {queue_capacity}")
-        store = object.__new__(cls)
-        store._init(Path(path), readers, queue_capacity, synchronous, read_only, group_commit)
-        return store
+        return cls(Path(path), readers, queue_capacity, synchronous, read_only, group_commit)
 
-    def _init(
+    def __init__(
         self,
         path: Path,
         readers: int,
@@ -231,16 +215,12 @@ class EventStore:
         self._check_open()
         if isinstance(message, _WRITER_TYPES):
             self._submit(Job(type(message).__name__, _writer_operation(message)))
-            return
-        if isinstance(message, ObserveRelayEvents):
-            future = self._projector(message.session_id).ask(message, block=False)
-            future.set_get_hook  # noqa: B018 - ask, not tell: a tell failure would stop the actor
-            _log_failure(future, type(message).__name__)
-            return
-        if isinstance(message, _READER_TYPES):
-            _log_failure(self._reader().ask(message, block=False), type(message).__name__)
-            return
-        raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
+        elif isinstance(message, ObserveRelayEvents):
+            self._projector(message.session_id).tell(Told(message))
+        elif isinstance(message, _READER_TYPES):
+            self._reader().tell(Told(message))
+        else:
+            raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
 
     def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Block until an API event with ``seq`` or higher is committed.
@@ -388,23 +368,3 @@ def _file_stamp(path: Path) -> tuple[float, int] | None:
     except FileNotFoundError:
         return None
     return (info.st_mtime, info.st_size)
-
-
-def _log_failure(future: pykka.Future[Any], label: str) -> None:
-    def report(timeout: float | None) -> Any:
-        return None
-
-    del report
-    thread = threading.Thread(target=_wait_and_log, args=(future, label), daemon=True)
-    thread.start()
-
-
-def _wait_and_log(future: pykka.Future[Any], label: str) -> None:
-    try:
-        future.get()
-    except StoreError as exc:
-        logger.error("%s failed: %s", label, exc)
-    except WriterStopped as exc:  # pragma: no cover - covered by StoreError
-        logger.error("%s failed: %s", label, exc)
-    except Exception:
-        logger.exception("%s failed", label)

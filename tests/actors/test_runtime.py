@@ -250,3 +250,17 @@ def test_messages_after_close_raise_store_closed(path: Path) -> None:
         store.ask(SaveSession(record=example_session()))
     with pytest.raises(StoreClosed):
         store.tell(activity(1))
+
+
+def test_a_failing_tell_is_logged_and_stops_no_actor(
+    store: EventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    events = chain(store, turn())
+    store.tell(ObserveRelayEvents(session_id="session-1", events=[events[2]]))  # a gap
+    store.tell(LoadApiEvents(after_seq=-1))  # refused by the reader
+    report = store.ask(ObserveRelayEvents(session_id="session-1", events=events))
+    assert (report.applied, report.frontier_ordinal) == (3, 3)
+    assert [e.kind for e in all_events(store)] == ["turn_started", "turn_ended"]
+    store.close()  # every actor handles what it was sent before it stops
+    failures = [record for record in caplog.records if "told" in record.getMessage()]
+    assert len(failures) == 2
