@@ -6,6 +6,8 @@ observations; at the storage level they are inserted as the projection would wri
 
 from __future__ import annotations
 
+import hashlib
+
 import apsw
 import msgspec
 
@@ -24,6 +26,7 @@ from domain.outcomes import (
     MaterializedTurnOutcome,
     TurnOutcomeCompleted,
 )
+from domain.relay import RELAY_EVENT_GENESIS_DIGEST
 from domain.sessions import SessionRecord, SessionState, example_session
 from storage.events import insert_api_event
 from storage.paging import load_api_events
@@ -114,3 +117,10 @@ def count_rows(connection: apsw.Connection, table: str) -> int:
     value = connection.execute(f"SELECT count(*) FROM {table}").get
     assert isinstance(value, int)
     return value
+
+
+def event_digest(ordinal: int) -> str:
+    """A well-formed relay digest for ``ordinal`` (the genesis digest at 0)."""
+    if ordinal == 0:
+        return RELAY_EVENT_GENESIS_DIGEST
+    return hashlib.sha256(f"event-{ordinal}".encode()).hexdigest()

@@ -45,3 +45,9 @@ def session_db(db: apsw.Connection) -> apsw.Connection:
     """The writer's connection with the running fixture session ``session-1`` saved."""
     save_session(db, running_session())
     return db
+
+
+@pytest.fixture
+def store(session_db: apsw.Connection) -> apsw.Connection:
+    """A writer connection (fresh or migrated store) holding ``session-1``."""
+    return session_db

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import apsw
@@ -38,20 +37,9 @@ from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from storage.connection import open_reader
 from storage.materialized import load_frontier, load_materialized_session
 from storage.projection import ProjectionPage, apply_projection_page
+from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"
-
-
-@pytest.fixture
-def store(session_db: apsw.Connection) -> apsw.Connection:
-    """A writer connection (fresh or migrated store) holding ``session-1``."""
-    return session_db
-
-
-def digest(ordinal: int) -> str:
-    if ordinal == 0:
-        return RELAY_EVENT_GENESIS_DIGEST
-    return hashlib.sha256(f"event-{ordinal}".encode()).hexdigest()
 
 
 def apply(connection: apsw.Connection, mutations: list[MaterializedSessionMutation]) -> None:

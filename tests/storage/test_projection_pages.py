@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import apsw
@@ -61,21 +60,9 @@ from storage.projection import (
     apply_projection_event,
     apply_projection_page,
 )
+from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"
-
-
-@pytest.fixture
-def store(session_db: apsw.Connection) -> apsw.Connection:
-    """A writer connection (fresh or migrated store) holding ``session-1``."""
-    return session_db
-
-
-def digest(ordinal: int) -> str:
-    """A well-formed digest for ``ordinal`` (the genesis digest at 0)."""
-    if ordinal == 0:
-        return RELAY_EVENT_GENESIS_DIGEST
-    return hashlib.sha256(f"event-{ordinal}".encode()).hexdigest()
 
 
 def fault(message: str) -> ApiSessionFault:
