@@ -168,19 +168,12 @@ class EventStore:
         try:
             if not read_only:
                 handle = open_writer(path, synchronous=synchronous)
-
-                def check(_connection: apsw.Connection) -> None:
-                    handle.check_schema()
-
                 self._commits = _Commits(load_latest_seq(handle.connection))
                 self._writer = WriterActor.start(
-                    handle.connection,
+                    handle,
                     capacity=capacity,
                     group_commit=group_commit,
-                    check_schema=check,
-                    read_latest_seq=load_latest_seq,
                     on_commit=self._commits.publish,
-                    close_connection=handle.close,
                 )
                 started.append(self._writer)
             for _ in range(readers):

@@ -23,6 +23,8 @@ import pykka
 from pykka import ThreadingActor
 
 from domain.errors import StoreError, WriterStopped
+from storage.connection import WriterConnection
+from storage.paging import load_latest_seq
 
 __all__ = ["Job", "WriterActor", "blocking_job"]
 
@@ -44,28 +46,24 @@ class Job:
 
 
 class WriterActor(ThreadingActor):
-    """Runs :class:`Job` s on the single write connection, FIFO, with group commit."""
+    """Runs :class:`Job` s on the single write connection, FIFO, with group commit.
+
+    ``on_commit`` gets the newest committed API event ``seq`` after every commit.
+    """
 
     def __init__(
         self,
-        connection: apsw.Connection,
+        writer: WriterConnection,
         *,
         capacity: int,
         group_commit: bool,
-        check_schema: Callable[[apsw.Connection], None],
-        read_latest_seq: Callable[[apsw.Connection], int],
         on_commit: Callable[[int], None],
-        close_connection: Callable[[], None],
         max_batch: int = 256,
     ) -> None:
         self._capacity = capacity
         super().__init__()
-        self._connection = connection
-        self._group_commit = group_commit
-        self._check_schema = check_schema
-        self._read_latest_seq = read_latest_seq
+        self._writer = writer
         self._on_commit = on_commit
-        self._close_connection = close_connection
         self._max_batch = max_batch if group_commit else 1
         self._stopped_by: str | None = None
 
@@ -74,58 +72,52 @@ class WriterActor(ThreadingActor):
         return queue.Queue(maxsize=self._capacity)
 
     def on_stop(self) -> None:
-        self._close_connection()
+        self._writer.close()
 
     def on_receive(self, message: Any) -> Any:
         if not isinstance(message, Job):
             logger.warning("writer ignored an unexpected message %r", message)
             return None
         batch = [message]
-        deferred: list[Any] = []
+        held_back = None  # a pykka message (stop) found while draining keeps its place
         while len(batch) < self._max_batch:
             try:
                 envelope = self.actor_inbox.get_nowait()  # type: ignore[attr-defined]
             except queue.Empty:
                 break
-            if isinstance(envelope.message, Job):
-                batch.append(envelope.message)
-            else:
-                # pykka's own messages (stop) keep their place after this batch.
-                deferred.append(envelope)
+            if not isinstance(envelope.message, Job):
+                held_back = envelope
                 break
+            batch.append(envelope.message)
         self._run_batch(batch)
-        for envelope in deferred:
+        if held_back is not None:
             try:
-                result = self._handle_receive(envelope.message)
+                result = self._handle_receive(held_back.message)
             except Exception:  # noqa: BLE001 - handed to the waiting caller
-                if envelope.reply_to is not None:
-                    envelope.reply_to.set_exception()
+                if held_back.reply_to is not None:
+                    held_back.reply_to.set_exception()
             else:
-                if envelope.reply_to is not None:
-                    envelope.reply_to.set(result)
+                if held_back.reply_to is not None:
+                    held_back.reply_to.set(result)
         return None
 
     def _run_batch(self, batch: list[Job]) -> None:
         if self._stopped_by is not None:
-            self._fail_all(batch, WriterStopped(self._stopped_by))
+            _answer_all(batch, WriterStopped(self._stopped_by))
             return
-        connection = self._connection
-        results: list[tuple[Job, Any, BaseException | None]] = []
+        connection = self._writer.connection
         try:
             connection.execute("BEGIN IMMEDIATE")
         except apsw.Error as exc:
-            self._fail_all(batch, WriterStopped(f"writer could not begin a transaction: {exc}"))
+            _answer_all(batch, WriterStopped(f"writer could not begin a transaction: {exc}"))
             return
         try:
-            self._check_schema(connection)
+            self._writer.check_schema()
         except StoreError as exc:
             connection.execute("ROLLBACK")
-            self._fail_all(batch, exc)
+            _answer_all(batch, exc)
             return
-        except Exception as exc:  # noqa: BLE001 - classified below
-            connection.execute("ROLLBACK")
-            self._fail_all(batch, WriterStopped(f"schema check failed: {exc}"))
-            return
+        results: list[tuple[Job, Any, StoreError | None]] = []
         for job in batch:
             try:
                 with connection:  # a savepoint: a failure undoes only this job
@@ -147,29 +139,30 @@ class WriterActor(ThreadingActor):
             logger.error("writer stopped: %s", self._stopped_by)
             with contextlib.suppress(apsw.Error):
                 connection.execute("ROLLBACK")
-            self._fail_all(batch, WriterStopped(self._stopped_by))
+            _answer_all(batch, WriterStopped(self._stopped_by))
             return
         try:
-            self._on_commit(self._read_latest_seq(connection))
+            self._on_commit(load_latest_seq(connection))
         except Exception:
             logger.exception("commit notification failed")
         for job, value, error in results:
-            if job.reply is None:
-                if error is not None:
-                    logger.error("writer job %s failed: %s", job.label, error)
-                continue
-            if error is None:
-                job.reply.set(value)
-            else:
-                job.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
+            _answer(job, value, error)
 
-    @staticmethod
-    def _fail_all(batch: list[Job], error: StoreError) -> None:
-        for job in batch:
-            if job.reply is None:
-                logger.error("writer job %s refused: %s", job.label, error)
-            else:
-                job.reply.set_exception(exc_info=(type(error), error, None))
+
+def _answer(job: Job, value: Any, error: StoreError | None) -> None:
+    """Reply to the job's sender, or log the failure of a job nobody waits for."""
+    if error is None:
+        if job.reply is not None:
+            job.reply.set(value)
+    elif job.reply is None:
+        logger.error("writer job %s failed: %s", job.label, error)
+    else:
+        job.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
+
+
+def _answer_all(batch: list[Job], error: StoreError) -> None:
+    for job in batch:
+        _answer(job, None, error)
 
 
 def blocking_job(gate: threading.Event, entered: threading.Event) -> Job:

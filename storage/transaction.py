@@ -14,8 +14,8 @@ apsw error                                 raised
 anything else (I/O, full disk, corrupt)    :class:`~domain.errors.StoreError` (the root)
 =========================================  =============================================
 
-A plain ``StoreError`` means a failure this layer cannot classify; the writer treats
-it as one it cannot recover from.
+A plain ``StoreError`` means a failure this layer cannot classify; the writer fails
+that message (its savepoint is rolled back) and stops only when a commit itself fails.
 """
 
 from __future__ import annotations

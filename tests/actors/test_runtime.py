@@ -20,6 +20,7 @@ from domain.errors import (
     StoreClosed,
     StoreLocked,
     UnknownSession,
+    WriterStopped,
 )
 from domain.messages import (
     LoadApiEvents,
@@ -264,3 +265,23 @@ def test_a_failing_tell_is_logged_and_stops_no_actor(
     store.close()  # every actor handles what it was sent before it stops
     failures = [record for record in caplog.records if "told" in record.getMessage()]
     assert len(failures) == 2
+
+
+def test_a_failed_commit_stops_the_writer_for_every_later_message(store: EventStore) -> None:
+    from actors.writer import Job
+
+    def violate_at_commit(connection: apsw.Connection) -> None:
+        # A deferred foreign key is checked only at COMMIT, so the commit itself fails.
+        connection.execute("PRAGMA defer_foreign_keys = ON")
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('ghost', 1, '{}')"
+        )
+
+    future: pykka.Future[object] = pykka.ThreadingFuture()
+    store._submit(Job("violate", violate_at_commit, future))
+    with pytest.raises(WriterStopped, match="commit failed"):
+        future.get(timeout=5)
+    with pytest.raises(WriterStopped):
+        store.ask(activity(1))
+    with EventStore.open(store.path, read_only=True) as reader:
+        assert reader.ask(LoadApiEvents(after_seq=0)).events == []
