@@ -23,7 +23,7 @@ from actors.store import EventStore
 from domain.api_events import ApiEventFilter
 from domain.errors import InvalidInput, StoreError
 from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, SaveSession
-from domain.relay import RelayCursor, RelayEvent
+from domain.relay import RelayEvent
 from domain.runtime import HarnessKind
 from domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 from storage.connection import open_reader
@@ -140,15 +140,9 @@ def _replay_source(
     current = store.ask(LoadMaterializedSession(session_id=session_id))
     if current is None:
         store.ask(SaveSession(record=_minimal_record(session_id, args.workspace)))
-        current = store.ask(LoadMaterializedSession(session_id=session_id))
-        assert current is not None
-    frontier = RelayCursor(
-        ordinal=current.applied_event_ordinal, digest=current.applied_event_digest
-    )
+    after = None if current is None or current.applied_event_ordinal == 0 else current.frontier
     torn: list[TornTail] = []
-    reader = read_journal(
-        path, session_id=args.session, after=frontier if frontier.ordinal else None
-    )
+    reader = read_journal(path, session_id=args.session, after=after)
     reader.on_torn_tail = torn.append
     progress = _progress(source.size_bytes, session_id)
     batch: list[RelayEvent] = []

@@ -66,8 +66,7 @@ class ProjectorActor(TellSafeActor):
 
     def _observe(self, events: list[RelayEvent]) -> ProjectionReport:
         applied = already = 0
-        session = self._committed()
-        working = session
+        working = self._committed()
         page: list[tuple[RelayEvent, MaterializedSessionMutation]] = []
         for event in events:
             if event.ordinal <= working.applied_event_ordinal:

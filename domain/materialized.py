@@ -17,7 +17,7 @@ from domain.digests import is_relay_digest
 from domain.elicitation import ElicitationRequest
 from domain.errors import InvalidInput
 from domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayEvent
+from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
 from domain.wire import JSON, Wire, emitted
 
 __all__ = [
@@ -209,6 +209,11 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
     pending_elicitations: list[ElicitationRequest] = msgspec.field(default_factory=list)
     active_turn: MaterializedTurn | None = None
     last_turn_outcome: MaterializedTurnOutcome | None = None
+
+    @property
+    def frontier(self) -> RelayCursor:
+        """The cursor of the last applied relay event (ordinal 0: genesis)."""
+        return RelayCursor(ordinal=self.applied_event_ordinal, digest=self.applied_event_digest)
 
     @classmethod
     def empty(cls, session_id: str) -> MaterializedSession:
