@@ -895,8 +895,8 @@ class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _RelayEventWire(msgspec.Struct, kw_only=True):
-    format: int = RELAY_EVENT_FORMAT_V1
-    ordinal: int
+    format: Annotated[int, msgspec.Meta(ge=0, le=255)] = RELAY_EVENT_FORMAT_V1  # u8
+    ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64
     previous_digest: str = ""
     digest: str
     recorded_at_ms: int
@@ -908,8 +908,6 @@ _EVENT_DECODER = msgspec.json.Decoder(_RelayEventWire)
 _OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Decoder(
     RelayObservation
 )
-_U8 = 255
-_U64 = 2**64 - 1
 
 
 def decode_relay_event(line: bytes | str) -> RelayEvent:
@@ -939,10 +937,6 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
             else f"{text} - at `$.observation`"
         )
         raise InvalidInput(f"invalid relay observation: {text}", ordinal=wire.ordinal) from exc
-    if not 0 <= wire.format <= _U8 or not 0 <= wire.ordinal <= _U64:
-        raise InvalidInput(
-            f"invalid relay event: format {wire.format} or ordinal {wire.ordinal} out of range"
-        )
     return RelayEvent(
         format=wire.format,
         ordinal=wire.ordinal,
