@@ -22,12 +22,12 @@ import enum
 import math
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeAlias, cast
+from typing import Annotated, Any, TypeAlias, TypeGuard, cast
 
 import msgspec
 
 from domain.errors import InvalidInput
-from domain.wire import Wire, decode_json, emitted, encode
+from domain.wire import Wire, decode_json, emitted, encode, variant_type
 
 __all__ = [
     "MAX_ELICITATION_BYTES",
@@ -110,18 +110,6 @@ _KIND_FIELDS: dict[ElicitationFieldKind, frozenset[str]] = {
     ElicitationFieldKind.INTEGER: frozenset({"default", "minimum", "maximum"}),
     ElicitationFieldKind.NUMBER: frozenset({"default", "minimum", "maximum"}),
 }
-_VARIANT_FIELDS = (
-    "options",
-    "default",
-    "min_length",
-    "max_length",
-    "pattern",
-    "format",
-    "min_items",
-    "max_items",
-    "minimum",
-    "maximum",
-)
 
 
 class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -165,9 +153,7 @@ class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
                 )
         for name in ("min_length", "max_length", "min_items", "max_items"):
             count = getattr(self, name)
-            if count is not None and (
-                isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _U64_MAX
-            ):
+            if count is not None and not _is_int(count, 0, _U64_MAX):
                 raise _ShapeError(
                     f"field {_show(self.id)}: `{name}` must be a non-negative integer"
                 )
@@ -192,11 +178,7 @@ class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
         elif kind is ElicitationFieldKind.INTEGER:
             for name in ("default", "minimum", "maximum"):
                 value = getattr(self, name)
-                if value is not None and (
-                    isinstance(value, bool)
-                    or not isinstance(value, int)
-                    or not _I64_MIN <= value <= _I64_MAX
-                ):
+                if value is not None and not _is_int(value, _I64_MIN, _I64_MAX):
                     raise _ShapeError(
                         f"field {_show(self.id)}: `{name}` must be an integer that fits 64 bits"
                     )
@@ -209,6 +191,12 @@ class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
                 if number is None:
                     raise _ShapeError(f"field {_show(self.id)}: `{name}` must be a finite number")
                 setattr(self, name, number)
+
+
+_VARIANT_FIELDS = ElicitationField.__struct_fields__[
+    ElicitationField.__struct_fields__.index("kind") + 1 :
+]
+"""The fields of some kinds only, in declaration (wire) order: those after ``kind``."""
 
 
 class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -296,8 +284,17 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
         validate_response(self, response)
 
 
+class _Response(Wire, kw_only=True):
+    """Base of the response variants, which are tagged on ``action``."""
+
+    @property
+    def action_name(self) -> str:
+        """The wire tag: ``"accept"``, ``"decline"`` or ``"cancel"``."""
+        return variant_type(self)
+
+
 class ElicitationAccept(
-    Wire, kw_only=True, tag_field="action", tag="accept", forbid_unknown_fields=True
+    _Response, kw_only=True, tag_field="action", tag="accept", forbid_unknown_fields=True
 ):
     """The user answered: field id → value. ``content`` is omitted when empty.
 
@@ -323,28 +320,13 @@ class ElicitationAccept(
             content[key] = value
         self.content = content
 
-    @property
-    def action_name(self) -> str:
-        """The wire tag: ``"accept"``."""
-        return "accept"
 
-
-class ElicitationDecline(Wire, kw_only=True, tag_field="action", tag="decline"):
+class ElicitationDecline(_Response, kw_only=True, tag_field="action", tag="decline"):
     """The user declined to answer (extra keys are ignored on read, as serde does)."""
 
-    @property
-    def action_name(self) -> str:
-        """The wire tag: ``"decline"``."""
-        return "decline"
 
-
-class ElicitationCancel(Wire, kw_only=True, tag_field="action", tag="cancel"):
+class ElicitationCancel(_Response, kw_only=True, tag_field="action", tag="cancel"):
     """The user dismissed the form (extra keys are ignored on read, as serde does)."""
-
-    @property
-    def action_name(self) -> str:
-        """The wire tag: ``"cancel"``."""
-        return "cancel"
 
 
 ElicitationResponse: TypeAlias = ElicitationAccept | ElicitationDecline | ElicitationCancel
@@ -433,17 +415,17 @@ def validate_field_value(field: ElicitationField, value: ElicitationValue) -> No
     if kind is ElicitationFieldKind.BOOLEAN and isinstance(value, bool):
         return
     if isinstance(value, bool):
-        raise InvalidInput(f"{label} has an incompatible value: expected {_expected(kind)}")
+        raise InvalidInput(f"{label} has an incompatible value: expected {_EXPECTED[kind]}")
     if kind is ElicitationFieldKind.INTEGER and isinstance(value, int):
         _check_range(field, value, label)
         return
     if kind is ElicitationFieldKind.NUMBER and isinstance(value, (int, float)):
-        number = float(value)
-        if not math.isfinite(number):
+        number = _finite_float(value)
+        if number is None:
             raise InvalidInput(f"{label} is outside the allowed range; use a finite number")
         _check_range(field, number, label)
         return
-    raise InvalidInput(f"{label} has an incompatible value: expected {_expected(kind)}")
+    raise InvalidInput(f"{label} has an incompatible value: expected {_EXPECTED[kind]}")
 
 
 # --- ACP parsing helpers -------------------------------------------------------------------
@@ -507,7 +489,7 @@ def _parse_field(field_id: str, value: object, required: bool) -> ElicitationFie
         kind = ElicitationFieldKind.MULTI_SELECT
         variant = {
             "options": options,
-            "default": _optional_string_list(schema, "default", where) or None,
+            "default": _optional_string_list(schema, "default", where),
             "min_items": _optional_count(schema, "minItems", where),
             "max_items": _optional_count(schema, "maxItems", where),
         }
@@ -569,7 +551,7 @@ def _string_options(schema: Mapping[str, Any], where: str) -> list[ElicitationOp
     return []
 
 
-def _options(schema: Mapping[str, Any], key: str, where: str) -> list[ElicitationOption]:
+def _option_list(schema: Mapping[str, Any], key: str, where: str) -> list[Any]:
     values = schema.get(key)
     if not isinstance(values, list):
         raise InvalidInput(f"{where}.{key} must be an array")
@@ -577,8 +559,12 @@ def _options(schema: Mapping[str, Any], key: str, where: str) -> list[Elicitatio
         raise InvalidInput(
             f"{where}.{key} has {len(values)} options; at most {MAX_OPTIONS} are allowed"
         )
+    return values
+
+
+def _options(schema: Mapping[str, Any], key: str, where: str) -> list[ElicitationOption]:
     options: list[ElicitationOption] = []
-    for index, entry in enumerate(values):
+    for index, entry in enumerate(_option_list(schema, key, where)):
         option_where = f"{where}.{key}[{index}]"
         option = _object(entry, option_where)
         value = _string(option, "const", option_where)
@@ -603,15 +589,8 @@ def _options(schema: Mapping[str, Any], key: str, where: str) -> list[Elicitatio
 
 
 def _enum_options(schema: Mapping[str, Any], where: str) -> list[ElicitationOption]:
-    values = schema.get("enum")
-    if not isinstance(values, list):
-        raise InvalidInput(f"{where}.enum must be an array")
-    if len(values) > MAX_OPTIONS:
-        raise InvalidInput(
-            f"{where}.enum has {len(values)} options; at most {MAX_OPTIONS} are allowed"
-        )
     options: list[ElicitationOption] = []
-    for index, value in enumerate(values):
+    for index, value in enumerate(_option_list(schema, "enum", where)):
         if not isinstance(value, str):
             raise InvalidInput(f"{where}.enum[{index}] must be a string")
         options.append(ElicitationOption(value=value, title=value))
@@ -655,7 +634,7 @@ def _optional_count(body: Mapping[str, Any], key: str, where: str) -> int | None
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+    if not _is_int(value, 0, _U64_MAX):
         raise InvalidInput(f"{where}.{key} must be a non-negative integer")
     return value
 
@@ -664,7 +643,7 @@ def _optional_i64(body: Mapping[str, Any], key: str, where: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not _I64_MIN <= value <= _I64_MAX:
+    if not _is_int(value, _I64_MIN, _I64_MAX):
         raise InvalidInput(f"{where}.{key} must be an integer that fits 64 bits")
     return value
 
@@ -692,8 +671,14 @@ def _optional_bool(body: Mapping[str, Any], key: str, where: str) -> bool | None
 
 def _optional_string_list(body: Mapping[str, Any], key: str, where: str) -> list[str] | None:
     value = body.get(key)
-    if value is None:
-        return None
+    return None if value is None else _string_list(value, key, where)
+
+
+def _string_set(body: Mapping[str, Any], key: str, where: str) -> set[str]:
+    return set(_string_list(body[key], key, where)) if key in body else set()
+
+
+def _string_list(value: object, key: str, where: str) -> list[str]:
     if not isinstance(value, list):
         raise InvalidInput(f"{where}.{key} must be an array")
     if not all(isinstance(entry, str) for entry in value):
@@ -701,15 +686,9 @@ def _optional_string_list(body: Mapping[str, Any], key: str, where: str) -> list
     return list(value)
 
 
-def _string_set(body: Mapping[str, Any], key: str, where: str) -> set[str]:
-    if key not in body:
-        return set()
-    value = body[key]
-    if not isinstance(value, list):
-        raise InvalidInput(f"{where}.{key} must be an array")
-    if not all(isinstance(entry, str) for entry in value):
-        raise InvalidInput(f"{where}.{key} entries must be strings")
-    return set(value)
+def _is_int(value: object, low: int, high: int) -> TypeGuard[int]:
+    """An integer (not a boolean) within ``low..=high``."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _finite_float(value: object) -> float | None:
@@ -736,15 +715,15 @@ def _label(field: ElicitationField) -> str:
     return f"{_show(field.title)} (field {_show(field.id)})"
 
 
-def _expected(kind: ElicitationFieldKind) -> str:
-    return {
-        ElicitationFieldKind.TEXT: "a string",
-        ElicitationFieldKind.SINGLE_SELECT: "one option value (a string)",
-        ElicitationFieldKind.MULTI_SELECT: "an array of option values",
-        ElicitationFieldKind.BOOLEAN: "true or false",
-        ElicitationFieldKind.INTEGER: "an integer",
-        ElicitationFieldKind.NUMBER: "a number",
-    }[kind]
+_EXPECTED = {
+    ElicitationFieldKind.TEXT: "a string",
+    ElicitationFieldKind.SINGLE_SELECT: "one option value (a string)",
+    ElicitationFieldKind.MULTI_SELECT: "an array of option values",
+    ElicitationFieldKind.BOOLEAN: "true or false",
+    ElicitationFieldKind.INTEGER: "an integer",
+    ElicitationFieldKind.NUMBER: "a number",
+}
+"""What an answer to each kind must be, for messages."""
 
 
 def _is_blank(text: str) -> bool:

@@ -35,6 +35,7 @@ from typing import Annotated, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from domain.digests import is_relay_digest
 from domain.errors import InvalidInput
 from domain.runtime import HarnessKind
 from domain.wire import JSON, Wire, emitted
@@ -209,7 +210,7 @@ class CheckpointMetadata(Wire, kw_only=True, forbid_unknown_fields=True):
         """Raise :class:`InvalidInput` unless the path, digest and timestamp are usable."""
         if not self.archive_path:
             raise InvalidInput("checkpoint archive path is empty; record where the archive lives")
-        if len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256):
+        if not is_relay_digest(self.sha256):
             raise InvalidInput(
                 f"checkpoint SHA-256 must be 64 lowercase hexadecimal characters, not {_quoted(self.sha256)}"
             )
@@ -762,11 +763,10 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
         names the offending field.
         """
         validate_id("session", self.id)
-        session = self.id
         try:
             self._validate_fields(map_key)
         except InvalidInput as error:
-            raise error.located(session_id=session) from None
+            raise error.located(session_id=self.id) from None
 
     def _validate_fields(self, map_key: str | None) -> None:
         if map_key is not None and map_key != self.id:

@@ -130,6 +130,7 @@ class Worker:
         self.digest = RELAY_EVENT_GENESIS_DIGEST
         self.active = bytearray()
         self.active_first = 1
+        self.native_session_id = f"native-{session_id[:8]}"
         self.journal = root / "relay-journal"
         self.journal.mkdir(parents=True)
         self.lines: dict[int, bytes] = {}
@@ -209,7 +210,7 @@ class Worker:
             after_ms=900,
         )
         self.emit(
-            SessionOpened.of(native_session_id=f"native-{self.session_id[:8]}", resumed=resumed),
+            SessionOpened.of(native_session_id=self.native_session_id, resumed=resumed),
             after_ms=350,
         )
 
@@ -330,57 +331,70 @@ class Worker:
         )
 
     def permission(self, title: str) -> None:
-        request_id = self.next_id("tool-permission")
+        self.elicit(
+            self.next_id("tool-permission"),
+            f"Kimi Code requests permission:\n{title}",
+            {
+                "choice": {
+                    "type": "string",
+                    "title": "Permission",
+                    "oneOf": [
+                        {"const": "approve_once", "title": "Approve once"},
+                        {"const": "approve_always", "title": "Approve for this session"},
+                        {"const": "reject", "title": "Reject"},
+                    ],
+                }
+            },
+            required=["choice"],
+            shown_ms=80,
+            answered_ms=4200,
+        )
+
+    def question(self, message: str, field_title: str) -> None:
+        self.elicit(
+            self.next_id("question"),
+            message,
+            {
+                "answer": {"type": "string", "title": field_title, "minLength": 1},
+                "remember": {
+                    "type": "boolean",
+                    "title": "Use this for the rest of the session",
+                    "default": False,
+                },
+            },
+            required=["answer"],
+            shown_ms=90,
+            answered_ms=21000,
+        )
+
+    def elicit(
+        self,
+        request_id: str,
+        message: str,
+        properties: JSON,
+        *,
+        required: list[str],
+        shown_ms: int,
+        answered_ms: int,
+    ) -> None:
+        """Ask a form question ``shown_ms`` from now; it is accepted ``answered_ms`` later."""
         request = ElicitationRequest.from_acp_params(
             request_id,
             {
                 "mode": "form",
-                "sessionId": f"native-{self.session_id[:8]}",
-                "message": f"Kimi Code requests permission:\n{title}",
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {
-                        "choice": {
-                            "type": "string",
-                            "title": "Permission",
-                            "oneOf": [
-                                {"const": "approve_once", "title": "Approve once"},
-                                {"const": "approve_always", "title": "Approve for this session"},
-                                {"const": "reject", "title": "Reject"},
-                            ],
-                        }
-                    },
-                    "required": ["choice"],
-                },
-            },
-        )
-        self.emit(ElicitationRequested.of(request=request), after_ms=80)
-        self.emit(ElicitationResolved.of(elicitation_id=request.id, action="accept"), after_ms=4200)
-
-    def question(self, message: str, field_title: str) -> None:
-        request = ElicitationRequest.from_acp_params(
-            self.next_id("question"),
-            {
-                "mode": "form",
-                "sessionId": f"native-{self.session_id[:8]}",
+                "sessionId": self.native_session_id,
                 "message": message,
                 "requestedSchema": {
                     "type": "object",
-                    "properties": {
-                        "answer": {"type": "string", "title": field_title, "minLength": 1},
-                        "remember": {
-                            "type": "boolean",
-                            "title": "Use this for the rest of the session",
-                            "default": False,
-                        },
-                    },
-                    "required": ["answer"],
+                    "properties": properties,
+                    "required": required,
                 },
             },
         )
-        self.emit(ElicitationRequested.of(request=request), after_ms=90)
+        self.emit(ElicitationRequested.of(request=request), after_ms=shown_ms)
         self.emit(
-            ElicitationResolved.of(elicitation_id=request.id, action="accept"), after_ms=21000
+            ElicitationResolved.of(elicitation_id=request.id, action="accept"),
+            after_ms=answered_ms,
         )
 
     def end_prompt(self, command_id: str, *, tokens: int, kind: bool = True) -> None:

@@ -219,6 +219,18 @@ def test_a_tie_on_the_last_ordinal_goes_to_active(tmp_path):
     assert {name for ordinal, name, _ in read if ordinal > 10} == {"active.jsonl"}
 
 
+def test_the_range_of_active_skips_blank_bad_oversized_and_torn_lines_at_either_end(tmp_path):
+    events = make_events(6)
+    journal = tmp_path / "relay-journal"
+    oversized = b'{"ordinal":99' + b" " * MAX_RELAY_LINE_BYTES + b"}"
+    body = b"\n{oops\n" + lines(events[1:5]) + b"  \n" + oversized + b"\n" + b'{"ordinal":77}'
+    write(journal / "active.jsonl", body)
+
+    (active,) = resolve_source(journal).files
+
+    assert (active.active, active.first, active.last) == (True, 2, 5)
+
+
 def test_temporaries_and_stale_active_files_are_never_read(tmp_path):
     root, events = worker_root(tmp_path)
     journal = root / "relay-journal"
