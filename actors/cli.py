@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from actors.journals import Location, TornTail, read_journal, resolve_source, verify_sources
+from actors.journals import JournalReader, Location, TornTail, resolve_source, verify_sources
 from actors.projector import PAGE_SIZE
 from actors.store import EventStore
 from domain.api_events import ApiEventFilter
@@ -142,7 +142,7 @@ def _replay_source(
         store.ask(SaveSession(record=_minimal_record(session_id, args.workspace)))
     after = None if current is None or current.applied_event_ordinal == 0 else current.frontier
     torn: list[TornTail] = []
-    reader = read_journal(path, session_id=args.session, after=after)
+    reader = JournalReader(source, after=after)
     reader.on_torn_tail = torn.append
     progress = _progress(source.size_bytes, session_id)
     batch: list[RelayEvent] = []
