@@ -9,11 +9,13 @@ revived. A startup fault of a session that does not exist is dropped the same wa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 import apsw
 
 from domain.api_events import ApiActivityChanged, ApiActivityState, ApiSessionFault
+from domain.errors import UnknownSession
 from domain.outcomes import OutcomeReason
 from domain.wire import encode
 from storage.events import insert_api_event
@@ -21,6 +23,12 @@ from storage.sessions import current_time_ms
 from storage.transaction import transaction
 
 __all__ = ["record_activities", "record_startup_fault"]
+
+# No row: the session does not exist. Else the activity last published for it, or NULL.
+_PUBLISHED = """
+SELECT (SELECT body FROM api_session_activity WHERE session_id = ?1)
+FROM sessions WHERE session_id = ?1
+"""
 
 
 def record_activities(
@@ -31,16 +39,11 @@ def record_activities(
     """Append ``activity_changed`` for every changed activity in ``activities``, in order."""
     with transaction(connection, "record session activity"):
         for session_id, activity in activities:
-            exists = connection.execute(
-                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            if exists is None:
-                continue
+            published = connection.execute(_PUBLISHED, (session_id,)).fetchone()
+            if published is None:
+                continue  # never saved, or deleted: do not revive it
             body = encode(activity).decode()
-            previous = connection.execute(
-                "SELECT body FROM api_session_activity WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            if previous is not None and previous[0] == body:
+            if published[0] == body:
                 continue
             insert_api_event(
                 connection, session_id, recorded_at_ms, ApiActivityChanged.of(activity=activity)
@@ -56,16 +59,8 @@ def record_startup_fault(
     connection: apsw.Connection, session_id: str, message: str, *, now_ms: int | None = None
 ) -> None:
     """Append ``session_fault`` (``startup_failed``) for an existing session; else nothing."""
-    with transaction(connection, f"record a startup fault of session {session_id}"):
-        exists = connection.execute(
-            "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if exists is not None:
-            insert_api_event(
-                connection,
-                session_id,
-                current_time_ms(now_ms),
-                ApiSessionFault.of(
-                    reason=OutcomeReason.STARTUP_FAILED, message=message, command_id=None
-                ),
-            )
+    event = ApiSessionFault.of(
+        reason=OutcomeReason.STARTUP_FAILED, message=message, command_id=None
+    )
+    with contextlib.suppress(UnknownSession):  # the insert is undone; nothing is written
+        insert_api_event(connection, session_id, current_time_ms(now_ms), event)

@@ -19,10 +19,16 @@ import msgspec
 
 from domain.api_events import ApiCommandEnded
 from domain.errors import InvalidInput, LifecycleConflict, UnknownSession
-from domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
+from domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
 from domain.sessions import SessionRecord, SessionState
+from domain.wire import decode_json
 from storage.events import insert_api_event
-from storage.sessions import current_time_ms, load_session, update_lifecycle_fields
+from storage.sessions import (
+    current_time_ms,
+    load_session,
+    merge_lifecycle_fields,
+    update_lifecycle_fields,
+)
 from storage.transaction import transaction
 
 __all__ = [
@@ -44,8 +50,6 @@ RECOVERED_CHECKPOINT_ERROR = (
 )
 """The ``last_checkpoint_error`` recovery leaves on a session it returns to running."""
 
-_LIFECYCLE_OPERATIONS = ("checkpointing", "closing", "destroying")
-
 
 def begin_checkpoint(
     connection: apsw.Connection,
@@ -65,14 +69,13 @@ def begin_checkpoint(
     session.validate()
     _require_command_id(command_id)
     with transaction(connection, f"begin checkpoint {command_id} of session {session.id}"):
-        row = connection.execute(
-            "SELECT state FROM sessions WHERE session_id = ?", (session.id,)
-        ).fetchone()
-        if row is None:
+        stored = load_session(connection, session.id)
+        if stored is None:
             raise UnknownSession(session.id)
-        if row[0] in _LIFECYCLE_OPERATIONS:
+        if stored.state.is_lifecycle_operation:
             raise LifecycleConflict(
-                f"session {session.id} is already in a lifecycle operation ({row[0]}); "
+                f"session {session.id} is already in a lifecycle operation "
+                f"({stored.state.value}); "
                 "wait for it to finish before starting a checkpoint",
                 session_id=session.id,
             )
@@ -98,7 +101,7 @@ def begin_checkpoint(
             "INSERT INTO checkpoint_operations(session_id, command_id) VALUES (?, ?)",
             (session.id, command_id),
         )
-        update_lifecycle_fields(connection, session, now_ms=now_ms)
+        merge_lifecycle_fields(connection, stored, session, now_ms=now_ms)
 
 
 def save_requested_checkpoint(
@@ -117,7 +120,8 @@ def save_requested_checkpoint(
     """
     session.validate()
     with transaction(connection, f"save checkpoint {command_id} of session {session.id}"):
-        if not _owns(connection, session.id, command_id):
+        related = _owned_operation(connection, session.id, command_id)
+        if related is None:
             raise LifecycleConflict(
                 f"checkpoint operation {command_id} no longer owns session {session.id}; "
                 "its result was not saved",
@@ -131,7 +135,9 @@ def save_requested_checkpoint(
         update_lifecycle_fields(
             connection, session, now_ms=now_ms, also=("native_session_id", "checkpoint")
         )
-        _finish(connection, session.id, CommandResultKind.SUCCEEDED, None, None, now_ms)
+        _finish(
+            connection, session.id, command_id, related, CommandResultKind.SUCCEEDED, now_ms=now_ms
+        )
 
 
 def finish_failed_checkpoint(
@@ -152,14 +158,15 @@ def finish_failed_checkpoint(
     """
     session.validate()
     with transaction(connection, f"finish checkpoint {command_id} of session {session.id}"):
-        if not _owns(connection, session.id, command_id):
+        related = _owned_operation(connection, session.id, command_id)
+        if related is None:
             return
         update_lifecycle_fields(connection, session, now_ms=now_ms)
         if deferred:
             outcome, reason = CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED
         else:
             outcome, reason = CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED
-        _finish(connection, session.id, outcome, reason, message, now_ms)
+        _finish(connection, session.id, command_id, related, outcome, reason, message, now_ms)
 
 
 def correlate_checkpoint_barrier(
@@ -195,13 +202,16 @@ def recover_interrupted_checkpoints(
     if not updated_at.strip():
         raise InvalidInput("checkpoint recovery timestamp is empty; pass an RFC 3339 time")
     with transaction(connection, "recover interrupted checkpoints"):
-        sessions = connection.execute(
-            "SELECT session_id FROM checkpoint_operations ORDER BY session_id"
+        operations = connection.execute(
+            "SELECT session_id, command_id, related_command_ids FROM checkpoint_operations"
+            " ORDER BY session_id"
         ).fetchall()
-        for (session_id,) in sessions:
+        for session_id, command_id, related in operations:
             _finish(
                 connection,
                 str(session_id),
+                str(command_id),
+                str(related),
                 CommandResultKind.FAILED,
                 OutcomeReason.CONTROLLER_RESTARTED,
                 RECOVERED_CHECKPOINT_MESSAGE,
@@ -219,7 +229,7 @@ def recover_interrupted_checkpoints(
                 updated_at=updated_at,
                 last_checkpoint_error=RECOVERED_CHECKPOINT_ERROR,
             )
-            update_lifecycle_fields(connection, recovered, now_ms=now_ms)
+            merge_lifecycle_fields(connection, stored, recovered, now_ms=now_ms)
     return len(interrupted)
 
 
@@ -228,54 +238,41 @@ def _require_command_id(command_id: str) -> None:
         raise InvalidInput("checkpoint command id is blank; pass the command's id")
 
 
-def _owns(connection: apsw.Connection, session_id: str, command_id: str) -> bool:
+def _owned_operation(connection: apsw.Connection, session_id: str, command_id: str) -> str | None:
+    """The related ids (JSON) of the session's operation if ``command_id`` owns it, else None."""
     row = connection.execute(
-        "SELECT 1 FROM checkpoint_operations WHERE session_id = ? AND command_id = ?",
+        "SELECT related_command_ids FROM checkpoint_operations"
+        " WHERE session_id = ? AND command_id = ?",
         (session_id, command_id),
     ).fetchone()
-    return row is not None
+    return None if row is None else str(row[0])
 
 
 def _finish(
     connection: apsw.Connection,
     session_id: str,
+    command_id: str,
+    related: str,
     outcome: CommandResultKind,
-    reason: OutcomeReason | None,
-    message: str | None,
-    now_ms: int | None,
+    reason: OutcomeReason | None = None,
+    message: str | None = None,
+    now_ms: int | None = None,
 ) -> None:
-    """Append the operation's one ``command_ended`` and consume its row; no row: no-op."""
-    row = connection.execute(
-        "SELECT command_id, related_command_ids FROM checkpoint_operations WHERE session_id = ?",
-        (session_id,),
-    ).fetchone()
-    if row is None:
-        return
-    command_id, related = row
+    """Append the operation's one ``command_ended`` and consume its row."""
     insert_api_event(
         connection,
         session_id,
         current_time_ms(now_ms),
-        ApiCommandEnded(
-            data=_result(str(command_id), outcome, reason, message, str(related)),
+        ApiCommandEnded.of(
+            owner=CommandOwner.DAEMON,
+            command_id=command_id,
+            command_kind=CHECKPOINT_COMMAND_KIND,
+            outcome=outcome,
+            reason=reason,
+            message=message,
+            related_command_ids=decode_json(
+                related, list[str], what="related command ids of a checkpoint operation"
+            ),
         ),
     )
     connection.execute("DELETE FROM checkpoint_operations WHERE session_id = ?", (session_id,))
-
-
-def _result(
-    command_id: str,
-    outcome: CommandResultKind,
-    reason: OutcomeReason | None,
-    message: str | None,
-    related: str,
-) -> CommandResult:
-    return CommandResult(
-        owner=CommandOwner.DAEMON,
-        command_id=command_id,
-        command_kind=CHECKPOINT_COMMAND_KIND,
-        outcome=outcome,
-        reason=reason,
-        message=message,
-        related_command_ids=msgspec.json.decode(related, type=list[str]),
-    )

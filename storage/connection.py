@@ -201,7 +201,7 @@ def _configure(connection: apsw.Connection) -> None:
 
 
 def _acquire(path: str) -> int:
-    lock = path + ".lock"
+    lock = lock_path(path)
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:

@@ -18,7 +18,7 @@ import os
 
 import apsw
 
-from storage.schema import tables_ddl
+from storage.schema import create_store_schema
 
 __all__ = ["LEGACY_SCHEMA_VERSION", "LEGACY_TRIGGERS_DDL", "create_legacy_store"]
 
@@ -60,18 +60,6 @@ def create_legacy_store(path: str | os.PathLike[str]) -> None:
             if int(connection.pragma("user_version")) != 0:
                 msg = f"{os.fspath(path)} already holds a store"
                 raise FileExistsError(msg)
-            connection.execute(tables_ddl())
-            connection.execute(LEGACY_TRIGGERS_DDL)
-            connection.execute(
-                "INSERT INTO schema_compatibility(singleton, minimum_compatible_version)"
-                " VALUES (1, ?)",
-                (LEGACY_SCHEMA_VERSION,),
-            )
-            connection.execute(
-                "INSERT INTO schema_migrations(version, applied_at)"
-                " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-                (LEGACY_SCHEMA_VERSION,),
-            )
-            connection.execute(f"PRAGMA user_version = {LEGACY_SCHEMA_VERSION}")
+            create_store_schema(connection, LEGACY_SCHEMA_VERSION, LEGACY_TRIGGERS_DDL)
     finally:
         connection.close()

@@ -37,7 +37,8 @@ import msgspec
 from domain.api_events import ApiLegacyNotice, ApiTurnEnded
 from domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
 from domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
-from domain.wire import decode_json, encode
+from domain.wire import decode_json
+from storage.events import encode_event_body
 from storage.transaction import store_error, transaction
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SchemaState",
     "check_writer_schema",
+    "create_store_schema",
     "ensure_supported",
     "migrate_schema",
     "read_schema_state",
@@ -69,6 +71,22 @@ CREATE TABLE IF NOT EXISTS checkpoint_operations (
 def tables_ddl() -> str:
     """The DDL of the tables revisions 1 and 2 share (``storage/tables.sql``)."""
     return resources.files("storage").joinpath("tables.sql").read_text(encoding="utf-8")
+
+
+def create_store_schema(connection: apsw.Connection, revision: int, ddl: str) -> None:
+    """Create the shared tables plus ``ddl`` in an empty store and stamp it ``revision``.
+
+    The floor and the one ledger row are ``revision`` too. Runs inside the caller's
+    transaction; revision 2 passes :data:`CHECKPOINT_OPERATIONS_DDL`, the legacy
+    fixture its triggers.
+    """
+    connection.execute(tables_ddl())
+    connection.execute(ddl)
+    connection.execute(
+        "INSERT INTO schema_compatibility(singleton, minimum_compatible_version) VALUES (1, ?)",
+        (revision,),
+    )
+    _record_revision(connection, revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +130,14 @@ def read_schema_state(connection: apsw.Connection) -> SchemaState:
             raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path) from exc
     assert row is not None
     count, singleton, floor, ledger = row
-    valid = (
+    if not (
         count == 1
         and singleton == 1
         and isinstance(floor, int)
         and ledger == revision
         and 1 <= floor <= revision
-    )
-    if not valid:
+    ):
         raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
-    assert isinstance(floor, int)
     return SchemaState(revision=revision, minimum_compatible=floor)
 
 
@@ -166,15 +182,15 @@ def migrate_schema(connection: apsw.Connection) -> int:
     for a store this build must not touch, and :class:`~domain.errors.InvalidInput`
     (store unchanged) when a legacy event body cannot be migrated.
     """
-    path = connection.filename or None
     state = read_schema_state(connection)
-    if state.revision == 0:
-        _create_baseline(connection)
-    elif state.revision < SCHEMA_VERSION:
-        for revision in range(state.revision + 1, SCHEMA_VERSION + 1):
-            _MIGRATIONS[revision](connection)
-    state = read_schema_state(connection)
-    ensure_supported(state, path=path)
+    if state.revision < SCHEMA_VERSION:
+        if state.revision == 0:
+            _create_baseline(connection)
+        else:
+            for revision in range(state.revision + 1, SCHEMA_VERSION + 1):
+                _MIGRATIONS[revision](connection)
+        state = read_schema_state(connection)
+    ensure_supported(state, path=connection.filename or None)
     return state.revision
 
 
@@ -185,13 +201,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
     with _step(connection, "create the relaystore schema"):
         if int(connection.pragma("user_version")) != 0:
             return  # another connection created it while we waited for the lock
-        connection.execute(tables_ddl())
-        connection.execute(CHECKPOINT_OPERATIONS_DDL)
-        connection.execute(
-            "INSERT INTO schema_compatibility(singleton, minimum_compatible_version) VALUES (1, ?)",
-            (SCHEMA_VERSION,),
-        )
-        _record_revision(connection, SCHEMA_VERSION)
+        create_store_schema(connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL)
 
 
 def _migrate_to_typed_events(connection: apsw.Connection) -> None:
@@ -256,7 +266,7 @@ def _migrate_event_outcomes(connection: apsw.Connection) -> None:
                 session_id=str(session_id),
                 path=connection.filename or None,
             ) from exc
-        updates.append((encode(event).decode(), seq))
+        updates.append((encode_event_body(event), seq))
     connection.executemany("UPDATE api_events SET body = ? WHERE seq = ?", updates)
 
 
@@ -276,13 +286,11 @@ def _step(connection: apsw.Connection, action: str) -> Iterator[None]:
         connection.execute("BEGIN IMMEDIATE")
         try:
             yield
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+            connection.execute("COMMIT")
+        finally:
+            if connection.in_transaction:  # the step or its COMMIT failed
+                connection.execute("ROLLBACK")
     except apsw.Error as exc:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
         raise store_error(exc, action, connection) from exc
 
 

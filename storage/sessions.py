@@ -40,6 +40,7 @@ __all__ = [
     "delete_session",
     "load_session",
     "load_state",
+    "merge_lifecycle_fields",
     "save_lifecycle_session",
     "save_session",
     "update_lifecycle_fields",
@@ -84,12 +85,20 @@ ON CONFLICT(session_id) DO UPDATE SET
 """
 
 _SELECT = """
-SELECT s.record_json, c.archive_path, c.sha256, c.created_at, c.event_frontier
+SELECT s.session_id, s.record_json, c.archive_path, c.sha256, c.created_at, c.event_frontier
 FROM sessions s LEFT JOIN session_checkpoints c ON c.session_id = s.session_id
 """
 
-
-_SELECT_ALL = _SELECT.replace("SELECT ", "SELECT s.session_id, ", 1) + " ORDER BY s.session_id"
+# A sessions row exists only under its context (foreign key), so one lookup of the
+# context also tells what the session row last stored; viewed_through_event_ordinal is
+# NOT NULL, so NULL there means there is no session row. (Scalar subqueries: SQLite
+# runs this shape several times faster than the equivalent LEFT JOIN.)
+_STORED_CONTEXT = """
+SELECT bundle_id, workspace_id,
+    (SELECT last_error FROM sessions WHERE session_id = ?1),
+    (SELECT viewed_through_event_ordinal FROM sessions WHERE session_id = ?1)
+FROM session_contexts WHERE session_id = ?1
+"""
 
 
 def current_time_ms(now_ms: int | None = None) -> int:
@@ -110,12 +119,12 @@ def save_session(
     """
     record.validate()
     with transaction(connection, f"save session {record.id}"):
-        context = connection.execute(
-            "SELECT bundle_id, workspace_id FROM session_contexts WHERE session_id = ?",
-            (record.id,),
-        ).fetchone()
-        if context is not None:
-            bundle, workspace = context
+        row = connection.execute(_STORED_CONTEXT, (record.id,)).fetchone()
+        if row is None:
+            _create_context(connection, record)
+            previous_error, viewed = None, None
+        else:
+            bundle, workspace, previous_error, viewed = row
             if bundle != record.bundle_id:
                 raise InvalidInput(
                     f"was already associated with bundle {bundle}, not {record.bundle_id}; "
@@ -128,31 +137,13 @@ def save_session(
                     "a session id keeps its workspace, so save this record under a new id",
                     session_id=record.id,
                 )
-        else:
+        _write(connection, record, previous_error, viewed or 0, now_ms)
+        if viewed is None:  # new session row; its projection row is deleted with it
             connection.execute(
-                "INSERT INTO workspaces(workspace_id, created_at)"
-                " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
-                " ON CONFLICT(workspace_id) DO NOTHING",
-                (record.workspace_id,),
+                "INSERT INTO materialized_sessions(session_id) VALUES (?)"
+                " ON CONFLICT(session_id) DO NOTHING",
+                (record.id,),
             )
-            connection.execute(
-                "INSERT INTO session_contexts(session_id, bundle_id, created_at, workspace_id)"
-                " VALUES (?, ?, ?, ?)",
-                (record.id, record.bundle_id, record.created_at, record.workspace_id),
-            )
-        stored = connection.execute(
-            "SELECT last_error, viewed_through_event_ordinal FROM sessions WHERE session_id = ?",
-            (record.id,),
-        ).fetchone()
-        previous_error, viewed = stored if stored is not None else (None, 0)
-        merged = _forward_viewed(record, viewed)
-        _write(connection, merged)
-        connection.execute(
-            "INSERT INTO materialized_sessions(session_id) VALUES (?)"
-            " ON CONFLICT(session_id) DO NOTHING",
-            (record.id,),
-        )
-        _record_fault_transition(connection, merged, previous_error, now_ms)
 
 
 def save_lifecycle_session(
@@ -180,16 +171,35 @@ def update_lifecycle_fields(
     Raises :class:`~domain.errors.UnknownSession` when the session does not exist.
     """
     with transaction(connection, f"update the lifecycle of session {record.id}"):
-        stored = load_session(connection, record.id)
+        stored = _load(connection, record.id)
         if stored is None:
             raise UnknownSession(record.id)
-        changes = {name: getattr(record, name) for name in (*LIFECYCLE_FIELDS, *also)}
-        changes["viewed_through_event_ordinal"] = max(
-            stored.viewed_through_event_ordinal, record.viewed_through_event_ordinal
-        )
-        merged = msgspec.structs.replace(stored, **changes)
-        _write(connection, merged)
-        _record_fault_transition(connection, merged, stored.last_error, now_ms)
+        merge_lifecycle_fields(connection, stored, record, now_ms=now_ms, also=also)
+
+
+def merge_lifecycle_fields(
+    connection: apsw.Connection,
+    stored: SessionRecord,
+    record: SessionRecord,
+    *,
+    now_ms: int | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """:func:`update_lifecycle_fields` for a caller that already loaded ``stored``.
+
+    ``stored`` must be the session's record as loaded inside the caller's open
+    transaction; ``record`` is not validated.
+    """
+    names = (*LIFECYCLE_FIELDS, "viewed_through_event_ordinal", *also)
+    merged = msgspec.structs.replace(stored, **{name: getattr(record, name) for name in names})
+    _write(
+        connection,
+        merged,
+        stored.last_error,
+        stored.viewed_through_event_ordinal,
+        now_ms,
+        write_checkpoint=merged.checkpoint != stored.checkpoint,
+    )
 
 
 def delete_session(connection: apsw.Connection, session_id: str) -> None:
@@ -205,24 +215,52 @@ def delete_session(connection: apsw.Connection, session_id: str) -> None:
 def load_session(connection: apsw.Connection, session_id: str) -> SessionRecord | None:
     """The stored record of ``session_id``, or ``None``."""
     with transaction(connection, f"load session {session_id}"):
-        row = connection.execute(_SELECT + " WHERE s.session_id = ?", (session_id,)).fetchone()
-    return None if row is None else _record(session_id, row)
+        return _load(connection, session_id)
 
 
 def load_state(connection: apsw.Connection) -> State:
     """Every stored session record, keyed and ordered by id (one snapshot)."""
     with transaction(connection, "load the session state"):
-        rows = connection.execute(_SELECT_ALL).fetchall()
-    return State(sessions={str(row[0]): _record(str(row[0]), row[1:]) for row in rows})
+        rows = connection.execute(_SELECT + " ORDER BY s.session_id").fetchall()
+    return State(sessions={str(row[0]): _record(row) for row in rows})
 
 
-def _forward_viewed(record: SessionRecord, stored: int) -> SessionRecord:
-    if stored <= record.viewed_through_event_ordinal:
-        return record
-    return msgspec.structs.replace(record, viewed_through_event_ordinal=stored)
+def _load(connection: apsw.Connection, session_id: str) -> SessionRecord | None:
+    row = connection.execute(_SELECT + " WHERE s.session_id = ?", (session_id,)).fetchone()
+    return None if row is None else _record(row)
 
 
-def _write(connection: apsw.Connection, record: SessionRecord) -> None:
+def _create_context(connection: apsw.Connection, record: SessionRecord) -> None:
+    connection.execute(
+        "INSERT INTO workspaces(workspace_id, created_at)"
+        " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+        " ON CONFLICT(workspace_id) DO NOTHING",
+        (record.workspace_id,),
+    )
+    connection.execute(
+        "INSERT INTO session_contexts(session_id, bundle_id, created_at, workspace_id)"
+        " VALUES (?, ?, ?, ?)",
+        (record.id, record.bundle_id, record.created_at, record.workspace_id),
+    )
+
+
+def _write(
+    connection: apsw.Connection,
+    record: SessionRecord,
+    previous_error: object,
+    previous_viewed: int,
+    now_ms: int | None,
+    *,
+    write_checkpoint: bool = True,
+) -> None:
+    """Store ``record`` over the stored row and append its ``session_fault`` transition.
+
+    ``viewed_through_event_ordinal`` is kept at ``previous_viewed`` when the record's is
+    lower. ``write_checkpoint=False`` leaves ``session_checkpoints`` as it is (the
+    caller knows the checkpoint did not change).
+    """
+    if record.viewed_through_event_ordinal < previous_viewed:
+        record = msgspec.structs.replace(record, viewed_through_event_ordinal=previous_viewed)
     body = encode(msgspec.structs.replace(record, checkpoint=None)).decode()
     connection.execute(
         _UPSERT,
@@ -239,30 +277,47 @@ def _write(connection: apsw.Connection, record: SessionRecord) -> None:
             body,
         ),
     )
-    connection.execute("DELETE FROM session_checkpoints WHERE session_id = ?", (record.id,))
-    checkpoint = record.checkpoint
-    if checkpoint is not None:
-        connection.execute(
-            "INSERT INTO session_checkpoints(session_id, archive_path, sha256, created_at,"
-            " event_frontier) VALUES (?, ?, ?, ?, ?)",
-            (
-                record.id,
-                checkpoint.archive_path,
-                checkpoint.sha256,
-                checkpoint.created_at,
-                checkpoint.event_frontier,
+    if write_checkpoint:
+        _write_checkpoint(connection, record.id, record.checkpoint)
+    message = record.last_error
+    if message is not None and message != previous_error:
+        insert_api_event(
+            connection,
+            record.id,
+            current_time_ms(now_ms),
+            ApiSessionFault.of(
+                reason=OutcomeReason.LIFECYCLE_FAILED, message=message, command_id=None
             ),
         )
 
 
-def _record(session_id: str, row: apsw.SQLiteValues) -> SessionRecord:
-    body, archive_path, sha256, created_at, event_frontier = row
+def _write_checkpoint(
+    connection: apsw.Connection, session_id: str, checkpoint: CheckpointMetadata | None
+) -> None:
+    if checkpoint is None:
+        connection.execute("DELETE FROM session_checkpoints WHERE session_id = ?", (session_id,))
+        return
+    connection.execute(
+        "INSERT OR REPLACE INTO session_checkpoints(session_id, archive_path, sha256, created_at,"
+        " event_frontier) VALUES (?, ?, ?, ?, ?)",
+        (
+            session_id,
+            checkpoint.archive_path,
+            checkpoint.sha256,
+            checkpoint.created_at,
+            checkpoint.event_frontier,
+        ),
+    )
+
+
+def _record(row: apsw.SQLiteValues) -> SessionRecord:
+    session_id, body, archive_path, sha256, created_at, event_frontier = row
     try:
         record = decode_json(str(body), SessionRecord, what="stored session record")
     except InvalidInput as exc:
         raise InvalidInput(
             f"{exc.detail}; the store may have been written by another tool",
-            session_id=session_id,
+            session_id=str(session_id),
         ) from exc
     if archive_path is None:
         return record
@@ -273,21 +328,3 @@ def _record(session_id: str, row: apsw.SQLiteValues) -> SessionRecord:
         event_frontier=int(event_frontier),  # type: ignore[arg-type]
     )
     return msgspec.structs.replace(record, checkpoint=checkpoint)
-
-
-def _record_fault_transition(
-    connection: apsw.Connection,
-    record: SessionRecord,
-    previous_error: object,
-    now_ms: int | None,
-) -> None:
-    message = record.last_error
-    if message is not None and previous_error != message:
-        insert_api_event(
-            connection,
-            record.id,
-            current_time_ms(now_ms),
-            ApiSessionFault.of(
-                reason=OutcomeReason.LIFECYCLE_FAILED, message=message, command_id=None
-            ),
-        )

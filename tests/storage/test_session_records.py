@@ -96,6 +96,25 @@ def test_saving_creates_the_empty_materialized_projection_once(db: apsw.Connecti
     assert digest == (0, RELAY_EVENT_GENESIS_DIGEST)
 
 
+def test_a_session_saved_again_after_deletion_gets_a_fresh_projection(
+    db: apsw.Connection,
+) -> None:
+    save_session(db, replace(example_session(), viewed_through_event_ordinal=10))
+    db.execute(
+        "UPDATE materialized_sessions SET applied_event_ordinal = 3, applied_event_digest = ?",
+        ("b" * 64,),
+    )
+    delete_session(db, "session-1")
+    save_session(db, replace(example_session(), viewed_through_event_ordinal=4))
+    frontier = db.execute(
+        "SELECT applied_event_ordinal, applied_event_digest FROM materialized_sessions"
+    ).fetchall()
+    assert frontier == [(0, RELAY_EVENT_GENESIS_DIGEST)]
+    stored = load_session(db, "session-1")
+    assert stored is not None
+    assert stored.viewed_through_event_ordinal == 4
+
+
 def test_an_invalid_record_is_refused_before_anything_is_written(db: apsw.Connection) -> None:
     with pytest.raises(InvalidInput, match="empty title") as caught:
         save_session(db, replace(example_session(), title="  "))
