@@ -16,7 +16,7 @@ from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 import apsw
 import pykka
@@ -47,7 +47,7 @@ from domain.messages import (
 )
 from domain.relay import RelayEvent
 from storage import activity, checkpoints, sessions
-from storage.connection import open_reader, open_writer
+from storage.connection import Synchronous, open_reader, open_writer
 from storage.materialized import load_materialized_session
 from storage.paging import load_latest_seq
 from storage.projection import ApplyOutcome, apply_projection_page
@@ -57,7 +57,6 @@ __all__ = ["EventStore", "Synchronous"]
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
-Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _WRITER_TYPES: tuple[type[Request[Any]], ...] = get_args(WriterMessage)

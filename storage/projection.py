@@ -51,7 +51,7 @@ from domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from domain.relay import RelayCursor
 from domain.wire import JSON, encode
 from storage.events import insert_api_events
-from storage.materialized import execution_columns
+from storage.materialized import execution_columns, load_frontier
 from storage.transaction import transaction
 
 __all__ = [
@@ -542,21 +542,16 @@ def apply_projection_page(
     session first) and :class:`ProjectionError` when the stored frontier is corrupt.
     """
     with transaction(connection, f"apply a projection page to session {session_id}"):
-        row = connection.execute(
-            "SELECT applied_event_ordinal, applied_event_digest FROM materialized_sessions "
-            "WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        if row is None:
+        frontier = load_frontier(connection, session_id)
+        if frontier is None:
             raise UnknownSession(session_id)
-        ordinal, digest = row
         try:
-            validate_frontier(ordinal, digest, session_id=session_id)
+            validate_frontier(frontier.ordinal, frontier.digest, session_id=session_id)
         except RelayChainError as exc:
             raise ProjectionError(
                 f"the stored projection is corrupt: {exc.detail}", session_id=session_id
             ) from exc
-        page = ProjectionPage(connection, session_id, RelayCursor(ordinal=ordinal, digest=digest))
+        page = ProjectionPage(connection, session_id, frontier)
         try:
             result = fill(page)
             page.flush()
