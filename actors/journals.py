@@ -49,6 +49,7 @@ from domain.relay import (
     RelayEvent,
     decode_relay_event,
 )
+from domain.wire import decode_json
 
 __all__ = [
     "ACTIVE_JOURNAL_NAME",
@@ -78,6 +79,7 @@ ACTIVE_JOURNAL_NAME = "active.jsonl"
 _SEGMENT_NAME = re.compile(r"segment-(\d{20})-(\d{20})\.jsonl\.gz")
 _READ_LIMIT = MAX_RELAY_LINE_BYTES + 1  # a line's bytes plus its newline
 _DRAIN_CHUNK = 1 << 16
+_SCAN_BLOCK = 1 << 16  # bytes read per step when scanning active.jsonl backward
 
 
 class ReadMode(enum.Enum):
@@ -90,7 +92,10 @@ class ReadMode(enum.Enum):
 
 
 class ProblemKind(enum.Enum):
-    """What is wrong at one place of a journal."""
+    """What is wrong at one place of a journal.
+
+    Every :class:`~domain.errors.ChainFault` has the kind of the same value.
+    """
 
     GAP = "gap"
     FORK = "fork"
@@ -100,14 +105,6 @@ class ProblemKind(enum.Enum):
     """A line that is not a relay event: not JSON, a wrong shape, or over 2 MiB."""
     UNREADABLE = "unreadable"
     """A file that cannot be read on: a corrupt or truncated gzip stream, an I/O error."""
-
-
-_FAULT_KINDS = {
-    ChainFault.GAP: ProblemKind.GAP,
-    ChainFault.FORK: ProblemKind.FORK,
-    ChainFault.BAD_DIGEST: ProblemKind.BAD_DIGEST,
-    ChainFault.UNKNOWN_FORMAT: ProblemKind.UNKNOWN_FORMAT,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +199,7 @@ class _RelayState(msgspec.Struct):
     session_id: str
 
 
-_STATE_DECODER = msgspec.json.Decoder(_RelayState)
+_STATE_WHAT = f"{RELAY_STATE_NAME} (expected a JSON object with a string session_id)"
 
 
 def _read_session_id(state_path: Path) -> str:
@@ -211,13 +208,12 @@ def _read_session_id(state_path: Path) -> str:
     except OSError as exc:
         raise InvalidInput(f"cannot read {RELAY_STATE_NAME}: {exc}", path=str(state_path)) from exc
     try:
-        state = _STATE_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+        state = decode_json(data, _RelayState, what=_STATE_WHAT)
+    except InvalidInput as exc:
         raise InvalidInput(
-            f"invalid {RELAY_STATE_NAME} (expected a JSON object with a string session_id): {exc}; "
-            "pass the session id explicitly to read the journal anyway",
+            f"{exc.detail}; pass the session id explicitly to read the journal anyway",
             path=str(state_path),
-        ) from exc
+        ) from exc.__cause__  # the decode error itself, as before
     if not state.session_id:
         raise InvalidInput(f"{RELAY_STATE_NAME} has an empty session_id", path=str(state_path))
     return state.session_id
@@ -329,24 +325,84 @@ _ORDINAL_DECODER = msgspec.json.Decoder(_Ordinal)
 
 
 def _scan_range(path: Path) -> tuple[int | None, int | None]:
-    """First and last ordinal of the complete, decodable lines of ``path`` (streamed)."""
-    first: int | None = None
-    last: int | None = None
+    """First and last ordinal of the complete, decodable lines of ``path``.
+
+    Reads forward to the first usable line and backward from the end, in blocks, to the
+    last one, skipping what the reading pass skips or reports: a torn tail, blank and
+    undecodable lines, and lines over the limit. A read error after the first record
+    gives ``(first, first)``, so the file is still read and the reading pass reports it.
+    """
     try:
-        with _open(path) as stream:
+        with path.open("rb") as stream:
+            first: int | None = None
             for raw, _, terminated in _lines(stream):
-                if not terminated or raw is None or not raw.strip():
-                    continue
-                try:
-                    ordinal = _ORDINAL_DECODER.decode(raw).ordinal
-                except msgspec.DecodeError:
-                    continue  # the reading pass reports it, with its line
-                if first is None:
-                    first = ordinal
-                last = ordinal
+                if terminated and raw is not None:
+                    first = _ordinal_of(raw)
+                    if first is not None:
+                        break
+            if first is None:
+                return None, None
+            try:
+                last = _last_ordinal(stream, start=stream.tell())
+            except (OSError, EOFError, zlib.error):
+                return first, first  # the reading pass reports it
     except (OSError, EOFError, zlib.error):
-        pass  # the reading pass reports it
-    return first, last
+        return None, None  # the reading pass reports it
+    return first, first if last is None else last
+
+
+def _ordinal_of(raw: bytes) -> int | None:
+    """The ordinal of one complete line, or None for a blank or undecodable one."""
+    if not raw.strip():
+        return None
+    try:
+        return _ORDINAL_DECODER.decode(raw).ordinal
+    except msgspec.DecodeError:
+        return None  # the reading pass reports it, with its line
+
+
+def _last_ordinal(stream: BinaryIO, *, start: int) -> int | None:
+    """The ordinal of the last usable line at or after ``start`` (a line start), read
+    backward from the end in blocks; ``None`` when there is none.
+
+    The bytes after the last newline are a torn tail and never count; a line over the
+    limit is measured, not kept.
+    """
+    limit = _READ_LIMIT - 1
+    block = _SCAN_BLOCK
+    position = stream.seek(0, os.SEEK_END)
+    pieces: list[bytes] = []  # the current line's bytes seen so far, rightmost first
+    size = 0  # the current line's length so far
+    terminated = False  # False while reading the torn tail after the last newline
+    while position > start:
+        low = max(start, position - block)
+        stream.seek(low)
+        data = stream.read(position - low)
+        if len(data) != position - low:
+            raise EOFError(f"the file shrank while it was scanned, at byte {low}")
+        position = low
+        end = len(data)
+        while True:
+            newline = data.rfind(b"\n", 0, end)
+            piece = data[newline + 1 : end]
+            size += len(piece)
+            if size <= limit:
+                pieces.append(piece)
+            else:
+                pieces.clear()
+            if newline < 0:
+                break
+            if terminated and size <= limit:
+                ordinal = _ordinal_of(b"".join(reversed(pieces)))
+                if ordinal is not None:
+                    return ordinal
+            pieces.clear()
+            size = 0
+            terminated = True
+            end = newline
+    if terminated and size <= limit:
+        return _ordinal_of(b"".join(reversed(pieces)))
+    return None
 
 
 # -- reading lines ----------------------------------------------------------------------
@@ -465,7 +521,6 @@ class JournalReader:
     def _read_file(
         self, path: Path, *, skip_through: int | None
     ) -> Iterator[tuple[RelayEvent, Location]]:
-        skipping = skip_through is not None
         number = 0
         try:
             with _open(path) as stream:
@@ -492,10 +547,11 @@ class JournalReader:
                     except InvalidInput as exc:
                         self._problem(exc, path, number)
                         continue
-                    if skipping and skip_through is not None and event.ordinal <= skip_through:
-                        self._check_boundary(event, skip_through, path, number)
-                        continue
-                    skipping = False
+                    if skip_through is not None:
+                        if event.ordinal <= skip_through:
+                            self._check_boundary(event, skip_through, path, number)
+                            continue
+                        skip_through = None  # past the overlap: read everything after it
                     if self._accept(event, path, number):
                         yield event, Location(path=path, line=number)
         except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -578,7 +634,7 @@ class JournalReader:
             raise located from error
         if kind is None:
             kind = (
-                _FAULT_KINDS[error.fault]
+                ProblemKind(error.fault.value)
                 if isinstance(error, RelayChainError)
                 else ProblemKind.BAD_LINE
             )

@@ -231,6 +231,41 @@ def test_the_range_of_active_skips_blank_bad_oversized_and_torn_lines_at_either_
     assert (active.active, active.first, active.last) == (True, 2, 5)
 
 
+@pytest.mark.parametrize("block", [1, 3, 16, 1 << 16])
+def test_the_backward_scan_of_active_finds_the_last_line_across_blocks(
+    tmp_path, monkeypatch, block
+):
+    monkeypatch.setattr("actors.journals._READ_LIMIT", 31)  # lines of up to 30 bytes
+    monkeypatch.setattr("actors.journals._SCAN_BLOCK", block)
+    body = (
+        b'\n  \n{"ordinal":3' + b" " * 20 + b"}\n"  # 35 bytes: over the limit
+        b'{"ordinal":4' + b" " * 17 + b"}\n"  # 30 bytes: exactly the limit
+        b'{"ordinal":5}\n{"ordinal":6' + b" " * 18 + b"}\n"  # 31 bytes: over
+        b'{"ordinal":"7"}\n\t\n' + b'{"ordinal":8}'  # a wrong shape, a blank, a torn tail
+    )
+    journal = tmp_path / "relay-journal"
+    write(journal / "active.jsonl", body)
+
+    (active,) = resolve_source(journal).files
+
+    assert (active.first, active.last) == (4, 5)
+
+
+def test_a_read_error_after_the_first_record_keeps_active_in_the_plan(tmp_path, monkeypatch):
+    def failing_read(*args: object, **kwargs: object) -> None:
+        raise OSError("input/output error")
+
+    monkeypatch.setattr("actors.journals._last_ordinal", failing_read)
+    events = make_events(5)
+    journal = tmp_path / "relay-journal"
+    write(journal / "active.jsonl", b"\n" + lines(events))
+
+    (active,) = resolve_source(journal).files
+
+    assert (active.first, active.last) == (1, 1)
+    assert [ordinal for ordinal, _, _ in read_all(journal)] == [1, 2, 3, 4, 5]
+
+
 def test_temporaries_and_stale_active_files_are_never_read(tmp_path):
     root, events = worker_root(tmp_path)
     journal = root / "relay-journal"
@@ -399,6 +434,10 @@ def test_a_truncated_gzip_segment_is_unreadable_at_its_path(tmp_path):
 
 
 # -- verify ---------------------------------------------------------------------------
+
+
+def test_every_chain_fault_has_the_problem_kind_of_its_value():
+    assert {fault.value for fault in ChainFault} <= {kind.value for kind in ProblemKind}
 
 
 def test_verify_collects_every_problem_with_file_line_and_ordinal(tmp_path):
