@@ -29,7 +29,7 @@ Decisions where the origin is unclear (each is tested):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -65,12 +65,10 @@ from domain.materialized import (
     TerminalOutputRecord,
     TranscriptItem,
     TranscriptRemove,
-    TranscriptUpsert,
     UserBody,
 )
 from domain.outcomes import (
     ApiTurnOutcome,
-    CommandOwner,
     CommandResult,
     CommandResultKind,
     MaterializedTurnOutcome,
@@ -91,8 +89,10 @@ from domain.relay import (
     ClosedOutcome,
     Closing,
     CommandCompleted,
+    CommandEndedData,
     CommandInterrupted,
     CommandQueued,
+    CommandQueuedData,
     CommandRejected,
     CommandStarted,
     ConfigurationUpdated,
@@ -269,7 +269,6 @@ class _Goal:
     answered_resume: str | None = None
     pending_resume: str | None = None
     decision: JSON = None
-    extra: dict[str, JSON] = field(default_factory=dict)
 
     def running(self) -> bool:
         return isinstance(self.execution, dict) and self.execution.get("status") == "running"
@@ -331,6 +330,18 @@ def _same_goal(left: JSON, right: JSON) -> bool:
     )
 
 
+def _decision_outdated(snapshot: JSON, decision: dict[str, JSON], was_active: bool) -> bool:
+    """A decision lapses when its goal is gone or ended, or a resume is paused again later."""
+    status = snapshot.get("status") if isinstance(snapshot, dict) else None
+    if not _same_goal(snapshot, decision.get("goal")) or status not in ("active", "paused"):
+        return True
+    if decision.get("resume") is not True or status != "paused":
+        return False
+    # _same_goal held, so both the snapshot and the decision's goal are objects.
+    new_at, old_at = snapshot.get("updatedAt"), decision["goal"].get("updatedAt")
+    return was_active or (type(new_at) is int and type(old_at) is int and new_at > old_at)
+
+
 _MISSING = object()
 
 
@@ -354,24 +365,10 @@ def _apply_goal_meta(ctx: ProjectionContext, goal: _Goal, meta: Mapping[str, JSO
     if snapshot is not _MISSING:
         was_active = isinstance(goal.snapshot, dict) and goal.snapshot.get("status") == "active"
         goal.snapshot = _goal_snapshot(ctx, snapshot)
-        decision = goal.decision
-        if isinstance(decision, dict):
-            current = goal.snapshot
-            status = current.get("status") if isinstance(current, dict) else None
-            still_current = _same_goal(current, decision.get("goal")) and status in (
-                "active",
-                "paused",
-            )
-            later_pause = False
-            if decision.get("resume") is True and status == "paused":
-                new_at = current.get("updatedAt") if isinstance(current, dict) else None
-                old_goal = decision.get("goal")
-                old_at = old_goal.get("updatedAt") if isinstance(old_goal, dict) else None
-                later_pause = was_active or (
-                    type(new_at) is int and type(old_at) is int and new_at > old_at
-                )
-            if not still_current or later_pause:
-                goal.decision = None
+        if isinstance(goal.decision, dict) and _decision_outdated(
+            goal.snapshot, goal.decision, was_active
+        ):
+            goal.decision = None
         goal.known = True
         changed_any = True
     if "execution" in meta:
@@ -420,6 +417,13 @@ def _goal_running(ctx: ProjectionContext) -> bool:
     return _goal(ctx, ctx.current.configuration).running()
 
 
+def _set_configuration(ctx: ProjectionContext, key: str, value: JSON) -> None:
+    """The mutation's configuration: the current one with ``key`` set to ``value``."""
+    configuration = dict(ctx.current.configuration)
+    configuration[key] = value
+    ctx.mutation.configuration = configuration
+
+
 # -- small helpers --------------------------------------------------------------------
 
 
@@ -447,6 +451,23 @@ def _without(
     return [entry for entry in queue if entry.command_id != command_id]
 
 
+def _enqueue(
+    ctx: ProjectionContext,
+    data: CommandQueuedData,
+    content: list[JSON],
+    kind: SetConfigKind | None = None,
+) -> None:
+    """Queue (or re-queue, at the end) the command ``data`` names."""
+    entry = MaterializedQueuedPrompt(
+        command_id=data.command_id,
+        kind=kind,
+        content=content,
+        queued_at_ms=data.created_at_ms,
+        accepted_ordinal=ctx.event.ordinal,
+    )
+    ctx.mutation.queued_prompts = [*_without(ctx.current.queued_prompts, data.command_id), entry]
+
+
 def _plan_review_proposal(request: ElicitationRequest) -> str | None:
     if request.id.startswith(PLAN_REVIEW_ID_PREFIX) and request.message.startswith(
         PLAN_REVIEW_MESSAGE_PREFIX
@@ -461,8 +482,20 @@ def _belongs_to(turn: MaterializedTurn | None, command_id: str) -> MaterializedT
     return turn
 
 
-def _replace_first(text: str, old: str, new: str) -> str:
-    return text.replace(old, new, 1)
+def _relabel_shell(
+    ctx: ProjectionContext, command_id: str, at_ms: int, status: str, suffix: str = ""
+) -> None:
+    """Move the line ``shell:{command_id}`` from queued or running to ``status``."""
+    shell = ctx.get(f"shell:{command_id}")
+    if shell is None:
+        return
+    fields: dict[str, Any] = {}
+    if isinstance(shell.body, SystemBody):
+        text = shell.body.text
+        for old in ("Shell · queued", "Shell · running"):
+            text = text.replace(old, f"Shell · {status}", 1)
+        fields["body"] = SystemBody(text=text + suffix)
+    upsert(ctx, changed(shell, at_ms, **fields))
 
 
 # -- observations ---------------------------------------------------------------------
@@ -502,9 +535,7 @@ def _session_update(ctx: ProjectionContext, observation: SessionUpdate) -> None:
     elif kind == "current_mode_update":
         mode = update.get("currentModeId")
         if isinstance(mode, str):
-            configuration = dict(ctx.current.configuration)
-            configuration["mode"] = mode
-            ctx.mutation.configuration = configuration
+            _set_configuration(ctx, "mode", mode)
     elif kind == "session_info_update":
         _session_info_update(ctx, update)
     # user_message_chunk: the command_started user item is the canonical user message.
@@ -515,9 +546,7 @@ def _session_info_update(ctx: ProjectionContext, update: Mapping[str, JSON]) -> 
     if isinstance(meta, dict):
         goal = _goal(ctx, ctx.current.configuration)
         if _apply_goal_meta(ctx, goal, meta):
-            configuration = dict(ctx.current.configuration)
-            configuration[GOAL_STATE_KEY] = goal.to_json()
-            ctx.mutation.configuration = configuration
+            _set_configuration(ctx, GOAL_STATE_KEY, goal.to_json())
     if "title" in update:
         title = update["title"]
         if title is None:
@@ -579,23 +608,15 @@ def _command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
             )
             if title is not None:
                 mutation.session_title = title
-        entry = MaterializedQueuedPrompt(
-            command_id=data.command_id,
-            content=content,
-            queued_at_ms=data.created_at_ms,
-            accepted_ordinal=ctx.event.ordinal,
-        )
-        mutation.queued_prompts = [*_without(current.queued_prompts, data.command_id), entry]
+        _enqueue(ctx, data, content)
     elif isinstance(command, SetConfigCommand):
         key, value = command.data.key, command.data.value
-        entry = MaterializedQueuedPrompt(
-            command_id=data.command_id,
-            kind=SetConfigKind(set_config=SetConfigEntry(key=key, value=value)),
-            content=[{"type": "text", "text": config_command_text(key, value)}],
-            queued_at_ms=data.created_at_ms,
-            accepted_ordinal=ctx.event.ordinal,
+        _enqueue(
+            ctx,
+            data,
+            [{"type": "text", "text": config_command_text(key, value)}],
+            SetConfigKind(set_config=SetConfigEntry(key=key, value=value)),
         )
-        mutation.queued_prompts = [*_without(current.queued_prompts, data.command_id), entry]
     elif isinstance(command, RunUserShellCommand):
         text = user_shell_text(command.data.command, "queued", "", "", False, False)
         body = SystemBody(text=text)
@@ -626,13 +647,7 @@ def _command_started(ctx: ProjectionContext, observation: CommandStarted) -> Non
                 started_at_ms=data.started_at_ms,
             )
         break
-    shell = ctx.get(f"shell:{command_id}")
-    if shell is not None:
-        fields: dict[str, Any] = {}
-        if isinstance(shell.body, SystemBody):
-            text = _replace_first(shell.body.text, "Shell · queued", "Shell · running")
-            fields["body"] = SystemBody(text=text)
-        upsert(ctx, changed(shell, data.started_at_ms, **fields))
+    _relabel_shell(ctx, command_id, data.started_at_ms, "running")
 
 
 def _command_completed(ctx: ProjectionContext, observation: CommandCompleted) -> None:
@@ -646,9 +661,9 @@ def _command_completed(ctx: ProjectionContext, observation: CommandCompleted) ->
         mutation.active_turn = None
         mutation.pending_elicitations = []
         previous = _goal(ctx, current.configuration)
-        configuration = dict(current.configuration)
-        configuration[GOAL_STATE_KEY] = _Goal(capability=previous.capability, known=True).to_json()
-        mutation.configuration = configuration
+        _set_configuration(
+            ctx, GOAL_STATE_KEY, _Goal(capability=previous.capability, known=True).to_json()
+        )
         push_system_with_id(ctx, f"{CONTEXT_BOUNDARY_PREFIX}{command_id}", CONTEXT_BOUNDARY_TEXT)
     elif isinstance(outcome, PromptOutcome):
         prompt = outcome.data
@@ -760,14 +775,7 @@ def _command_ended(
     if kind is RelayCommandKind.CLOSE and isinstance(current.execution, ExecutionClosing):
         mutation.execution = ExecutionIdle()
     if kind is RelayCommandKind.RUN_USER_SHELL:
-        shell = ctx.get(f"shell:{command_id}")
-        if shell is not None:
-            fields: dict[str, Any] = {}
-            if isinstance(shell.body, SystemBody):
-                text = _replace_first(shell.body.text, "Shell · queued", "Shell · interrupted")
-                text = _replace_first(text, "Shell · running", "Shell · interrupted")
-                fields["body"] = SystemBody(text=f"{text}\nerror: {message}")
-            upsert(ctx, changed(shell, event.recorded_at_ms, **fields))
+        _relabel_shell(ctx, command_id, event.recorded_at_ms, "interrupted", f"\nerror: {message}")
     elif started and not rejected:
         push_system_with_id(
             ctx, f"{WORK_INTERRUPTED_ITEM_PREFIX}{event.ordinal}", f"Work interrupted: {message}"
@@ -780,9 +788,7 @@ def _command_ended(
 
 
 def _configuration_updated(ctx: ProjectionContext, observation: ConfigurationUpdated) -> None:
-    configuration = dict(ctx.current.configuration)
-    configuration[observation.data.key] = observation.data.value
-    ctx.mutation.configuration = configuration
+    _set_configuration(ctx, observation.data.key, observation.data.value)
 
 
 def _user_shell_output(ctx: ProjectionContext, observation: UserShellOutput) -> None:
@@ -823,9 +829,7 @@ def _session_restarted(ctx: ProjectionContext, _: SessionRestarted) -> None:
     if GOAL_STATE_KEY in current.configuration:
         goal = _goal(ctx, current.configuration)
         goal.capability, goal.known, goal.execution = None, False, None
-        configuration = dict(current.configuration)
-        configuration[GOAL_STATE_KEY] = goal.to_json()
-        mutation.configuration = configuration
+        _set_configuration(ctx, GOAL_STATE_KEY, goal.to_json())
     push_system_with_id(ctx, f"{SESSION_RESTART_ITEM_PREFIX}{ordinal}", SESSION_RESTART_TEXT)
     # The active turn stays: the worker's restart recovery journals its interruption.
     if isinstance(current.execution, ExecutionRunning):
@@ -933,12 +937,8 @@ def _debug_option(value: object) -> str:
 def _completed_result(
     command_id: str, kind: RelayCommandKind, outcome: RelayCommandOutcome
 ) -> CommandResult:
-    result = CommandResult(
-        owner=CommandOwner.WORKER,
-        command_id=command_id,
-        command_kind=kind.value,
-        outcome=CommandResultKind.SUCCEEDED,
-    )
+    reason: OutcomeReason | None = None
+    message: str | None = None
     if isinstance(outcome, UserShellOutcome):
         shell = outcome.data.result
         if shell.status is UserShellStatus.EXITED:
@@ -946,22 +946,22 @@ def _completed_result(
         else:
             reason = _SHELL_REASONS[shell.status]
         if reason is not None:
-            result.outcome = (
-                CommandResultKind.CANCELLED
-                if expected_cancellation(reason)
-                else CommandResultKind.FAILED
-            )
-            result.reason = reason
             status = "".join(part.title() for part in shell.status.value.split("_"))
-            result.message = shell.error or (
+            message = shell.error or (
                 f"Shell ended with status {status}, exit code {_debug_option(shell.exit_code)}, "
                 f"signal {_debug_option(shell.signal)}"
             )
-    return result
+    if reason is None:
+        result_kind = CommandResultKind.SUCCEEDED
+    elif expected_cancellation(reason):
+        result_kind = CommandResultKind.CANCELLED
+    else:
+        result_kind = CommandResultKind.FAILED
+    return CommandResult.worker(command_id, kind.value, result_kind, reason, message)
 
 
-def _refused_result(kind: RelayCommandKind, data: Any) -> ApiEventData:
-    reason: OutcomeReason | None = data.reason
+def _refused_result(data: CommandEndedData) -> ApiEventData:
+    reason = data.reason
     if reason is None or reason is OutcomeReason.LEGACY_UNCLASSIFIED:
         return ApiLegacyNotice.of(
             original_type="error", message=data.message, command_id=data.command_id
@@ -973,7 +973,9 @@ def _refused_result(kind: RelayCommandKind, data: Any) -> ApiEventData:
     else:
         outcome = CommandResultKind.FAILED
     return ApiCommandEnded(
-        data=CommandResult.worker(data.command_id, kind.value, outcome, reason, data.message)
+        data=CommandResult.worker(
+            data.command_id, data.command.value, outcome, reason, data.message
+        )
     )
 
 
@@ -1004,7 +1006,7 @@ def derive_api_events(
             events.append(ApiRuntimeResolved.of(receipt=receipt))
     elif isinstance(observation, CommandRejected | CommandInterrupted):
         if observation.data.command is not RelayCommandKind.PROMPT:
-            events.append(_refused_result(observation.data.command, observation.data))
+            events.append(_refused_result(observation.data))
     elif isinstance(observation, CommandCompleted):
         data = observation.data
         if data.command is not None and data.command is not RelayCommandKind.PROMPT:
@@ -1138,30 +1140,30 @@ def _apply_transcript(
     replaced: dict[str, TranscriptItem] = {}
     appended: list[str] = []
     for change in mutation.transcript:
-        if isinstance(change, TranscriptUpsert):
+        if isinstance(change, TranscriptRemove):
+            stable_id, item = change.stable_id, None
+        else:
             item = change.item
+            stable_id = item.stable_id
             try:
                 item.validate(event.ordinal)
             except InvalidInput as exc:
-                raise _integrity(current, event, item.stable_id, f"is invalid: {exc}") from exc
-            stable_id = item.stable_id
-            offset = local.get(stable_id) if removed or stable_id in local else base.get(stable_id)
-            if offset is None:
-                local[stable_id] = len(transcript)
-                transcript.append(item)
-                appended.append(stable_id)
-                continue
+                raise _integrity(current, event, stable_id, f"is invalid: {exc}") from exc
+        offset = local.get(stable_id) if removed or stable_id in local else base.get(stable_id)
+        if item is None:
+            if offset is not None:
+                del transcript[offset]
+                removed = True
+                local = {kept.stable_id: position for position, kept in enumerate(transcript)}
+        elif offset is None:
+            local[stable_id] = len(transcript)
+            transcript.append(item)
+            appended.append(stable_id)
+        else:
             existing = transcript[offset]
             _check_replacement(current, event, existing, item)
             if stable_id not in local:
                 replaced.setdefault(stable_id, existing)
             transcript[offset] = item
-        elif isinstance(change, TranscriptRemove):
-            stable_id = change.stable_id
-            offset = local.get(stable_id) if removed or stable_id in local else base.get(stable_id)
-            if offset is not None:
-                del transcript[offset]
-                removed = True
-                local = {item.stable_id: position for position, item in enumerate(transcript)}
     index_after(previous, transcript, replaced, appended, removed)
     return transcript

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import msgspec
 
@@ -108,6 +108,8 @@ CONTINUATION_PROMPT = (
 )
 """The text the worker sends for ``continue_authorized_work`` and ``resume_after_quota``."""
 
+_T = TypeVar("_T")
+
 _MAX_TITLE_CHARS = 64
 _SHELL_CONTINUES = "\n[output continues; final tail will be shown on completion]"
 
@@ -154,9 +156,8 @@ class TranscriptIndex:
             positions[stable_id] = offset
             for name in _sets_of(item):
                 sets[name].add(stable_id)
-            if type(item.body) is ToolBody:
-                for terminal_id in _item_terminal_ids(item.body):
-                    referrers.setdefault(terminal_id, set()).add(stable_id)
+            for terminal_id in _item_terminal_ids(item.body):
+                referrers.setdefault(terminal_id, set()).add(stable_id)
         return cls(
             positions=positions,
             referrers={key: frozenset(value) for key, value in referrers.items()},
@@ -167,18 +168,15 @@ class TranscriptIndex:
 def _sets_of(item: TranscriptItem) -> tuple[str, ...]:
     """The index id sets ``item`` belongs to."""
     body = item.body
-    kind = type(body)
-    if kind is AgentBody or kind is ThoughtBody:
-        assert isinstance(body, AgentBody | ThoughtBody)
-        if not body.streaming:
-            return ()
-        return (_OPEN_AGENTS,) if kind is AgentBody else (_OPEN_THOUGHTS,)
-    if kind is PlanBody:
+    if isinstance(body, AgentBody):
+        return (_OPEN_AGENTS,) if body.streaming else ()
+    if isinstance(body, ThoughtBody):
+        return (_OPEN_THOUGHTS,) if body.streaming else ()
+    if isinstance(body, PlanBody):
         return (_PLANS,)
-    if kind is TerminalOutputBody:
+    if isinstance(body, TerminalOutputBody):
         return (_PARKED,)
-    if kind is ToolBody:
-        assert isinstance(body, ToolBody)
+    if isinstance(body, ToolBody):
         if is_fallback_terminal_call(body.call):
             return (_PARKED,) if body.terminal_outputs else ()
         return (_RAW_TOOLS,) if _raw_result_candidate(body.call) else ()
@@ -322,6 +320,8 @@ class ProjectionContext:
     def open_streams(self, agent: bool) -> list[TranscriptItem]:
         """Open agent (or thought) streams, oldest first."""
         ids = self.index.open_agents if agent else self.index.open_thoughts
+        if not ids:
+            return []
         items = [item for item in map(self.get, ids) if item is not None]
         items.sort(key=lambda item: (item.position, item.stable_id))
         return items
@@ -616,20 +616,30 @@ def _mergeable(last: JSON, chunk: JSON) -> bool:
     if not isinstance(last, dict) or not isinstance(chunk, dict):
         return False
     last_content, content = last.get("content"), chunk.get("content")
-    if not isinstance(last_content, dict) or not isinstance(content, dict):
-        return False
-    for body in (last_content, content):
-        if body.get("type") != "text" or not isinstance(body.get("text"), str):
-            return False
-    if len(last) != len(chunk) or any(
-        key != "content" and (key not in chunk or chunk[key] != value)
-        for key, value in last.items()
-    ):
-        return False
-    return len(last_content) == len(content) and all(
-        key == "text" or (key in content and content[key] == value)
-        for key, value in last_content.items()
+    return (
+        _is_text_block(last_content)
+        and _is_text_block(content)
+        and _same_except(last, chunk, "content")
+        and _same_except(last_content, content, "text")
     )
+
+
+def _is_text_block(value: JSON) -> TypeGuard[dict[str, JSON]]:
+    return (
+        isinstance(value, dict)
+        and value.get("type") == "text"
+        and isinstance(value.get("text"), str)
+    )
+
+
+def _same_except(left: dict[str, JSON], right: dict[str, JSON], key: str) -> bool:
+    """True when the two dicts differ at most in ``key`` (a plain loop: every chunk runs it)."""
+    if len(left) != len(right):
+        return False
+    for name, value in left.items():
+        if name != key and (name not in right or right[name] != value):
+            return False
+    return True
 
 
 def merge_content_chunk(chunks: list[JSON], chunk: JSON) -> list[JSON]:
@@ -779,16 +789,7 @@ def project_tool_call(ctx: ProjectionContext, update: Mapping[str, JSON]) -> Non
     stable_id = f"tool:{_id_text(call['toolCallId'])}"
     existing = ctx.get(stable_id)
     if existing is not None:
-        body = existing.body
-        if not isinstance(body, ToolBody):
-            raise ctx.error(
-                f"ACP tool call {stable_id[5:]!r} conflicts with transcript item {stable_id!r}"
-            )
-        body = msgspec.structs.replace(
-            body, call=call, presentation=_presentation(body.call, call, body.presentation)
-        )
-        item = changed(existing, ctx.event.recorded_at_ms, body=body)
-        _finish_tool_item(ctx, item, may_adopt_identity=False)
+        _replace_call(ctx, existing, _existing_tool(ctx, existing), call)
     else:
         item = new_item(ctx, stable_id, ToolBody(call=call))
         _finish_tool_item(ctx, item, may_adopt_identity=True)
@@ -806,23 +807,34 @@ def project_tool_call_update(ctx: ProjectionContext, update: Mapping[str, JSON])
     if existing is None:
         return
     close_streams(ctx)
-    body = existing.body
-    if not isinstance(body, ToolBody):
-        raise ctx.error(
-            f"ACP tool call {stable_id[5:]!r} conflicts with transcript item {stable_id!r}"
-        )
+    body = _existing_tool(ctx, existing)
     merged = dict(body.call) if isinstance(body.call, dict) else {}
     for key in _UPDATE_FIELDS:
         value = update.get(key)
         if value is not None:
             merged[key] = value
-    call = tool_call_json(merged)
+    _replace_call(ctx, existing, body, tool_call_json(merged))
+
+
+def _existing_tool(ctx: ProjectionContext, item: TranscriptItem) -> ToolBody:
+    """The tool body of ``tool:{id}``; another kind of item under that id is an error."""
+    if not isinstance(item.body, ToolBody):
+        stable_id = item.stable_id
+        raise ctx.error(
+            f"ACP tool call {stable_id[5:]!r} conflicts with transcript item {stable_id!r}"
+        )
+    return item.body
+
+
+def _replace_call(
+    ctx: ProjectionContext, existing: TranscriptItem, body: ToolBody, call: JSON
+) -> None:
+    """Give the tool item ``existing`` (``body``) a new call; a stale presentation goes."""
     body = msgspec.structs.replace(
         body, call=call, presentation=_presentation(body.call, call, body.presentation)
     )
-    _finish_tool_item(
-        ctx, changed(existing, ctx.event.recorded_at_ms, body=body), may_adopt_identity=False
-    )
+    item = changed(existing, ctx.event.recorded_at_ms, body=body)
+    _finish_tool_item(ctx, item, may_adopt_identity=False)
 
 
 def _finish_tool_item(
@@ -876,31 +888,32 @@ def _raw_result_candidate(call: JSON) -> bool:
     return type(code) is int and 0 <= code <= 0xFFFFFFFF
 
 
-def _unique(matches: Iterator[str]) -> str | None:
+def _unique(matches: Iterator[_T]) -> _T | None:
+    """The only match, or None when there is none or more than one."""
     first = next(matches, None)
     return first if first is not None and next(matches, None) is None else None
+
+
+def _parked_record(item: TranscriptItem | None) -> TerminalOutputRecord | None:
+    """The output a parked item holds (a ``terminal:`` item or a fallback tool)."""
+    body = None if item is None else item.body
+    if isinstance(body, TerminalOutputBody):
+        return body.record
+    if isinstance(body, ToolBody) and body.terminal_outputs:
+        return body.terminal_outputs[0]
+    return None
 
 
 def _unique_raw_terminal(ctx: ProjectionContext, call: JSON) -> str | None:
     """The one parked terminal result a provider call's raw result claims, if exactly one."""
     if not _raw_result_candidate(call):
         return None
-
-    def candidates() -> Iterator[str]:
-        for item in map(ctx.get, sorted(ctx.index.parked)):
-            if item is None:
-                continue
-            body = item.body
-            if isinstance(body, TerminalOutputBody):
-                record = body.record
-            elif isinstance(body, ToolBody) and body.terminal_outputs:
-                record = body.terminal_outputs[0]
-            else:
-                continue
-            if _matches_raw_result(record, call):
-                yield record.terminal_id
-
-    return _unique(candidates())
+    records = map(_parked_record, map(ctx.get, sorted(ctx.index.parked)))
+    return _unique(
+        record.terminal_id
+        for record in records
+        if record is not None and _matches_raw_result(record, call)
+    )
 
 
 def _attach_terminal_outputs(ctx: ProjectionContext, item: TranscriptItem) -> TranscriptItem:
@@ -950,7 +963,8 @@ def _consume_fallback_tools(
     outputs, refs = body.terminal_outputs, list(body.terminal_refs)
     position, created, last_changed = item.position, item.created_at_ms, item.last_changed_at_ms
     consumed = False
-    for terminal_id in [*tool_call_terminal_ids(body.call), *body.terminal_refs]:
+    # The refs already hold the call's own ids: visit each id once, call ids first.
+    for terminal_id in dict.fromkeys([*tool_call_terminal_ids(body.call), *body.terminal_refs]):
         stable_id = f"tool:{FALLBACK_TERMINAL_TOOL_ID_PREFIX}{terminal_id}"
         if stable_id == item.stable_id:
             continue
@@ -1048,15 +1062,13 @@ def project_terminal_output(ctx: ProjectionContext, record: TerminalOutputRecord
 
 def _unique_raw_tool(ctx: ProjectionContext, record: TerminalOutputRecord) -> TranscriptItem | None:
     """The one provider tool whose raw result is ``record``; identical results claim none."""
-    found: TranscriptItem | None = None
-    for item in map(ctx.get, sorted(ctx.index.raw_tools)):
-        if item is None or not isinstance(item.body, ToolBody):
-            continue
-        if _matches_raw_result(record, item.body.call):
-            if found is not None:
-                return None
-            found = item
-    return found
+    return _unique(
+        item
+        for item in map(ctx.get, sorted(ctx.index.raw_tools))
+        if item is not None
+        and isinstance(item.body, ToolBody)
+        and _matches_raw_result(record, item.body.call)
+    )
 
 
 # -- plans ----------------------------------------------------------------------------
