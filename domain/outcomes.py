@@ -22,6 +22,7 @@ __all__ = [
     "OutcomeReason",
     "PromptCompletion",
     "ProviderCost",
+    "ProviderTurnCost",
     "ProviderTurnUsage",
     "TokenUsage",
     "TurnDiagnostic",
@@ -135,16 +136,26 @@ class UsageScope(enum.Enum):
     UNSPECIFIED = "unspecified"
 
 
-class ProviderCost(Wire, kw_only=True):
+class ProviderTurnCost(Wire, kw_only=True):
+    """What one turn cost: ``usd`` is exact decimal USD (10^10 ticks per USD)."""
+
     usd_ticks: int
     usd: str
     is_partial: bool
 
 
+class ProviderCost(Wire, kw_only=True):
+    """The provider's cumulative cost of the whole session (not a turn delta)."""
+
+    amount: float
+    currency: str
+    observed_at_ms: int
+
+
 class ProviderTurnUsage(Wire, kw_only=True):
     """Provider details of a turn's usage; every field is skipped when absent or empty."""
 
-    cost: ProviderCost | None = None
+    cost: ProviderTurnCost | None = None
     model_calls: int | None = None
     api_duration_ms: int | None = None
     elapsed_ms: int | None = None

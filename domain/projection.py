@@ -19,9 +19,6 @@ Decisions where the origin is unclear (each is tested):
   keeps the projected goal state; an adapter option named ``mj_goal_state`` is ignored.
 * Tool presentations are not derived here: a cached presentation is kept only while the
   inputs it summarizes (title, kind, raw input and output) are unchanged.
-* ``usage_update`` costs are not projected: an ACP usage update carries a session cost
-  (amount, currency), while the mutation's ``provider_cost`` is typed as a turn's
-  :class:`domain.outcomes.ProviderCost` (usd_ticks, usd, is_partial).
 * In memory, ``clear_turn_outcome`` clears the last outcome before a new one is written,
   as the durable flush does.
 """
@@ -74,6 +71,7 @@ from domain.outcomes import (
     MaterializedTurnOutcome,
     OutcomeReason,
     PromptCompletion,
+    ProviderCost,
     TurnOutcomeCompleted,
     TurnOutcomeInterrupted,
     TurnOutcomeRejected,
@@ -538,6 +536,8 @@ def _session_update(ctx: ProjectionContext, observation: SessionUpdate) -> None:
             _set_configuration(ctx, "mode", mode)
     elif kind == "session_info_update":
         _session_info_update(ctx, update)
+    elif kind == "usage_update":
+        _usage_update(ctx, update.get("cost"))
     # user_message_chunk: the command_started user item is the canonical user message.
 
 
@@ -553,6 +553,21 @@ def _session_info_update(ctx: ProjectionContext, update: Mapping[str, JSON]) -> 
             ctx.mutation.session_title = None
         elif isinstance(title, str):
             ctx.mutation.session_title = normalize_session_title(title)
+
+
+def _usage_update(ctx: ProjectionContext, cost: JSON) -> None:
+    """A usage update with a cost records the provider's cumulative session cost."""
+    if not isinstance(cost, dict):
+        return
+    amount, currency = cost.get("amount"), cost.get("currency")
+    if (
+        isinstance(amount, int | float)
+        and not isinstance(amount, bool)
+        and isinstance(currency, str)
+    ):
+        ctx.mutation.provider_cost = ProviderCost(
+            amount=float(amount), currency=currency, observed_at_ms=ctx.event.recorded_at_ms
+        )
 
 
 def _permission_auto_approved(ctx: ProjectionContext, observation: PermissionAutoApproved) -> None:

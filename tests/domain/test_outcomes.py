@@ -20,7 +20,7 @@ from domain.outcomes import (
     MaterializedTurnOutcome,
     OutcomeReason,
     PromptCompletion,
-    ProviderCost,
+    ProviderTurnCost,
     ProviderTurnUsage,
     TokenUsage,
     TurnDiagnostic,
@@ -374,7 +374,7 @@ def test_provider_usage_skips_every_empty_field() -> None:
         b'{"provider_details":{},"scope":"unspecified","total_tokens":0,"input_tokens":0,"output_tokens":0}'
     )
     usage.provider_details = ProviderTurnUsage(
-        cost=ProviderCost(usd_ticks=5, usd="0.0005", is_partial=False),
+        cost=ProviderTurnCost(usd_ticks=5, usd="0.0005", is_partial=False),
         model_usage={
             "k2": TokenUsage(scope=UsageScope.TURN, total_tokens=1, input_tokens=1, output_tokens=0)
         },

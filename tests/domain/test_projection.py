@@ -54,6 +54,7 @@ from domain.outcomes import (
     CommandResult,
     CommandResultKind,
     OutcomeReason,
+    ProviderCost,
     TokenUsage,
     TurnDiagnostic,
     TurnOutcomeCompleted,
@@ -2033,22 +2034,39 @@ def test_an_unsupported_goal_execution_state_is_a_projection_error() -> None:
         project_relay_event(journal.session, event)
 
 
-def test_usage_and_available_commands_updates_change_nothing() -> None:
+def test_a_usage_update_records_the_sessions_provider_cost_and_nothing_else() -> None:
     journal = Journal()
-    updates: list[dict[str, Any]] = [
-        {
-            "sessionUpdate": "usage_update",
-            "used": 1,
-            "size": 2,
-            "cost": {"amount": 0.5, "currency": "USD"},
-        },
-        {"sessionUpdate": "available_commands_update", "availableCommands": []},
-    ]
-    for fields in updates:
-        mutation = journal.add(SessionUpdate.of(update=fields))
-        assert mutation.transcript == []
-        assert mutation.configuration is None
-        assert mutation.provider_cost is None
+    mutation = journal.add(
+        SessionUpdate.of(
+            update={
+                "sessionUpdate": "usage_update",
+                "used": 1,
+                "size": 2,
+                "cost": {"amount": 0.5, "currency": "USD"},
+            }
+        )
+    )
+    assert mutation.transcript == []
+    assert mutation.configuration is None
+    assert mutation.provider_cost == ProviderCost(
+        amount=0.5, currency="USD", observed_at_ms=mutation.last_activity_at_ms
+    )
+    without_cost = journal.add(
+        SessionUpdate.of(update={"sessionUpdate": "usage_update", "used": 3, "size": 4})
+    )
+    assert without_cost.provider_cost is None
+
+
+def test_available_commands_updates_change_nothing() -> None:
+    journal = Journal()
+    mutation = journal.add(
+        SessionUpdate.of(
+            update={"sessionUpdate": "available_commands_update", "availableCommands": []}
+        )
+    )
+    assert mutation.transcript == []
+    assert mutation.configuration is None
+    assert mutation.provider_cost is None
 
 
 # --- terminals -----------------------------------------------------------------------------

@@ -672,7 +672,7 @@ def test_turn_outcomes_are_recorded_per_turn_and_cleared_by_the_flag(
             MaterializedSessionMutation(clear_turn_outcome=True),
             MaterializedSessionMutation(last_turn_outcome=_outcome("p2", 3)),
             MaterializedSessionMutation(
-                provider_cost=ProviderCost(usd_ticks=5, usd="0.05", is_partial=False),
+                provider_cost=ProviderCost(amount=0.05, currency="USD", observed_at_ms=7),
                 config_results=[("cfg-1", None), ("cfg-2", "refused")],
             ),
         ],
@@ -688,7 +688,7 @@ def test_turn_outcomes_are_recorded_per_turn_and_cleared_by_the_flag(
     results = store.execute("SELECT command_id, error FROM api_config_results ORDER BY command_id")
     assert list(results) == [("cfg-1", None), ("cfg-2", "refused")]
     assert store.execute("SELECT body FROM session_provider_cost").fetchall() == [
-        ('{"usd_ticks":5,"usd":"0.05","is_partial":false}',)
+        ('{"amount":0.05,"currency":"USD","observed_at_ms":7}',)
     ]
 
     chain(store, [MaterializedSessionMutation(clear_turn_outcome=True)])
