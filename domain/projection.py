@@ -110,7 +110,6 @@ from domain.relay import (
     QueueChangedOutcome,
     RelayCommandKind,
     RelayCommandOutcome,
-    RelayCursor,
     RelayEvent,
     ResumeAfterQuotaCommand,
     RunUserShellCommand,
@@ -202,7 +201,7 @@ def project_relay_event(
     and :class:`ProjectionError` when the event contradicts the projection.
     """
     sid = session_id or current.session_id
-    validate_relay_event(_cursor(current), event, session_id=sid)
+    validate_relay_event(current.frontier, event, session_id=sid)
     return _project(current, event, sid)
 
 
@@ -216,7 +215,7 @@ def apply_committed_projection_event(
     position and creation time, its change time and latest content ordinal never move
     back. A broken rule raises :class:`ProjectionError` naming session, ordinal and item.
     """
-    validate_relay_event(_cursor(current), event, session_id=current.session_id)
+    validate_relay_event(current.frontier, event, session_id=current.session_id)
     return _apply(current, event, mutation)
 
 
@@ -229,10 +228,6 @@ def project_and_apply(
     """
     mutation = project_relay_event(current, event, session_id=session_id)
     return _apply(current, event, mutation), mutation
-
-
-def _cursor(session: MaterializedSession) -> RelayCursor:
-    return RelayCursor(ordinal=session.applied_event_ordinal, digest=session.applied_event_digest)
 
 
 def _project(
