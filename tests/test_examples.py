@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,21 @@ def test_the_examples_show_every_scenario_they_promise():
     assert {"agent_message_chunk", "tool_call", "tool_call_update"} <= updates
     assert {"prompt", "run_user_shell", "begin_checkpoint", "complete_checkpoint"} <= commands
     assert reasons == {"worker_restarted"}
+
+
+def test_the_embedding_example_replays_pages_and_wakes(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "examples" / "embed_store.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store.sqlite3")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(script.parents[1])},
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0] == "applied 40 relay events, frontier 40"
+    seqs = [int(line.split()[0]) for line in lines[1:] if line.startswith("  ")]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert len(seqs) > 0
+    assert "wait_for woke on the activity commit: True" in lines
