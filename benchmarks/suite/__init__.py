@@ -1,0 +1,27 @@
+"""relaystore's benchmark suite: one module per benchmark, run by ``benchmarks/run.py``.
+
+Each module has ``NAME`` and ``run(ctx) -> list[Figure]``; every figure carries a
+baseline measured in the same run. Modules are imported only when selected, so this
+package stays light (the memory benchmark's children import it too).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["BENCHMARKS", "load"]
+
+BENCHMARKS = {
+    "replay": "suite.replay",
+    "writer": "suite.writer",
+    "peer": "suite.peer",
+    "reads": "suite.reads",
+    "memory": "suite.memory",
+    "open": "suite.opening",
+}
+"""Benchmark name -> module, in the order a full run takes them."""
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(BENCHMARKS[name])
