@@ -75,6 +75,7 @@ class WriterConnection:
         self.connection = connection
         self.path = path
         self.revision = revision
+        self._verified_data_version: object = None
         self._lock_fd: int | None = lock_fd
 
     @property
@@ -87,11 +88,17 @@ class WriterConnection:
 
         Raises ``SchemaMismatch``; on a refusal the highest revision seen is still kept.
         """
+        # data_version changes only when another connection commits: while it holds
+        # still, nobody else touched the store, so the last verdict stands.
+        data_version = self.connection.pragma("data_version")
+        if data_version == self._verified_data_version:
+            return self.revision
         try:
             self.revision = check_writer_schema(self.connection, self.revision)
         except SchemaMismatch as exc:
             self.revision = max(self.revision, exc.found)
             raise
+        self._verified_data_version = data_version
         return self.revision
 
     @contextlib.contextmanager
