@@ -12,6 +12,7 @@ import itertools
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
@@ -77,3 +78,17 @@ def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it
     assert stored_feed == feed
     assert stored is not None
     assert _canonical(stored) == _canonical(whole)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.tuples(steps_strategy, st.integers(1, 60)).map(_repeated),
+    cuts=st.lists(st.integers(0, 100_000), max_size=8),
+)
+def test_soak_long_journals_replayed_in_many_pieces_equal_projecting_whole(
+    steps: list[tuple[str, int, str]], cuts: list[int]
+) -> None:
+    test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it_whole.hypothesis.inner_test(  # type: ignore[attr-defined]
+        steps, cuts
+    )
