@@ -145,6 +145,7 @@ from domain.projection import (
     apply_committed_projection_event,
     derive_api_events,
     project_and_apply,
+    project_in_place,
     project_relay_event,
 )
 from domain.relay import (
@@ -442,6 +443,7 @@ __all__ = [
     "PlanProposalBody",
     "PodmanWorkspaceLocator",
     "project_and_apply",
+    "project_in_place",
     "project_relay_event",
     "ProjectionError",
     "ProjectionReport",

@@ -8,6 +8,14 @@ strictly: the event must be the one right after the session's frontier, so an ev
 delivered twice raises :class:`RelayChainError` instead of being applied twice
 (idempotent re-delivery is the durable page's job, not this one's).
 
+:func:`project_and_apply` does both at once. A new session costs a copy of the
+transcript list, so a long session's replay would grow quadratically;
+:func:`project_in_place` instead changes the session itself (its transcript list and
+that list's cached :class:`~domain.transcript.TranscriptIndex`), at a cost that does
+not grow with the transcript. Both ways share one implementation (the new session
+is a copy changed in place) and give the same result; every rule is checked before
+anything changes.
+
 Decisions where the origin is unclear (each is tested):
 
 * The line a context clear leaves is ``system:context-cleared:{command_id}``
@@ -47,7 +55,6 @@ from domain.digests import validate_relay_event
 from domain.elicitation import ElicitationRequest
 from domain.errors import InvalidInput, ProjectionError
 from domain.materialized import (
-    UNCHANGED,
     ExecutionClosed,
     ExecutionClosing,
     ExecutionIdle,
@@ -63,6 +70,7 @@ from domain.materialized import (
     TranscriptItem,
     TranscriptRemove,
     UserBody,
+    _Unset,
 )
 from domain.outcomes import (
     ApiTurnOutcome,
@@ -141,11 +149,12 @@ from domain.transcript import (
     TURN_INTERRUPTED_TEXT,
     WORK_INTERRUPTED_ITEM_PREFIX,
     ProjectionContext,
+    TranscriptIndex,
     changed,
     close_streams,
     config_command_text,
-    index_after,
     index_for,
+    index_for_copy,
     materialized_content_text,
     new_item,
     normalize_session_title,
@@ -169,6 +178,7 @@ __all__ = [
     "apply_committed_projection_event",
     "derive_api_events",
     "project_and_apply",
+    "project_in_place",
     "project_relay_event",
 ]
 
@@ -202,7 +212,7 @@ def project_relay_event(
     """
     sid = session_id or current.session_id
     validate_relay_event(current.frontier, event, session_id=sid)
-    return _project(current, event, sid)
+    return _project(current, event, sid, index_for(current.transcript))
 
 
 def apply_committed_projection_event(
@@ -216,27 +226,52 @@ def apply_committed_projection_event(
     back. A broken rule raises :class:`ProjectionError` naming session, ordinal and item.
     """
     validate_relay_event(current.frontier, event, session_id=current.session_id)
-    return _apply(current, event, mutation)
+    return _apply(current, event, mutation, index_for(current.transcript))
 
 
 def project_and_apply(
     current: MaterializedSession, event: RelayEvent, *, session_id: str | None = None
 ) -> tuple[MaterializedSession, MaterializedSessionMutation]:
-    """Project ``event`` and apply its mutation: the next session and the mutation.
+    """Project ``event`` and apply its mutation: a new session, and the mutation.
 
     The chain is checked once (digest included), as :func:`project_relay_event` does.
+    ``current`` is left untouched, which costs a copy of the transcript list; see
+    :func:`project_in_place` for a session the caller owns alone.
     """
-    mutation = project_relay_event(current, event, session_id=session_id)
-    return _apply(current, event, mutation), mutation
+    sid = session_id or current.session_id
+    validate_relay_event(current.frontier, event, session_id=sid)
+    index = index_for(current.transcript)
+    mutation = _project(current, event, sid, index)
+    return _apply(current, event, mutation, index), mutation
+
+
+def project_in_place(
+    session: MaterializedSession, event: RelayEvent, *, session_id: str | None = None
+) -> MaterializedSessionMutation:
+    """Project ``event`` and apply its mutation to ``session`` itself; return the mutation.
+
+    The result equals :func:`project_and_apply`'s, but ``session``'s transcript list and
+    that list's cached index change in place, so the cost does not grow with the
+    transcript. The caller must own ``session`` and its transcript list alone (no other
+    session, thread or reader may hold them). Every rule is checked before anything
+    changes: an event that raises leaves ``session`` exactly as it was.
+    """
+    sid = session_id or session.session_id
+    validate_relay_event(session.frontier, event, session_id=sid)
+    index = index_for(session.transcript)
+    mutation = _project(session, event, sid, index)
+    _apply_in_place(session, event, mutation, index)
+    return mutation
 
 
 def _project(
-    current: MaterializedSession, event: RelayEvent, sid: str
+    current: MaterializedSession, event: RelayEvent, sid: str, index: TranscriptIndex
 ) -> MaterializedSessionMutation:
+    """The mutation of ``event``; ``index`` is the index of ``current.transcript``."""
     mutation = MaterializedSessionMutation(last_activity_at_ms=event.recorded_at_ms)
     ctx = ProjectionContext(
         current=current,
-        index=index_for(current.transcript),
+        index=index,
         event=event,
         mutation=mutation,
         session_id=sid,
@@ -1069,34 +1104,73 @@ def derive_api_events(
 
 
 def _apply(
-    current: MaterializedSession, event: RelayEvent, mutation: MaterializedSessionMutation
+    current: MaterializedSession,
+    event: RelayEvent,
+    mutation: MaterializedSessionMutation,
+    index: TranscriptIndex,
 ) -> MaterializedSession:
-    changes: dict[str, Any] = {}
-    if mutation.execution is not None:
-        changes["execution"] = mutation.execution
-    if mutation.session_title is not UNCHANGED:
-        changes["session_title"] = mutation.session_title
-    if mutation.configuration is not None:
-        changes["configuration"] = mutation.configuration
+    """A new session: a shallow copy of ``current``, with ``mutation`` applied in place.
+
+    ``index`` is the index of ``current.transcript``. Only a transcript the mutation
+    changes is copied (with a fork of its index); the other parts of ``current`` are
+    shared, and ``current`` is never changed.
+    """
+    _check_transcript(current, event, mutation, index)
+    session = msgspec.structs.replace(current)
     if mutation.transcript:
-        changes["transcript"] = _apply_transcript(current, event, mutation)
+        session.transcript = list(current.transcript)
+        index = index_for_copy(current.transcript, session.transcript, index)
+    _write(session, event, mutation, index)
+    return session
+
+
+def _apply_in_place(
+    session: MaterializedSession,
+    event: RelayEvent,
+    mutation: MaterializedSessionMutation,
+    index: TranscriptIndex,
+) -> None:
+    """Apply ``mutation`` to ``session`` itself and ``index``, its transcript's cached index.
+
+    Every rule is checked before anything changes.
+    """
+    _check_transcript(session, event, mutation, index)
+    _write(session, event, mutation, index)
+
+
+def _write(
+    session: MaterializedSession,
+    event: RelayEvent,
+    mutation: MaterializedSessionMutation,
+    index: TranscriptIndex,
+) -> None:
+    """Apply a checked ``mutation`` to ``session``; ``index`` describes its transcript.
+
+    Nothing here raises: :func:`_check_transcript` has already checked every rule.
+    """
+    _write_transcript(session.transcript, index, mutation)
+    if mutation.execution is not None:
+        session.execution = mutation.execution
+    if not isinstance(mutation.session_title, _Unset):
+        session.session_title = mutation.session_title
+    if mutation.configuration is not None:
+        session.configuration = mutation.configuration
     if mutation.queued_prompts is not None:
-        changes["queued_prompts"] = mutation.queued_prompts
+        session.queued_prompts = mutation.queued_prompts
     if mutation.pending_elicitations is not None:
-        changes["pending_elicitations"] = mutation.pending_elicitations
-    if mutation.active_turn is not UNCHANGED:
-        changes["active_turn"] = mutation.active_turn
+        session.pending_elicitations = mutation.pending_elicitations
+    if not isinstance(mutation.active_turn, _Unset):
+        session.active_turn = mutation.active_turn
     if mutation.clear_turn_outcome:
-        changes["last_turn_outcome"] = None
+        session.last_turn_outcome = None
     if mutation.last_turn_outcome is not None:
-        changes["last_turn_outcome"] = mutation.last_turn_outcome
+        session.last_turn_outcome = mutation.last_turn_outcome
     activity = mutation.last_activity_at_ms
     if activity is not None:
-        previous = current.last_activity_at_ms
-        changes["last_activity_at_ms"] = activity if previous is None else max(previous, activity)
-    changes["applied_event_ordinal"] = event.ordinal
-    changes["applied_event_digest"] = event.digest
-    return msgspec.structs.replace(current, **changes)
+        previous = session.last_activity_at_ms
+        session.last_activity_at_ms = activity if previous is None else max(previous, activity)
+    session.applied_event_ordinal = event.ordinal
+    session.applied_event_digest = event.digest
 
 
 def _integrity(
@@ -1139,41 +1213,63 @@ def _check_replacement(
         )
 
 
-def _apply_transcript(
-    current: MaterializedSession, event: RelayEvent, mutation: MaterializedSessionMutation
-) -> list[TranscriptItem]:
-    previous = current.transcript
-    transcript = list(previous)
-    base = index_for(previous).positions
-    local: dict[str, int] = {}  # ids appended by this event (or every id after a removal)
-    removed = False
-    replaced: dict[str, TranscriptItem] = {}
-    appended: list[str] = []
+def _check_transcript(
+    current: MaterializedSession,
+    event: RelayEvent,
+    mutation: MaterializedSessionMutation,
+    index: TranscriptIndex,
+) -> None:
+    """Check the transcript changes against ``current`` without changing anything.
+
+    The changes apply in order, so each upsert is checked against the item its id holds
+    after the changes before it (``touched``; None once removed), else in ``current``.
+    """
+    transcript, positions = current.transcript, index.positions
+    touched: dict[str, TranscriptItem | None] = {}
     for change in mutation.transcript:
         if isinstance(change, TranscriptRemove):
-            stable_id, item = change.stable_id, None
+            touched[change.stable_id] = None
+            continue
+        item = change.item
+        stable_id = item.stable_id
+        try:
+            item.validate(event.ordinal)
+        except InvalidInput as exc:
+            raise _integrity(current, event, stable_id, f"is invalid: {exc}") from exc
+        if stable_id in touched:
+            existing = touched[stable_id]
         else:
-            item = change.item
-            stable_id = item.stable_id
-            try:
-                item.validate(event.ordinal)
-            except InvalidInput as exc:
-                raise _integrity(current, event, stable_id, f"is invalid: {exc}") from exc
-        offset = local.get(stable_id) if removed or stable_id in local else base.get(stable_id)
-        if item is None:
-            if offset is not None:
-                del transcript[offset]
-                removed = True
-                local = {kept.stable_id: position for position, kept in enumerate(transcript)}
-        elif offset is None:
-            local[stable_id] = len(transcript)
-            transcript.append(item)
-            appended.append(stable_id)
-        else:
-            existing = transcript[offset]
+            offset = positions.get(stable_id)
+            existing = None if offset is None else transcript[offset]
+        if existing is not None:
             _check_replacement(current, event, existing, item)
-            if stable_id not in local:
-                replaced.setdefault(stable_id, existing)
+        touched[stable_id] = item
+
+
+def _write_transcript(
+    transcript: list[TranscriptItem], index: TranscriptIndex, mutation: MaterializedSessionMutation
+) -> None:
+    """Apply checked transcript changes to ``transcript`` and its ``index`` together.
+
+    An upsert replaces the item at its id's offset or appends a new one; a removal
+    deletes the item (a removed id upserted again later is appended anew).
+    """
+    positions = index.positions
+    for change in mutation.transcript:
+        if isinstance(change, TranscriptRemove):
+            offset = positions.get(change.stable_id)
+            if offset is not None:
+                removed = transcript.pop(offset)
+                index.remove(removed, offset, transcript)
+                positions = index.positions
+            continue
+        item = change.item
+        offset = positions.get(item.stable_id)
+        if offset is None:
+            transcript.append(item)
+            index.append(item, len(transcript) - 1)
+            positions = index.positions
+        else:
+            before = transcript[offset]
             transcript[offset] = item
-    index_after(previous, transcript, replaced, appended, removed)
-    return transcript
+            index.replace(before, item)

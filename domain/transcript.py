@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 import msgspec
@@ -59,8 +59,8 @@ __all__ = [
     "close_stream_kind",
     "close_streams",
     "config_command_text",
-    "index_after",
     "index_for",
+    "index_for_copy",
     "materialized_content_text",
     "merge_content_chunk",
     "normalize_session_title",
@@ -118,56 +118,176 @@ _SHELL_CONTINUES = "\n[output continues; final tail will be shown on completion]
 
 _OPEN_AGENTS = "open_agents"
 _OPEN_THOUGHTS = "open_thoughts"
-_PLANS = "plans"
 _RAW_TOOLS = "raw_tools"
 _PARKED = "parked"
+_PLANS = "plans"
+_TURNS = "turns"
+_ID_SETS = (_OPEN_AGENTS, _OPEN_THOUGHTS, _RAW_TOOLS, _PARKED)
+_ORDERED = (_PLANS, _TURNS)
+_PARTS = ("positions", *_ID_SETS, *_ORDERED, "referrers")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TranscriptIndex:
     """Lookups over one transcript list, so projecting an event does not walk it.
 
     ``positions`` maps stable ids to list offsets; the id sets hold open agent and
-    thought streams, plans, provider tools whose raw result can claim a terminal
+    thought streams, provider tools whose raw result can claim a terminal
     (``raw_tools``) and terminal output not yet owned by a provider tool (``parked``);
-    ``referrers`` maps terminal ids to the tool items referring to them. An index
-    describes exactly one list and never changes once built: applying an event builds
-    the next index from this one, sharing whatever did not change.
+    ``plans`` and ``turns`` (the items that start a turn: user prompts and harness
+    turns) keep their ids in transcript order, so the newest is the last;
+    ``referrers`` maps terminal ids to the tool items referring to them.
+
+    An index describes exactly one list, and changes only together with it: applying
+    an event changes the list and its index step by step (:meth:`append`,
+    :meth:`replace`, :meth:`remove`), so the cost follows the change, not the length of
+    the transcript. Applying an event to a *copy* of a list changes a :meth:`fork` of its
+    index, which shares every part with the original until its first change to that
+    part, so the original index (which another thread may be reading) never changes.
+    Readers must not change an index.
     """
 
     positions: dict[str, int]
-    open_agents: frozenset[str]
-    open_thoughts: frozenset[str]
-    plans: frozenset[str]
-    raw_tools: frozenset[str]
-    parked: frozenset[str]
+    open_agents: set[str]
+    open_thoughts: set[str]
+    raw_tools: set[str]
+    parked: set[str]
+    plans: dict[str, None]
+    turns: dict[str, None]
     referrers: dict[str, frozenset[str]]
+    _borrowed: set[str] = field(default_factory=set, compare=False, repr=False)
+    """Parts shared with a fork (or the index this one was forked from): copied before a change."""
 
     @classmethod
     def build(cls, transcript: list[TranscriptItem]) -> TranscriptIndex:
         """Index ``transcript`` from scratch (one pass)."""
         positions: dict[str, int] = {}
-        sets: dict[str, set[str]] = {
-            name: set() for name in (_OPEN_AGENTS, _OPEN_THOUGHTS, _PLANS, _RAW_TOOLS, _PARKED)
-        }
+        sets: dict[str, set[str]] = {name: set() for name in _ID_SETS}
+        ordered: dict[str, dict[str, None]] = {name: {} for name in _ORDERED}
         referrers: dict[str, set[str]] = {}
         for offset, item in enumerate(transcript):
             stable_id = item.stable_id
             positions[stable_id] = offset
             for name in _sets_of(item):
-                sets[name].add(stable_id)
+                if name in ordered:
+                    ordered[name][stable_id] = None
+                else:
+                    sets[name].add(stable_id)
             for terminal_id in _item_terminal_ids(item.body):
                 referrers.setdefault(terminal_id, set()).add(stable_id)
         return cls(
             positions=positions,
+            open_agents=sets[_OPEN_AGENTS],
+            open_thoughts=sets[_OPEN_THOUGHTS],
+            raw_tools=sets[_RAW_TOOLS],
+            parked=sets[_PARKED],
+            plans=ordered[_PLANS],
+            turns=ordered[_TURNS],
             referrers={key: frozenset(value) for key, value in referrers.items()},
-            **{name: frozenset(value) for name, value in sets.items()},
         )
+
+    def fork(self) -> TranscriptIndex:
+        """An equal index sharing every part with this one until either changes that part.
+
+        Both sides copy a shared part before their first change to it, so neither ever
+        sees the other's changes; forking costs nothing, a change copies what it changes.
+        """
+        self._borrowed = set(_PARTS)
+        return TranscriptIndex(
+            positions=self.positions,
+            open_agents=self.open_agents,
+            open_thoughts=self.open_thoughts,
+            raw_tools=self.raw_tools,
+            parked=self.parked,
+            plans=self.plans,
+            turns=self.turns,
+            referrers=self.referrers,
+            _borrowed=set(_PARTS),
+        )
+
+    def append(self, item: TranscriptItem, offset: int) -> None:
+        """Index ``item``, just appended to the list at ``offset``."""
+        self._own("positions")[item.stable_id] = offset
+        self._enter(item.stable_id, _sets_of(item), _item_terminal_ids(item.body), at_end=True)
+
+    def replace(self, before: TranscriptItem, after: TranscriptItem) -> None:
+        """Re-index the item whose offset now holds ``after`` instead of ``before``."""
+        stable_id = after.stable_id
+        was, now = _sets_of(before), _sets_of(after)
+        if was != now:
+            self._leave(stable_id, [name for name in was if name not in now], [])
+            self._enter(stable_id, [name for name in now if name not in was], [], at_end=False)
+        if type(before.body) is ToolBody or type(after.body) is ToolBody:
+            old_refs, new_refs = _item_terminal_ids(before.body), _item_terminal_ids(after.body)
+            if old_refs != new_refs:
+                self._leave(stable_id, [], old_refs)
+                self._enter(stable_id, [], new_refs, at_end=False)
+
+    def remove(self, item: TranscriptItem, offset: int, transcript: list[TranscriptItem]) -> None:
+        """Un-index ``item``, just deleted from ``transcript`` at ``offset``.
+
+        The items after it moved up one place; they are re-indexed, so a removal costs
+        the number of items after it (the items removed are recent ones: parked
+        terminal output and interim tools).
+        """
+        positions = self._own("positions")
+        del positions[item.stable_id]
+        for later in range(offset, len(transcript)):
+            positions[transcript[later].stable_id] = later
+        self._leave(item.stable_id, _sets_of(item), _item_terminal_ids(item.body))
+
+    def _own(self, name: str) -> Any:
+        """The part ``name``, copied first if it is shared with another index."""
+        part = getattr(self, name)
+        if name in self._borrowed:
+            self._borrowed.discard(name)
+            part = part.copy()  # referrers: its frozensets are replaced, never changed
+            setattr(self, name, part)
+        return part
+
+    def _enter(
+        self, stable_id: str, sets: Iterable[str], terminal_ids: list[str], *, at_end: bool
+    ) -> None:
+        for name in sets:
+            ids = self._own(name)
+            if isinstance(ids, set):
+                ids.add(stable_id)
+                continue
+            ids[stable_id] = None
+            if not at_end and len(ids) > 1:
+                # Joined in the middle of the list (an item changed into a plan): re-sort.
+                positions = self.positions
+                setattr(self, name, dict.fromkeys(sorted(ids, key=positions.__getitem__)))
+        if terminal_ids:
+            referrers = self._own("referrers")
+            for terminal_id in terminal_ids:
+                referrers[terminal_id] = referrers.get(terminal_id, frozenset()) | {stable_id}
+
+    def _leave(self, stable_id: str, sets: Iterable[str], terminal_ids: list[str]) -> None:
+        for name in sets:
+            ids = self._own(name)
+            if isinstance(ids, set):
+                ids.discard(stable_id)
+            else:
+                ids.pop(stable_id, None)
+        if terminal_ids:
+            referrers = self._own("referrers")
+            for terminal_id in terminal_ids:
+                remaining = referrers.get(terminal_id, frozenset()) - {stable_id}
+                if remaining:
+                    referrers[terminal_id] = remaining
+                else:
+                    referrers.pop(terminal_id, None)
 
 
 def _sets_of(item: TranscriptItem) -> tuple[str, ...]:
     """The index id sets ``item`` belongs to."""
-    body = item.body
+    if isinstance(item.body, UserBody) or item.stable_id.startswith(HARNESS_TURN_ITEM_PREFIX):
+        return (*_body_sets(item.body), _TURNS)
+    return _body_sets(item.body)
+
+
+def _body_sets(body: Any) -> tuple[str, ...]:
     if isinstance(body, AgentBody):
         return (_OPEN_AGENTS,) if body.streaming else ()
     if isinstance(body, ThoughtBody):
@@ -199,100 +319,40 @@ def index_for(transcript: list[TranscriptItem]) -> TranscriptIndex:
     """The index of ``transcript``, from the cache or built now.
 
     The cache keys on the list's identity and holds the list itself, so an id is never
-    reused while its entry lives; entries are immutable, so threads may share them.
-    Sessions are treated as immutable: a transcript list changed in place after it was
-    indexed would be misread. At most 256 lists are remembered; a session whose entry
-    was dropped is simply indexed again.
+    reused while its entry lives. A list may change only together with its index, as
+    applying an event does (:meth:`TranscriptIndex.append` and the rest); a list changed
+    any other way after it was indexed would be misread. At most 256 lists are
+    remembered, the least recently asked for dropped first; a list whose entry was
+    dropped is simply indexed again.
     """
-    entry = _INDEX_CACHE.get(id(transcript))
-    if entry is not None and entry[0] is transcript:
-        return entry[1]
-    index = TranscriptIndex.build(transcript)
-    _remember(transcript, index)
-    return index
+    key = id(transcript)
+    entry = _INDEX_CACHE.pop(key, None)
+    if entry is None or entry[0] is not transcript:
+        entry = (transcript, TranscriptIndex.build(transcript))
+    _remember(key, entry)
+    return entry[1]
 
 
-def _remember(transcript: list[TranscriptItem], index: TranscriptIndex) -> None:
-    _INDEX_CACHE[id(transcript)] = (transcript, index)
-    if len(_INDEX_CACHE) > _INDEX_CACHE_LIMIT:
-        for key in list(_INDEX_CACHE)[: _INDEX_CACHE_LIMIT // 2]:
-            _INDEX_CACHE.pop(key, None)
-
-
-def index_after(
-    previous: list[TranscriptItem],
-    transcript: list[TranscriptItem],
-    replaced: Mapping[str, TranscriptItem],
-    appended: list[str],
-    removed: bool,
+def index_for_copy(
+    previous: list[TranscriptItem], transcript: list[TranscriptItem], index: TranscriptIndex
 ) -> TranscriptIndex:
-    """Derive and cache the index of ``transcript`` from the index of ``previous``.
+    """The index of ``transcript``, a fresh copy of ``previous`` about to be changed.
 
-    ``replaced`` maps each id changed in place to the item it held in ``previous``;
-    ``appended`` lists the ids added at the end, in order. After a removal the index is
-    rebuilt from scratch. Only the parts that changed are copied.
+    It is a :meth:`TranscriptIndex.fork` of ``index`` (the index of ``previous``), cached
+    for ``transcript`` and to be changed together with it. ``previous``'s index stays as
+    it was but leaves the cache, since a chain of sessions needs only its newest one.
     """
-    entry = _INDEX_CACHE.pop(id(previous), None)
-    if removed or entry is None or entry[0] is not previous:
-        index = TranscriptIndex.build(transcript)
-        _remember(transcript, index)
-        return index
-    old = entry[1]
-    positions = old.positions
-    if appended:
-        positions = dict(positions)
-        base = len(previous)
-        for offset, stable_id in enumerate(appended):
-            positions[stable_id] = base + offset
-    set_changes: dict[str, tuple[set[str], set[str]]] = {}
-    ref_changes: list[tuple[str, str, bool]] = []
-    pairs: list[tuple[str, TranscriptItem | None]] = list(replaced.items())
-    pairs.extend((stable_id, None) for stable_id in appended)
-    for stable_id, before in pairs:
-        after = transcript[positions[stable_id]]
-        was = () if before is None else _sets_of(before)
-        now = _sets_of(after)
-        if was != now:
-            for name in was:
-                set_changes.setdefault(name, (set(), set()))[1].add(stable_id)
-            for name in now:
-                set_changes.setdefault(name, (set(), set()))[0].add(stable_id)
-        if type(after.body) is not ToolBody and (
-            before is None or type(before.body) is not ToolBody
-        ):
-            continue
-        old_refs = [] if before is None else _item_terminal_ids(before.body)
-        new_refs = _item_terminal_ids(after.body)
-        if old_refs != new_refs:
-            ref_changes.extend((terminal_id, stable_id, False) for terminal_id in old_refs)
-            ref_changes.extend((terminal_id, stable_id, True) for terminal_id in new_refs)
-    if not appended and not set_changes and not ref_changes:
-        _remember(transcript, old)  # the same ids at the same offsets, in the same roles
-        return old
-    fields: dict[str, Any] = {}
-    for name, (added, dropped) in set_changes.items():
-        fields[name] = (getattr(old, name) - dropped) | added
-    referrers = old.referrers
-    if ref_changes:
-        referrers = dict(referrers)
-        for terminal_id, stable_id, add in ref_changes:
-            ids = referrers.get(terminal_id, frozenset())
-            ids = ids | {stable_id} if add else ids - {stable_id}
-            if ids:
-                referrers[terminal_id] = ids
-            else:
-                referrers.pop(terminal_id, None)
-    index = TranscriptIndex(
-        positions=positions,
-        open_agents=fields.get(_OPEN_AGENTS, old.open_agents),
-        open_thoughts=fields.get(_OPEN_THOUGHTS, old.open_thoughts),
-        plans=fields.get(_PLANS, old.plans),
-        raw_tools=fields.get(_RAW_TOOLS, old.raw_tools),
-        parked=fields.get(_PARKED, old.parked),
-        referrers=referrers,
-    )
-    _remember(transcript, index)
-    return index
+    _INDEX_CACHE.pop(id(previous), None)  # an entry holds its list: under this id, it is previous
+    fork = index.fork()
+    _remember(id(transcript), (transcript, fork))
+    return fork
+
+
+def _remember(key: int, entry: tuple[list[TranscriptItem], TranscriptIndex]) -> None:
+    _INDEX_CACHE[key] = entry
+    if len(_INDEX_CACHE) > _INDEX_CACHE_LIMIT:
+        for stale in list(_INDEX_CACHE)[: _INDEX_CACHE_LIMIT // 2]:
+            _INDEX_CACHE.pop(stale, None)
 
 
 # -- the projection context -----------------------------------------------------------
@@ -1079,21 +1139,20 @@ def project_plan(ctx: ProjectionContext, plan: JSON) -> None:
 
     A plan belongs to the turn that produced it, so a plan from a later turn (a user
     prompt or a turn the harness started on its own) never overwrites an earlier one.
+    The latest turn starts at its newest user prompt or harness turn item. A plan is
+    created at the end of the transcript, positioned at the event that creates it, and
+    keeps its position, so the newest plan is the only one that can belong to it.
     """
     close_streams(ctx)
-    transcript = ctx.current.transcript
-    turn_start = 0
-    for item in reversed(transcript):
-        if isinstance(item.body, UserBody) or item.stable_id.startswith(HARNESS_TURN_ITEM_PREFIX):
-            turn_start = item.position
-            break
-    latest: tuple[int, TranscriptItem] | None = None
-    for stable_id in ctx.index.plans:
-        offset = ctx.index.positions[stable_id]
-        item = transcript[offset]
-        if item.position > turn_start and (latest is None or offset > latest[0]):
-            latest = (offset, item)
-    if latest is not None:
-        upsert(ctx, changed(latest[1], ctx.event.recorded_at_ms, body=PlanBody(plan=plan)))
+    turn = _newest(ctx, ctx.index.turns)
+    turn_start = 0 if turn is None else turn.position
+    latest = _newest(ctx, ctx.index.plans)
+    if latest is not None and latest.position > turn_start:
+        upsert(ctx, changed(latest, ctx.event.recorded_at_ms, body=PlanBody(plan=plan)))
     else:
         upsert(ctx, new_item(ctx, f"plan:{ctx.event.ordinal}", PlanBody(plan=plan)))
+
+
+def _newest(ctx: ProjectionContext, ids: dict[str, None]) -> TranscriptItem | None:
+    """The item of the last id of ``ids`` (kept in transcript order), if any."""
+    return ctx.get(next(reversed(ids))) if ids else None

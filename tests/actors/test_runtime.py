@@ -226,15 +226,15 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     page(store, turn()[:1])
     import actors.projector as projector_module
 
-    real = projector_module.project_and_apply
+    real = projector_module.project_in_place
 
     def explode(*args: object, **kwargs: object) -> object:
         raise RuntimeError("injected projector bug")
 
-    monkeypatch.setattr(projector_module, "project_and_apply", explode)
+    monkeypatch.setattr(projector_module, "project_in_place", explode)
     with pytest.raises(RuntimeError):
         page(store, turn()[1:])
-    monkeypatch.setattr(projector_module, "project_and_apply", real)
+    monkeypatch.setattr(projector_module, "project_in_place", real)
     store._projectors["session-1"].stop()  # and the actor itself dies
     report = page(store, turn()[1:])
     assert (report.applied, report.frontier_ordinal) == (2, 3)
