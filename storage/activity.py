@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 import apsw
 
-from domain.api_events import ApiActivityChanged, ApiActivityState, ApiSessionFault
+from domain.api_events import ApiActivityChanged, ApiActivityState, ApiEventData, ApiSessionFault
 from domain.errors import UnknownSession
 from domain.outcomes import OutcomeReason
 from domain.wire import encode
-from storage.events import insert_api_event
+from storage.events import insert_api_event, insert_api_events
 from storage.sessions import current_time_ms
 from storage.transaction import transaction
 
@@ -38,21 +38,30 @@ def record_activities(
 ) -> None:
     """Append ``activity_changed`` for every changed activity in ``activities``, in order."""
     with transaction(connection, "record session activity"):
+        # The body last published per session, as this batch goes on; None: no session.
+        published: dict[str, str | None] = {}
+        changed: dict[str, str] = {}
+        events: list[tuple[str, int, ApiEventData]] = []
         for session_id, activity in activities:
-            published = connection.execute(_PUBLISHED, (session_id,)).fetchone()
-            if published is None:
+            if session_id in published:
+                previous = published[session_id]
+            else:
+                row = connection.execute(_PUBLISHED, (session_id,)).fetchone()
+                previous = None if row is None else (row[0] or "")
+            if previous is None:
+                published[session_id] = None
                 continue  # never saved, or deleted: do not revive it
             body = encode(activity).decode()
-            if published[0] == body:
+            if previous == body:
                 continue
-            insert_api_event(
-                connection, session_id, recorded_at_ms, ApiActivityChanged.of(activity=activity)
-            )
-            connection.execute(
-                "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
-                " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
-                (session_id, body),
-            )
+            published[session_id] = changed[session_id] = body
+            events.append((session_id, recorded_at_ms, ApiActivityChanged.of(activity=activity)))
+        insert_api_events(connection, events)
+        connection.executemany(
+            "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
+            " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+            list(changed.items()),
+        )
 
 
 def record_startup_fault(

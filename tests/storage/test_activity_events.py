@@ -87,6 +87,23 @@ def test_a_batch_skips_unknown_sessions_and_tracks_each_session_separately(
     assert db.execute("SELECT count(*) FROM sessions WHERE session_id = 'ghost'").get == 0
 
 
+def test_changes_within_one_batch_are_compared_with_the_batchs_own_earlier_items(
+    session_db: apsw.Connection,
+) -> None:
+    idle = idle_activity()
+    busy = msgspec.structs.replace(idle, is_idle=False)
+    record_activities(
+        session_db,
+        [("session-1", idle), ("session-1", idle), ("session-1", busy), ("session-1", idle)],
+        5,
+    )
+    assert activities(session_db) == [idle, busy, idle]
+    stored = session_db.execute("SELECT body FROM api_session_activity").get
+    assert stored == encode(idle).decode()
+    record_activities(session_db, [("session-1", idle)], 6)
+    assert activities(session_db) == [idle, busy, idle]
+
+
 def test_an_activity_batch_is_one_transaction(session_db: apsw.Connection) -> None:
     class Boom(Exception):
         pass
