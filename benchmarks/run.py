@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     failed: list[str] = []
     started = time.perf_counter()
+    if args.scratch is not None:
+        args.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="relaystore-bench-", dir=args.scratch) as scratch:
         ctx = Context(quick=args.quick, scratch=Path(scratch), seed=args.seed)
         for name in names:
