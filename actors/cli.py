@@ -7,32 +7,27 @@ Exit status 0 on success, 1 when the input or the store is bad (one line on stde
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from actors.journals import JournalReader, Location, TornTail, resolve_source, verify_sources
-from actors.projector import PAGE_SIZE
+from actors.journals import resolve_source, verify_sources
+from actors.replay import BATCH, replay_source
 from actors.store import EventStore
 from domain.api_events import ApiEventFilter
 from domain.errors import InvalidInput, StoreError
-from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, SaveSession
-from domain.relay import RelayEvent
-from domain.runtime import HarnessKind
-from domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from domain.messages import LoadApiEvents, LoadMaterializedSession
 from storage.connection import open_reader
 from storage.stats import load_stats
 
 __all__ = ["main"]
 
 DEFAULT_DB = "relaystore.sqlite3"
-BATCH = 4 * PAGE_SIZE  # events per ObserveRelayEvents; pages stay aligned
 _PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar above this much journal
 
 
@@ -92,110 +87,44 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- replay -----------------------------------------------------------------------------
 
 
-def _minimal_record(session_id: str, workspace: str | None) -> SessionRecord:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record = SessionRecord(
-        id=session_id,
-        workspace_id=workspace or DEFAULT_WORKSPACE_ID,
-        title=f"replayed {session_id}",
-        harness_kind=HarnessKind.CODEX,
-        last_profile="replay",
-        bundle_id="replay",
-        target_template_id="local",
-        state=SessionState.STOPPED,
-        created_at=now,
-        updated_at=now,
-    )
-    record.validate()
-    return record
-
-
-class _Totals:
-    def __init__(self) -> None:
-        self.read = self.applied = self.already = 0
-
-
 def _replay(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    totals = _Totals()
+    read = applied = already = 0
     with EventStore.open(args.db) as store:
         first_seq = store.latest_seq
-        for source_path in args.sources:
-            _replay_source(store, Path(source_path), args, totals)
+        for path in args.sources:
+            source = resolve_source(path, session_id=args.session)
+            progress = _progress(source.size_bytes, source.session_id)
+            try:
+                report = replay_source(
+                    store,
+                    source,
+                    workspace=args.workspace,
+                    on_batch=None if progress is None else _advance(progress),
+                )
+            finally:
+                if progress is not None:
+                    progress.close()
+            read, applied = read + report.read, applied + report.applied
+            already += report.already_applied
+            for tail in report.torn_tails:
+                print(
+                    f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
+                    f"({tail.byte_count} bytes without a newline) was not applied",
+                    file=sys.stderr,
+                )
         written = store.latest_seq - first_seq
     elapsed = max(time.monotonic() - started, 1e-9)
     print(
-        f"replayed {totals.read} events: {totals.applied} applied, {totals.already} already "
-        f"applied, {written} API events written ({totals.read / elapsed:,.0f} events/s)",
+        f"replayed {read} events: {applied} applied, {already} already "
+        f"applied, {written} API events written ({read / elapsed:,.0f} events/s)",
         file=sys.stderr,
     )
     return 0
 
 
-def _replay_source(
-    store: EventStore, path: Path, args: argparse.Namespace, totals: _Totals
-) -> None:
-    source = resolve_source(path, session_id=args.session)
-    session_id = source.session_id
-    current = store.ask(LoadMaterializedSession(session_id=session_id))
-    if current is None:
-        store.ask(SaveSession(record=_minimal_record(session_id, args.workspace)))
-    after = None if current is None or current.applied_event_ordinal == 0 else current.frontier
-    torn: list[TornTail] = []
-    reader = JournalReader(source, after=after)
-    reader.on_torn_tail = torn.append
-    progress = _progress(source.size_bytes, session_id)
-    batch: list[RelayEvent] = []
-    where: dict[int, Location] = {}
-    try:
-        try:
-            for event, location in reader:
-                batch.append(event)
-                where[event.ordinal] = location
-                if len(batch) == BATCH:
-                    _observe(store, session_id, batch, where, totals)
-                    if progress is not None:
-                        progress.update(BATCH)
-                    batch, where = [], {}
-        except StoreError:
-            # A bad line ends the replay as a bad event would: the complete pages read
-            # before it are committed, nothing of the page that holds it.
-            complete = len(batch) - len(batch) % PAGE_SIZE
-            if complete:
-                _observe(store, session_id, batch[:complete], where, totals)
-            raise
-        if batch:
-            _observe(store, session_id, batch, where, totals)
-    finally:
-        if progress is not None:
-            progress.close()
-    for tail in torn:
-        print(
-            f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
-            f"({tail.byte_count} bytes without a newline) was not applied",
-            file=sys.stderr,
-        )
-
-
-def _observe(
-    store: EventStore,
-    session_id: str,
-    batch: list[RelayEvent],
-    where: dict[int, Location],
-    totals: _Totals,
-) -> None:
-    totals.read += len(batch)
-    try:
-        report = store.ask(ObserveRelayEvents(session_id=session_id, events=batch))
-    except StoreError as exc:
-        location = where.get(exc.ordinal) if exc.ordinal is not None else None
-        if location is None and batch:
-            location = where.get(batch[0].ordinal)
-        if location is not None and exc.path is None:
-            raise exc.located(path=str(location.path), line=location.line) from exc
-        raise
-    totals.applied += report.applied
-    totals.already += report.already_applied
+def _advance(progress: Any) -> Callable[[object], None]:
+    return lambda _report: progress.update(BATCH)
 
 
 def _progress(size: int, session_id: str) -> Any:

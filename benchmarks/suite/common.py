@@ -13,13 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.cli import BATCH
-from actors.journals import JournalReader, resolve_source
+from actors.journals import resolve_source
+from actors.replay import replay_source
 from actors.store import EventStore
-from domain.messages import ObserveRelayEvents, SaveSession
-from domain.relay import RelayEvent
-from domain.runtime import HarnessKind
-from domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
 __all__ = [
     "Context",
@@ -29,7 +25,6 @@ __all__ = [
     "median",
     "percentile",
     "replay_journal",
-    "replay_record",
     "timed",
 ]
 
@@ -144,50 +139,23 @@ def timed() -> Iterator[list[float]]:
         box.append(time.perf_counter() - started)
 
 
-def replay_record(session_id: str) -> SessionRecord:
-    """The record ``relaystore replay`` creates for a session the store lacks."""
-    record = SessionRecord(
-        id=session_id,
-        workspace_id=DEFAULT_WORKSPACE_ID,
-        title=f"replayed {session_id}",
-        harness_kind=HarnessKind.CODEX,
-        last_profile="replay",
-        bundle_id="replay",
-        target_template_id="local",
-        state=SessionState.STOPPED,
-        created_at="2026-08-12T00:00:00Z",
-        updated_at="2026-08-12T00:00:00Z",
-    )
-    record.validate()
-    return record
-
-
 def replay_journal(
     store: EventStore,
     journal: Path,
     session_id: str = "bench-session",
     on_batch: Callable[[int], object] | None = None,
 ) -> int:
-    """Replay ``journal`` into ``store`` as ``relaystore replay`` does; return events applied.
+    """Replay ``journal`` into ``store`` exactly as ``relaystore replay`` does; return events applied.
 
-    The session is created first (as the command does for a store that lacks it); the
-    events are read by :class:`actors.journals.JournalReader` (decode, and the digest and
-    chain checks the command asks for) and sent in ``ObserveRelayEvents`` batches of
-    :data:`actors.cli.BATCH` to the session's projector, which projects them and commits
-    them through the writer a page at a time. ``on_batch`` gets the running count of
-    applied events after each batch.
+    :func:`actors.replay.replay_source` creates the session (as the command does for a
+    store that lacks it), reads the events with the journal reader and sends them in
+    batches to the session's projector, which commits them a page at a time.
+    ``on_batch`` gets the running count of applied events after each batch.
     """
-    store.ask(SaveSession(record=replay_record(session_id)))
     source = resolve_source(journal, session_id=session_id)
-    applied = 0
-    batch: list[RelayEvent] = []
-    for event, _location in JournalReader(source):
-        batch.append(event)
-        if len(batch) == BATCH:
-            applied += store.ask(ObserveRelayEvents(session_id=session_id, events=batch)).applied
-            batch = []
-            if on_batch is not None:
-                on_batch(applied)
-    if batch:
-        applied += store.ask(ObserveRelayEvents(session_id=session_id, events=batch)).applied
-    return applied
+    report = replay_source(
+        store,
+        source,
+        on_batch=None if on_batch is None else (lambda running: on_batch(running.applied)),
+    )
+    return report.applied
