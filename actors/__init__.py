@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from actors.store import EventStore
+from relaystore.actors.store import EventStore
 
 __all__ = ["EventStore"]
 

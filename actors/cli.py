@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
-from actors.journals import resolve_source, verify_sources
-from actors.replay import BATCH, replay_source
-from actors.store import EventStore
-from domain.api_events import ApiEventFilter
-from domain.errors import InvalidInput, StoreError
-from domain.messages import LoadApiEvents, LoadMaterializedSession
-from storage.connection import open_reader
-from storage.stats import load_stats
+from relaystore.actors.journals import resolve_source, verify_sources
+from relaystore.actors.replay import BATCH, replay_source
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import ApiEventFilter
+from relaystore.domain.errors import InvalidInput, StoreError
+from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession
+from relaystore.storage.connection import open_reader
+from relaystore.storage.stats import load_stats
 
 __all__ = ["main"]
 

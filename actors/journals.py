@@ -39,17 +39,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
-
-from domain.digests import validate_relay_event_self, validate_relay_link
-from domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
-from domain.relay import (
+from relaystore.domain.digests import validate_relay_event_self, validate_relay_link
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
+from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
     RELAY_EVENT_GENESIS_DIGEST,
     RelayCursor,
     RelayEvent,
     decode_relay_event,
 )
-from domain.wire import decode_json
+from relaystore.domain.wire import decode_json
 
 __all__ = [
     "ACTIVE_JOURNAL_NAME",

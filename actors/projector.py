@@ -27,12 +27,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from actors.told import TellSafeActor
-from domain.errors import ChainFault, RelayChainError, StoreError
-from domain.materialized import MaterializedSession, MaterializedSessionMutation
-from domain.messages import ObserveRelayEvents, ProjectionReport
-from domain.projection import project_in_place
-from domain.relay import RelayEvent
+from relaystore.actors.told import TellSafeActor
+from relaystore.domain.errors import ChainFault, RelayChainError, StoreError
+from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
+from relaystore.domain.projection import project_in_place
+from relaystore.domain.relay import RelayEvent
 
 __all__ = ["PAGE_SIZE", "PageWriter", "ProjectorActor", "SessionLoader"]
 

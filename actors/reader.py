@@ -10,12 +10,16 @@ import logging
 from typing import Any
 
 import apsw
-
-from actors.told import TellSafeActor
-from domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRuntimeReceipt, LoadState
-from storage.materialized import load_materialized_session
-from storage.paging import load_api_events, load_runtime_receipt
-from storage.sessions import load_state
+from relaystore.actors.told import TellSafeActor
+from relaystore.domain.messages import (
+    LoadApiEvents,
+    LoadMaterializedSession,
+    LoadRuntimeReceipt,
+    LoadState,
+)
+from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.paging import load_api_events, load_runtime_receipt
+from relaystore.storage.sessions import load_state
 
 __all__ = ["ReaderActor"]
 

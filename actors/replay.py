@@ -15,14 +15,14 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.journals import JournalReader, JournalSource, Location, TornTail
-from actors.projector import PAGE_SIZE
-from actors.store import EventStore
-from domain.errors import StoreError
-from domain.messages import LoadMaterializedSession, ObserveRelayEvents, SaveSession
-from domain.relay import RelayEvent
-from domain.runtime import HarnessKind
-from domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from relaystore.actors.journals import JournalReader, JournalSource, Location, TornTail
+from relaystore.actors.projector import PAGE_SIZE
+from relaystore.actors.store import EventStore
+from relaystore.domain.errors import StoreError
+from relaystore.domain.messages import LoadMaterializedSession, ObserveRelayEvents, SaveSession
+from relaystore.domain.relay import RelayEvent
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
 __all__ = ["BATCH", "ReplayReport", "minimal_record", "replay_source"]
 

@@ -21,14 +21,13 @@ from typing import Any, TypeVar, get_args
 import apsw
 import pykka
 from pykka import ActorDeadError, ActorRef, ThreadingFuture
-
-from actors.projector import ProjectorActor
-from actors.reader import ReaderActor
-from actors.told import Told
-from actors.writer import Job, WriterActor
-from domain.errors import InvalidInput, StoreClosed, UnknownSession
-from domain.materialized import MaterializedSession, MaterializedSessionMutation
-from domain.messages import (
+from relaystore.actors.projector import ProjectorActor
+from relaystore.actors.reader import ReaderActor
+from relaystore.actors.told import Told
+from relaystore.actors.writer import Job, WriterActor
+from relaystore.domain.errors import InvalidInput, StoreClosed, UnknownSession
+from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.messages import (
     BeginCheckpoint,
     CorrelateCheckpointBarrier,
     DeleteSession,
@@ -45,12 +44,12 @@ from domain.messages import (
     SaveSession,
     WriterMessage,
 )
-from domain.relay import RelayEvent
-from storage import activity, checkpoints, sessions
-from storage.connection import Synchronous, open_reader, open_writer
-from storage.materialized import load_materialized_session
-from storage.paging import load_latest_seq
-from storage.projection import ApplyOutcome, apply_projection_page
+from relaystore.domain.relay import RelayEvent
+from relaystore.storage import activity, checkpoints, sessions
+from relaystore.storage.connection import Synchronous, open_reader, open_writer
+from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.projection import ApplyOutcome, apply_projection_page
 
 __all__ = ["EventStore", "Synchronous"]
 

@@ -21,10 +21,9 @@ from typing import Any
 import apsw
 import pykka
 from pykka import ThreadingActor
-
-from domain.errors import StoreError, WriterStopped
-from storage.connection import WriterConnection
-from storage.paging import load_latest_seq
+from relaystore.domain.errors import StoreError, WriterStopped
+from relaystore.storage.connection import WriterConnection
+from relaystore.storage.paging import load_latest_seq
 
 __all__ = ["Job", "WriterActor", "blocking_job"]
 

@@ -25,9 +25,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domain.digests import validate_relay_event_self
-from domain.outcomes import TokenUsage, UsageScope
-from domain.relay import (
+from relaystore.domain.digests import validate_relay_event_self
+from relaystore.domain.outcomes import TokenUsage, UsageScope
+from relaystore.domain.relay import (
     CommandCompleted,
     CommandQueued,
     CommandStarted,

@@ -27,10 +27,10 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domain.elicitation import ElicitationRequest
-from domain.materialized import MaterializedSession
-from domain.projection import project_and_apply
-from domain.relay import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.projection import project_and_apply
+from relaystore.domain.relay import (
     CommandCompleted,
     CommandQueued,
     CommandStarted,

@@ -6,7 +6,7 @@ Every public name of the contract (``relaystore-api.md``) imports from here.
 
 from __future__ import annotations
 
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
@@ -26,7 +26,7 @@ from domain.api_events import (
     MaterializedTurn,
     decode_api_event_data,
 )
-from domain.digests import (
+from relaystore.domain.digests import (
     RELAY_EVENT_DIGEST_DOMAIN_V1,
     RELAY_EVENT_DIGEST_DOMAIN_V2,
     is_relay_digest,
@@ -36,7 +36,7 @@ from domain.digests import (
     validate_relay_event_self,
     validate_relay_link,
 )
-from domain.elicitation import (
+from relaystore.domain.elicitation import (
     MAX_ELICITATION_BYTES,
     MAX_FIELDS,
     MAX_OPTIONS,
@@ -54,7 +54,7 @@ from domain.elicitation import (
     validate_field_value,
     validate_response,
 )
-from domain.errors import (
+from relaystore.domain.errors import (
     ChainFault,
     InvalidInput,
     LifecycleConflict,
@@ -68,7 +68,7 @@ from domain.errors import (
     UnknownSession,
     WriterStopped,
 )
-from domain.materialized import (
+from relaystore.domain.materialized import (
     UNCHANGED,
     AgentBody,
     ExecutionClosed,
@@ -94,7 +94,7 @@ from domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from domain.messages import (
+from relaystore.domain.messages import (
     BeginCheckpoint,
     CorrelateCheckpointBarrier,
     DeleteSession,
@@ -115,7 +115,7 @@ from domain.messages import (
     SaveSession,
     WriterMessage,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     AWAITING_INPUT_STOP_REASON,
     QUOTA_STOP_REASON,
     ApiTurnOutcome,
@@ -140,7 +140,7 @@ from domain.outcomes import (
     classify_prompt_completion,
     expected_cancellation,
 )
-from domain.projection import (
+from relaystore.domain.projection import (
     GOAL_STATE_KEY,
     apply_committed_projection_event,
     derive_api_events,
@@ -148,7 +148,7 @@ from domain.projection import (
     project_in_place,
     project_relay_event,
 )
-from domain.relay import (
+from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
@@ -235,7 +235,7 @@ from domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from domain.runtime import (
+from relaystore.domain.runtime import (
     RUNTIME_ID_PREFIX,
     HarnessKind,
     RuntimeComponent,
@@ -244,7 +244,7 @@ from domain.runtime import (
     RuntimeReceipt,
     validate_expected_identity,
 )
-from domain.sessions import (
+from relaystore.domain.sessions import (
     DEFAULT_WORKSPACE_ID,
     AdditionalMount,
     AllModelsSubagents,
@@ -290,7 +290,7 @@ from domain.sessions import (
     example_session,
     validate_id,
 )
-from domain.wire import (
+from relaystore.domain.wire import (
     JSON,
     Variant,
     Wire,

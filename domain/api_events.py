@@ -12,12 +12,11 @@ import enum
 from typing import Any, get_args
 
 import msgspec
-
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput
-from domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
-from domain.runtime import RuntimeReceipt
-from domain.wire import Variant, Wire, emitted, encode, variant_type
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
+from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.domain.wire import Variant, Wire, emitted, encode, variant_type
 
 __all__ = [
     "ApiActivityChanged",

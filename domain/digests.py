@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from domain.errors import ChainFault, RelayChainError
-from domain.relay import (
+from relaystore.domain.errors import ChainFault, RelayChainError
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
@@ -22,7 +22,7 @@ from domain.relay import (
     RelayEvent,
     SessionOpened,
 )
-from domain.wire import encode
+from relaystore.domain.wire import encode
 
 __all__ = [
     "RELAY_EVENT_DIGEST_DOMAIN_V1",

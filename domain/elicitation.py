@@ -25,9 +25,8 @@ from collections.abc import Mapping
 from typing import Annotated, Any, TypeAlias, TypeGuard, cast
 
 import msgspec
-
-from domain.errors import InvalidInput
-from domain.wire import Wire, decode_json, emitted, encode, variant_type
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.wire import Wire, decode_json, emitted, encode, variant_type
 
 __all__ = [
     "MAX_ELICITATION_BYTES",

@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
-
-from domain.api_events import ApiEventData, MaterializedTurn
-from domain.digests import is_relay_digest
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput
-from domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
-from domain.wire import JSON, Wire, emitted
+from relaystore.domain.api_events import ApiEventData, MaterializedTurn
+from relaystore.domain.digests import is_relay_digest
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
+from relaystore.domain.wire import JSON, Wire, emitted
 
 __all__ = [
     "AgentBody",
@@ -222,7 +221,7 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
 
     def validate(self) -> None:
         """Check the invariants the store and projector rely on (raises InvalidInput)."""
-        from domain.sessions import validate_id
+        from relaystore.domain.sessions import validate_id
 
         validate_id("session", self.session_id)
         ordinal, digest = self.applied_event_ordinal, self.applied_event_digest

@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 import msgspec
-
-from domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
-from domain.materialized import MaterializedSession
-from domain.relay import RelayEvent
-from domain.runtime import RuntimeReceipt
-from domain.sessions import SessionRecord, State
+from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.relay import RelayEvent
+from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.domain.sessions import SessionRecord, State
 
 __all__ = [
     "BeginCheckpoint",

@@ -8,8 +8,7 @@ from __future__ import annotations
 import enum
 
 import msgspec
-
-from domain.wire import Wire
+from relaystore.domain.wire import Wire
 
 __all__ = [
     "AWAITING_INPUT_STOP_REASON",

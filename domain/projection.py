@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,
     ApiInputRequired,
@@ -51,10 +50,10 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from domain.digests import validate_relay_event
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput, ProjectionError
-from domain.materialized import (
+from relaystore.domain.digests import validate_relay_event
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput, ProjectionError
+from relaystore.domain.materialized import (
     ExecutionClosed,
     ExecutionClosing,
     ExecutionIdle,
@@ -72,7 +71,7 @@ from domain.materialized import (
     UserBody,
     _Unset,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     CommandResult,
     CommandResultKind,
@@ -87,7 +86,7 @@ from domain.outcomes import (
     classify_prompt_completion,
     expected_cancellation,
 )
-from domain.relay import (
+from relaystore.domain.relay import (
     AgentInitialized,
     ClearContextCommand,
     CloseCommand,
@@ -134,8 +133,8 @@ from domain.relay import (
     UserShellStatus,
     Warning,
 )
-from domain.runtime import RuntimeReceipt
-from domain.transcript import (
+from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.domain.transcript import (
     CONTEXT_BOUNDARY_PREFIX,
     CONTEXT_BOUNDARY_TEXT,
     CONTINUATION_PROMPT,
@@ -171,7 +170,7 @@ from domain.transcript import (
     user_shell_result_text,
     user_shell_text,
 )
-from domain.wire import JSON
+from relaystore.domain.wire import JSON
 
 __all__ = [
     "GOAL_STATE_KEY",

@@ -14,12 +14,11 @@ import enum
 from typing import Annotated, ClassVar
 
 import msgspec
-
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput
-from domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
-from domain.runtime import RuntimeIdentity
-from domain.wire import JSON, Variant, Wire, emitted, encode
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
+from relaystore.domain.runtime import RuntimeIdentity
+from relaystore.domain.wire import JSON, Variant, Wire, emitted, encode
 
 __all__ = [
     "MAX_RELAY_LINE_BYTES",
@@ -875,7 +874,7 @@ class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
         command_id: str | None = None,
     ) -> RelayEvent:
         """Build an event in code and compute its digest."""
-        from domain.digests import relay_event_digest  # digests builds on this module
+        from relaystore.domain.digests import relay_event_digest  # digests builds on this module
 
         draft = cls(
             format=format,

@@ -34,11 +34,10 @@ from typing import Annotated, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
-
-from domain.digests import is_relay_digest
-from domain.errors import InvalidInput
-from domain.runtime import HarnessKind
-from domain.wire import JSON, Wire, emitted
+from relaystore.domain.digests import is_relay_digest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.wire import JSON, Wire, emitted
 
 __all__ = [
     "DEFAULT_WORKSPACE_ID",

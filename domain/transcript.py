@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 import msgspec
-
-from domain.errors import ProjectionError
-from domain.materialized import (
+from relaystore.domain.errors import ProjectionError
+from relaystore.domain.materialized import (
     AgentBody,
     ExecutionRunning,
     MaterializedSession,
@@ -36,8 +35,8 @@ from domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from domain.relay import RelayEvent, UserShellResult, UserShellStatus
-from domain.wire import JSON
+from relaystore.domain.relay import RelayEvent, UserShellResult, UserShellStatus
+from relaystore.domain.wire import JSON
 
 __all__ = [
     "CONTEXT_BOUNDARY_PREFIX",

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import msgspec
-
-from domain.errors import InvalidInput
+from relaystore.domain.errors import InvalidInput
 
 __all__ = [
     "JSON",

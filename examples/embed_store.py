@@ -12,9 +12,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from actors import EventStore
-from actors.journals import read_journal
-from domain import (
+from relaystore.actors import EventStore
+from relaystore.actors.journals import read_journal
+from relaystore.domain import (
     ApiActivityState,
     ApiEventFilter,
     LoadApiEvents,

@@ -37,9 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from domain.elicitation import ElicitationRequest
-from domain.outcomes import OutcomeReason, TokenUsage, UsageScope
-from domain.relay import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.outcomes import OutcomeReason, TokenUsage, UsageScope
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
@@ -73,13 +73,13 @@ from domain.relay import (
     UserShellStatus,
     encode_relay_event,
 )
-from domain.runtime import (
+from relaystore.domain.runtime import (
     HarnessKind,
     RuntimeComponent,
     RuntimeIdentity,
     RuntimeProvenance,
 )
-from domain.wire import JSON
+from relaystore.domain.wire import JSON
 
 __all__ = ["SESSION_IDS", "main", "write_worker_roots"]
 

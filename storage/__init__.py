@@ -9,18 +9,23 @@ or a savepoint when the caller already holds one, and raises only the errors of
 
 from __future__ import annotations
 
-from storage.activity import record_activities, record_startup_fault
-from storage.checkpoints import (
+from relaystore.storage.activity import record_activities, record_startup_fault
+from relaystore.storage.checkpoints import (
     begin_checkpoint,
     correlate_checkpoint_barrier,
     finish_failed_checkpoint,
     recover_interrupted_checkpoints,
     save_requested_checkpoint,
 )
-from storage.connection import WriterConnection, open_reader, open_writer
-from storage.events import insert_api_event, insert_api_events
-from storage.paging import MAX_PAGE_LIMIT, load_api_events, load_latest_seq, load_runtime_receipt
-from storage.schema import (
+from relaystore.storage.connection import WriterConnection, open_reader, open_writer
+from relaystore.storage.events import insert_api_event, insert_api_events
+from relaystore.storage.paging import (
+    MAX_PAGE_LIMIT,
+    load_api_events,
+    load_latest_seq,
+    load_runtime_receipt,
+)
+from relaystore.storage.schema import (
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
@@ -28,7 +33,7 @@ from storage.schema import (
     migrate_schema,
     read_schema_state,
 )
-from storage.sessions import (
+from relaystore.storage.sessions import (
     delete_session,
     load_session,
     load_state,
@@ -36,7 +41,7 @@ from storage.sessions import (
     save_session,
     update_lifecycle_fields,
 )
-from storage.transaction import transaction
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "MAX_PAGE_LIMIT",

@@ -13,14 +13,18 @@ import contextlib
 from collections.abc import Iterable
 
 import apsw
-
-from domain.api_events import ApiActivityChanged, ApiActivityState, ApiEventData, ApiSessionFault
-from domain.errors import UnknownSession
-from domain.outcomes import OutcomeReason
-from domain.wire import encode
-from storage.events import insert_api_event, insert_api_events
-from storage.sessions import current_time_ms
-from storage.transaction import transaction
+from relaystore.domain.api_events import (
+    ApiActivityChanged,
+    ApiActivityState,
+    ApiEventData,
+    ApiSessionFault,
+)
+from relaystore.domain.errors import UnknownSession
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.wire import encode
+from relaystore.storage.events import insert_api_event, insert_api_events
+from relaystore.storage.sessions import current_time_ms
+from relaystore.storage.transaction import transaction
 
 __all__ = ["record_activities", "record_startup_fault"]
 

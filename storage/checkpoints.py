@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import apsw
 import msgspec
-
-from domain.api_events import ApiCommandEnded
-from domain.errors import InvalidInput, LifecycleConflict, UnknownSession
-from domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
-from domain.sessions import SessionRecord, SessionState
-from domain.wire import decode_json
-from storage.events import insert_api_event
-from storage.sessions import (
+from relaystore.domain.api_events import ApiCommandEnded
+from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
+from relaystore.domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
+from relaystore.domain.sessions import SessionRecord, SessionState
+from relaystore.domain.wire import decode_json
+from relaystore.storage.events import insert_api_event
+from relaystore.storage.sessions import (
     current_time_ms,
     load_session,
     merge_lifecycle_fields,
     update_lifecycle_fields,
 )
-from storage.transaction import transaction
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "CHECKPOINT_COMMAND_KIND",

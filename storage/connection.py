@@ -29,16 +29,15 @@ from typing import Literal, Self
 
 import apsw
 import apsw.bestpractice
-
-from domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
-from storage.schema import (
+from relaystore.domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
+from relaystore.storage.schema import (
     SCHEMA_VERSION,
     check_writer_schema,
     ensure_supported,
     migrate_schema,
     read_schema_state,
 )
-from storage.transaction import store_error, transaction
+from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

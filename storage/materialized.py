@@ -21,11 +21,10 @@ from typing import Any, Literal
 
 import apsw
 import msgspec
-
-from domain.api_events import MaterializedTurn
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput, ProjectionError
-from domain.materialized import (
+from relaystore.domain.api_events import MaterializedTurn
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput, ProjectionError
+from relaystore.domain.materialized import (
     AgentBody,
     ExecutionClosed,
     ExecutionClosing,
@@ -39,11 +38,11 @@ from domain.materialized import (
     TranscriptBody,
     TranscriptItem,
 )
-from domain.outcomes import MaterializedTurnOutcome
-from domain.relay import RelayCursor
-from domain.transcript import merge_content_chunk
-from domain.wire import JSON
-from storage.transaction import transaction
+from relaystore.domain.outcomes import MaterializedTurnOutcome
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.transcript import merge_content_chunk
+from relaystore.domain.wire import JSON
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "execution_columns",

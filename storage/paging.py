@@ -21,12 +21,11 @@ events of one full scan, whatever the limit.
 from __future__ import annotations
 
 import apsw
-
-from domain.api_events import ApiEventFilter, ApiEventPage, ApiRuntimeResolved
-from domain.errors import InvalidInput
-from domain.runtime import RuntimeReceipt
-from storage.events import api_event_from_row, api_events_from_rows
-from storage.transaction import transaction
+from relaystore.domain.api_events import ApiEventFilter, ApiEventPage, ApiRuntimeResolved
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.storage.events import api_event_from_row, api_events_from_rows
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "MAX_PAGE_LIMIT",

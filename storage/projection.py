@@ -26,18 +26,17 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import apsw
-
-from domain.api_events import ApiEventData, MaterializedTurn
-from domain.digests import is_relay_digest, validate_frontier
-from domain.elicitation import ElicitationRequest
-from domain.errors import (
+from relaystore.domain.api_events import ApiEventData, MaterializedTurn
+from relaystore.domain.digests import is_relay_digest, validate_frontier
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import (
     ChainFault,
     InvalidInput,
     ProjectionError,
     RelayChainError,
     UnknownSession,
 )
-from domain.materialized import (
+from relaystore.domain.materialized import (
     UNCHANGED,
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
@@ -47,12 +46,12 @@ from domain.materialized import (
     TranscriptUpsert,
     _Unset,
 )
-from domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from domain.relay import RelayCursor
-from domain.wire import JSON, encode
-from storage.events import insert_api_events
-from storage.materialized import execution_columns, load_frontier
-from storage.transaction import transaction
+from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.wire import JSON, encode
+from relaystore.storage.events import insert_api_events
+from relaystore.storage.materialized import execution_columns, load_frontier
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "ApplyOutcome",

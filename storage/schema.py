@@ -33,13 +33,12 @@ from importlib import resources
 
 import apsw
 import msgspec
-
-from domain.api_events import ApiLegacyNotice, ApiTurnEnded
-from domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
-from domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
-from domain.wire import decode_json
-from storage.events import encode_event_body
-from storage.transaction import store_error, transaction
+from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded
+from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
+from relaystore.domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
+from relaystore.domain.wire import decode_json
+from relaystore.storage.events import encode_event_body
+from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
     "CHECKPOINT_OPERATIONS_DDL",

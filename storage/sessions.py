@@ -25,14 +25,13 @@ from collections.abc import Iterable
 
 import apsw
 import msgspec
-
-from domain.api_events import ApiSessionFault
-from domain.errors import InvalidInput, UnknownSession
-from domain.outcomes import OutcomeReason
-from domain.sessions import CheckpointMetadata, SessionRecord, State
-from domain.wire import decode_json, encode
-from storage.events import insert_api_event
-from storage.transaction import transaction
+from relaystore.domain.api_events import ApiSessionFault
+from relaystore.domain.errors import InvalidInput, UnknownSession
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, State
+from relaystore.domain.wire import decode_json, encode
+from relaystore.storage.events import insert_api_event
+from relaystore.storage.transaction import transaction
 
 __all__ = [
     "LIFECYCLE_FIELDS",

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import apsw
-
-from storage.paging import load_latest_seq
-from storage.schema import read_schema_state
+from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.schema import read_schema_state
 
 __all__ = ["StoreStats", "load_stats"]
 

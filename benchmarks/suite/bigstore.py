@@ -17,9 +17,8 @@ from pathlib import Path
 
 import apsw
 import msgspec
-
-from actors.store import EventStore
-from domain.api_events import (
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
@@ -30,8 +29,8 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from domain.messages import SaveSession
-from domain.outcomes import (
+from relaystore.domain.messages import SaveSession
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     MaterializedTurnOutcome,
     OutcomeReason,
@@ -39,8 +38,9 @@ from domain.outcomes import (
     TurnOutcomeCompleted,
     UsageScope,
 )
-from domain.sessions import example_session
-from storage.events import encode_event_body
+from relaystore.domain.sessions import example_session
+from relaystore.storage.events import encode_event_body
+
 from suite.common import Context, log
 
 WORKSPACES = ("default", "team", "lab")

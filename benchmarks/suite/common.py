@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.journals import resolve_source
-from actors.replay import replay_source
-from actors.store import EventStore
+from relaystore.actors.journals import resolve_source
+from relaystore.actors.replay import replay_source
+from relaystore.actors.store import EventStore
 
 __all__ = [
     "Context",

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from domain.elicitation import ElicitationRequest
-from domain.outcomes import TokenUsage, UsageScope
-from domain.relay import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.outcomes import TokenUsage, UsageScope
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V2,
     AgentInitialized,
     BarrierData,
@@ -52,7 +52,7 @@ from domain.relay import (
     UserShellStatus,
     encode_relay_event,
 )
-from domain.runtime import (
+from relaystore.domain.runtime import (
     HarnessKind,
     RuntimeComponent,
     RuntimeIdentity,

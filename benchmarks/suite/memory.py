@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actors.store import EventStore
+from relaystore.actors.store import EventStore
+
 from suite.common import Context, Figure, log, replay_journal
 
 NAME = "memory"

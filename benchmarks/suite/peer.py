@@ -23,11 +23,12 @@ from importlib.metadata import version
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from actors.store import EventStore
-from domain.api_events import ApiActivityChanged, ApiActivityState
-from domain.messages import RecordActivities, SaveSession
-from domain.sessions import example_session
-from storage.events import encode_event_body
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import ApiActivityChanged, ApiActivityState
+from relaystore.domain.messages import RecordActivities, SaveSession
+from relaystore.domain.sessions import example_session
+from relaystore.storage.events import encode_event_body
+
 from suite.common import Context, Figure, drive, log, median
 
 NAME = "peer"

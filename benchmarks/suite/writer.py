@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.store import EventStore
-from domain.api_events import ApiActivityState
-from domain.messages import RecordActivities, SaveSession
-from domain.sessions import example_session
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import ApiActivityState
+from relaystore.domain.messages import RecordActivities, SaveSession
+from relaystore.domain.sessions import example_session
+
 from suite.common import Context, Figure, drive, log, median
 
 NAME = "writer"

@@ -11,7 +11,7 @@ import gzip
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from domain.relay import (
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import msgspec
-
-from actors.store import EventStore
-from domain.api_events import ApiEvent
-from domain.messages import (
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import ApiEvent
+from relaystore.domain.messages import (
     LoadApiEvents,
     LoadMaterializedSession,
     ObserveRelayEvents,
     ProjectionReport,
 )
-from domain.relay import (
+from relaystore.domain.relay import (
     CommandCompleted,
     CommandQueued,
     CommandStarted,

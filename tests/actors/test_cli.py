@@ -24,14 +24,14 @@ from typing import IO
 
 import msgspec
 import pytest
+from relaystore.actors.projector import PAGE_SIZE
+from relaystore.domain.api_events import ApiEvent
+from relaystore.domain.errors import StoreError
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, encode_relay_event
+from relaystore.storage.connection import open_reader
+from relaystore.storage.stats import load_stats
 
-from actors.projector import PAGE_SIZE
-from domain.api_events import ApiEvent
-from domain.errors import StoreError
-from domain.materialized import MaterializedSession
-from domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, encode_relay_event
-from storage.connection import open_reader
-from storage.stats import load_stats
 from tests.actors.journal_factory import START_MS, conversation, journal_bytes, write_journal
 from tests.paths import REAL_EXCERPT
 
@@ -55,7 +55,7 @@ TIMEOUT = 60.0
 
 
 def command(db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "actors.cli", "--db", str(db), *args]
+    return [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), *args]
 
 
 def cli(

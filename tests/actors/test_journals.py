@@ -9,8 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from actors.journals import (
+from relaystore.actors.journals import (
     JournalReader,
     ProblemKind,
     ReadMode,
@@ -19,8 +18,8 @@ from actors.journals import (
     resolve_source,
     verify_sources,
 )
-from domain.errors import ChainFault, InvalidInput, RelayChainError
-from domain.relay import (
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
+from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
     RELAY_EVENT_GENESIS_DIGEST,
     CommandStarted,
@@ -28,6 +27,7 @@ from domain.relay import (
     SessionUpdate,
     encode_relay_event,
 )
+
 from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,8 +235,8 @@ def test_the_range_of_active_skips_blank_bad_oversized_and_torn_lines_at_either_
 def test_the_backward_scan_of_active_finds_the_last_line_across_blocks(
     tmp_path, monkeypatch, block
 ):
-    monkeypatch.setattr("actors.journals._READ_LIMIT", 31)  # lines of up to 30 bytes
-    monkeypatch.setattr("actors.journals._SCAN_BLOCK", block)
+    monkeypatch.setattr("relaystore.actors.journals._READ_LIMIT", 31)  # lines of up to 30 bytes
+    monkeypatch.setattr("relaystore.actors.journals._SCAN_BLOCK", block)
     body = (
         b'\n  \n{"ordinal":3' + b" " * 20 + b"}\n"  # 35 bytes: over the limit
         b'{"ordinal":4' + b" " * 17 + b"}\n"  # 30 bytes: exactly the limit
@@ -255,7 +255,7 @@ def test_a_read_error_after_the_first_record_keeps_active_in_the_plan(tmp_path, 
     def failing_read(*args: object, **kwargs: object) -> None:
         raise OSError("input/output error")
 
-    monkeypatch.setattr("actors.journals._last_ordinal", failing_read)
+    monkeypatch.setattr("relaystore.actors.journals._last_ordinal", failing_read)
     events = make_events(5)
     journal = tmp_path / "relay-journal"
     write(journal / "active.jsonl", b"\n" + lines(events))

@@ -15,13 +15,18 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
+from relaystore.actors.store import EventStore
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.messages import (
+    LoadApiEvents,
+    LoadMaterializedSession,
+    ObserveRelayEvents,
+    SaveSession,
+)
+from relaystore.domain.relay import decode_relay_event, encode_relay_event
+from relaystore.domain.sessions import example_session
+from relaystore.domain.wire import encode
 
-from actors.store import EventStore
-from domain.materialized import MaterializedSession
-from domain.messages import LoadApiEvents, LoadMaterializedSession, ObserveRelayEvents, SaveSession
-from domain.relay import decode_relay_event, encode_relay_event
-from domain.sessions import example_session
-from domain.wire import encode
 from tests.domain.test_projection_scenarios import (
     build_events,
     journal_observations,

@@ -14,14 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 from pykka import ActorRef
+from relaystore.actors.projector import PAGE_SIZE, ProjectorActor
+from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
+from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
+from relaystore.domain.projection import apply_committed_projection_event, project_and_apply
+from relaystore.domain.relay import CommandCompleted, RelayEvent, SteeredOutcome
+from relaystore.domain.wire import decode_json, encode
 
-from actors.projector import PAGE_SIZE, ProjectorActor
-from domain.errors import ProjectionError, RelayChainError, WriterStopped
-from domain.materialized import MaterializedSession, MaterializedSessionMutation
-from domain.messages import ObserveRelayEvents, ProjectionReport
-from domain.projection import apply_committed_projection_event, project_and_apply
-from domain.relay import CommandCompleted, RelayEvent, SteeredOutcome
-from domain.wire import decode_json, encode
 from tests.domain.test_projection_scenarios import build_events, journal_observations
 
 SESSION = "session-1"

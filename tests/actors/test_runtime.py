@@ -9,11 +9,10 @@ from pathlib import Path
 import apsw
 import pykka
 import pytest
-
-from actors.store import EventStore
-from actors.writer import blocking_job
-from domain.api_events import ApiActivityState
-from domain.errors import (
+from relaystore.actors.store import EventStore
+from relaystore.actors.writer import blocking_job
+from relaystore.domain.api_events import ApiActivityState
+from relaystore.domain.errors import (
     InvalidInput,
     SchemaMismatch,
     SchemaMismatchReason,
@@ -22,7 +21,7 @@ from domain.errors import (
     UnknownSession,
     WriterStopped,
 )
-from domain.messages import (
+from relaystore.domain.messages import (
     LoadApiEvents,
     LoadMaterializedSession,
     ObserveRelayEvents,
@@ -30,7 +29,8 @@ from domain.messages import (
     SaveLifecycleSession,
     SaveSession,
 )
-from domain.sessions import example_session
+from relaystore.domain.sessions import example_session
+
 from tests.actors.seed import all_events, chain, page, turn
 
 
@@ -82,8 +82,8 @@ def test_close_drains_every_accepted_message_in_order(path: Path) -> None:
     futures = []
     for n in range(6):
         future: pykka.Future[object] = pykka.ThreadingFuture()
-        from actors.store import _writer_operation
-        from actors.writer import Job
+        from relaystore.actors.store import _writer_operation
+        from relaystore.actors.writer import Job
 
         store._submit(Job("activity", _writer_operation(activity(n)), future))
         futures.append(future)
@@ -224,7 +224,7 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     page(store, turn()[:1])
-    import actors.projector as projector_module
+    import relaystore.actors.projector as projector_module
 
     real = projector_module.project_in_place
 
@@ -268,7 +268,7 @@ def test_a_failing_tell_is_logged_and_stops_no_actor(
 
 
 def test_a_failed_commit_stops_the_writer_for_every_later_message(store: EventStore) -> None:
-    from actors.writer import Job
+    from relaystore.actors.writer import Job
 
     def violate_at_commit(connection: apsw.Connection) -> None:
         # A deferred foreign key is checked only at COMMIT, so the commit itself fails.

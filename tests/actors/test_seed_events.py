@@ -10,9 +10,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from actors.store import EventStore
-from domain.api_events import (
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
@@ -25,10 +24,10 @@ from domain.api_events import (
     ApiSessionFault,
     ApiTurnEnded,
 )
-from domain.elicitation import ElicitationRequest
-from domain.errors import LifecycleConflict, RelayChainError
-from domain.materialized import SystemBody
-from domain.messages import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import LifecycleConflict, RelayChainError
+from relaystore.domain.materialized import SystemBody
+from relaystore.domain.messages import (
     BeginCheckpoint,
     DeleteSession,
     FinishFailedCheckpoint,
@@ -43,8 +42,13 @@ from domain.messages import (
     SaveRequestedCheckpoint,
     SaveSession,
 )
-from domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason, TurnResultKind
-from domain.relay import (
+from relaystore.domain.outcomes import (
+    CommandOwner,
+    CommandResultKind,
+    OutcomeReason,
+    TurnResultKind,
+)
+from relaystore.domain.relay import (
     AgentInitialized,
     CommandCompleted,
     CommandInterrupted,
@@ -56,8 +60,14 @@ from domain.relay import (
     SessionFault,
     SessionRestarted,
 )
-from domain.runtime import HarnessKind, RuntimeComponent, RuntimeIdentity, RuntimeProvenance
-from domain.sessions import CheckpointMetadata, SessionState, example_session
+from relaystore.domain.runtime import (
+    HarnessKind,
+    RuntimeComponent,
+    RuntimeIdentity,
+    RuntimeProvenance,
+)
+from relaystore.domain.sessions import CheckpointMetadata, SessionState, example_session
+
 from tests.actors.seed import all_events, chain, page, turn
 
 
@@ -376,7 +386,7 @@ def test_typed_runtime_fault_does_not_rewrite_a_completed_turn(store: EventStore
 def test_checkpoint_recovery_consumes_attempt_identity_once_and_preserves_correlation(
     path: Path,
 ) -> None:
-    from domain.messages import CorrelateCheckpointBarrier
+    from relaystore.domain.messages import CorrelateCheckpointBarrier
 
     with EventStore.open(path) as store:
         record = example_session()

@@ -8,8 +8,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
@@ -29,9 +28,9 @@ from domain.api_events import (
     MaterializedTurn,
     decode_api_event_data,
 )
-from domain.elicitation import ElicitationRequest
-from domain.errors import InvalidInput
-from domain.outcomes import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     CommandOwner,
     CommandResult,
@@ -40,14 +39,15 @@ from domain.outcomes import (
     OutcomeReason,
     TurnOutcomeCompleted,
 )
-from domain.runtime import (
+from relaystore.domain.runtime import (
     HarnessKind,
     RuntimeComponent,
     RuntimeIdentity,
     RuntimeProvenance,
     RuntimeReceipt,
 )
-from domain.wire import decode_json, encode
+from relaystore.domain.wire import decode_json, encode
+
 from tests.domain.strategies import (
     API_EVENT_DATA,
     api_activity_states,

@@ -9,8 +9,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain.digests import (
+from relaystore.domain.digests import (
     RELAY_EVENT_DIGEST_DOMAIN_V1,
     RELAY_EVENT_DIGEST_DOMAIN_V2,
     is_relay_digest,
@@ -19,9 +18,9 @@ from domain.digests import (
     validate_relay_event,
     validate_relay_event_self,
 )
-from domain.errors import ChainFault, RelayChainError
-from domain.outcomes import OutcomeReason
-from domain.relay import (
+from relaystore.domain.errors import ChainFault, RelayChainError
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.relay import (
     RELAY_EVENT_GENESIS_DIGEST,
     CommandCompleted,
     CommandInterrupted,
@@ -38,7 +37,8 @@ from domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from domain.wire import encode
+from relaystore.domain.wire import encode
+
 from tests.domain.strategies import dumps, relay_event_lines
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from domain.elicitation import (
+from relaystore.domain.elicitation import (
     MAX_ELICITATION_BYTES,
     MAX_FIELDS,
     MAX_OPTIONS,
@@ -28,8 +27,8 @@ from domain.elicitation import (
     decode_elicitation_response,
     validate_response,
 )
-from domain.errors import InvalidInput
-from domain.wire import decode_json, encode
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.wire import decode_json, encode
 
 # --- helpers --------------------------------------------------------------------------------
 

@@ -8,9 +8,8 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain.errors import InvalidInput
-from domain.outcomes import (
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import (
     AWAITING_INPUT_STOP_REASON,
     QUOTA_STOP_REASON,
     ApiTurnOutcome,
@@ -34,7 +33,8 @@ from domain.outcomes import (
     classify_prompt_completion,
     expected_cancellation,
 )
-from domain.wire import decode_json, encode
+from relaystore.domain.wire import decode_json, encode
+
 from tests.domain.strategies import (
     OUTCOME_REASONS,
     api_turn_outcomes,

@@ -9,8 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,
     ApiInputRequired,
@@ -25,9 +24,9 @@ from domain.api_events import (
     MaterializedTurn,
     SessionFaultEventData,
 )
-from domain.elicitation import ElicitationRequest
-from domain.errors import ChainFault, ProjectionError, RelayChainError
-from domain.materialized import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import ChainFault, ProjectionError, RelayChainError
+from relaystore.domain.materialized import (
     UNCHANGED,
     AgentBody,
     ExecutionClosed,
@@ -48,7 +47,7 @@ from domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     CommandOwner,
     CommandResult,
@@ -63,14 +62,14 @@ from domain.outcomes import (
     TurnResultKind,
     UsageScope,
 )
-from domain.projection import (
+from relaystore.domain.projection import (
     GOAL_STATE_KEY,
     apply_committed_projection_event,
     derive_api_events,
     project_and_apply,
     project_relay_event,
 )
-from domain.relay import (
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_GENESIS_DIGEST,
     AgentInitialized,
@@ -135,14 +134,14 @@ from domain.relay import (
     UserShellStatus,
     Warning,
 )
-from domain.runtime import (
+from relaystore.domain.runtime import (
     HarnessKind,
     RuntimeComponent,
     RuntimeIdentity,
     RuntimeProvenance,
     RuntimeReceipt,
 )
-from domain.transcript import (
+from relaystore.domain.transcript import (
     CONTEXT_BOUNDARY_PREFIX,
     CONTINUATION_PROMPT,
     TranscriptIndex,
@@ -154,7 +153,7 @@ from domain.transcript import (
     strip_hidden_prompt_context,
     user_shell_result_text,
 )
-from domain.wire import encode
+from relaystore.domain.wire import encode
 
 # --- helpers -------------------------------------------------------------------------------
 

@@ -15,9 +15,8 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from domain.errors import ProjectionError, RelayChainError
-from domain.materialized import (
+from relaystore.domain.errors import ProjectionError, RelayChainError
+from relaystore.domain.materialized import (
     MaterializedSession,
     MaterializedSessionMutation,
     PlanBody,
@@ -26,8 +25,8 @@ from domain.materialized import (
     TranscriptRemove,
     TranscriptUpsert,
 )
-from domain.projection import _apply_in_place, project_and_apply, project_in_place
-from domain.relay import (
+from relaystore.domain.projection import _apply_in_place, project_and_apply, project_in_place
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     CommandCompleted,
     RelayEvent,
@@ -37,13 +36,14 @@ from domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from domain.transcript import (
+from relaystore.domain.transcript import (
     FALLBACK_TERMINAL_META_KEY,
     FALLBACK_TERMINAL_TOOL_ID_PREFIX,
     TranscriptIndex,
     index_for,
 )
-from domain.wire import decode_json, encode
+from relaystore.domain.wire import decode_json, encode
+
 from tests.domain.test_projection_scenarios import (
     acp,
     build_events,

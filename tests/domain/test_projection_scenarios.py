@@ -7,8 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,
     ApiInputRequired,
@@ -17,8 +16,8 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from domain.elicitation import ElicitationRequest
-from domain.materialized import (
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.materialized import (
     AgentBody,
     ExecutionIdle,
     ExecutionRunning,
@@ -28,15 +27,15 @@ from domain.materialized import (
     ToolBody,
     TranscriptItem,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     CommandResult,
     CommandResultKind,
     OutcomeReason,
     TurnResultKind,
 )
-from domain.projection import GOAL_STATE_KEY, project_and_apply
-from domain.relay import (
+from relaystore.domain.projection import GOAL_STATE_KEY, project_and_apply
+from relaystore.domain.relay import (
     BeginCheckpointCommand,
     CancelledOutcome,
     CancelTurnCommand,
@@ -79,8 +78,9 @@ from domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
-from domain.wire import decode_json, encode
+from relaystore.domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
+from relaystore.domain.wire import decode_json, encode
+
 from tests.paths import REAL_EXCERPT
 
 FIXTURE = REAL_EXCERPT

@@ -10,11 +10,14 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from domain.digests import relay_event_digest, validate_relay_event, validate_relay_event_self
-from domain.errors import ChainFault, InvalidInput, RelayChainError
-from domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic, UsageScope
-from domain.relay import (
+from relaystore.domain.digests import (
+    relay_event_digest,
+    validate_relay_event,
+    validate_relay_event_self,
+)
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
+from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic, UsageScope
+from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_GENESIS_DIGEST,
@@ -69,8 +72,9 @@ from domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from domain.runtime import HarnessKind, RuntimeIdentity, RuntimeProvenance
-from domain.wire import decode_json, encode, variant_type
+from relaystore.domain.runtime import HarnessKind, RuntimeIdentity, RuntimeProvenance
+from relaystore.domain.wire import decode_json, encode, variant_type
+
 from tests.domain.strategies import (
     COMMAND_DATA,
     COMMAND_KINDS,

@@ -9,9 +9,8 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain.errors import InvalidInput
-from domain.runtime import (
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.runtime import (
     RUNTIME_ID_PREFIX,
     HarnessKind,
     RuntimeComponent,
@@ -20,7 +19,8 @@ from domain.runtime import (
     RuntimeReceipt,
     validate_expected_identity,
 )
-from domain.wire import decode_json, encode
+from relaystore.domain.wire import decode_json, encode
+
 from tests.domain.strategies import dumps, runtime_identities, runtime_receipts
 
 # Derived values published in origin-domain.md §4 for the seed's runtime.

@@ -9,10 +9,9 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from domain.errors import InvalidInput
-from domain.runtime import HarnessKind
-from domain.sessions import (
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.sessions import (
     AdditionalMount,
     AllModelsSubagents,
     AppleContainerTarget,
@@ -43,7 +42,7 @@ from domain.sessions import (
     example_session,
     validate_id,
 )
-from domain.wire import decode_json, encode
+from relaystore.domain.wire import decode_json, encode
 
 # --- the fixture ---------------------------------------------------------------------------
 

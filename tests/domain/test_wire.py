@@ -11,12 +11,17 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from relaystore.domain.api_events import ApiActivityDetails, MaterializedTurn
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import MaterializedTurnOutcome
+from relaystore.domain.relay import (
+    QueueChangedData,
+    RelayCursor,
+    SessionConfiguredData,
+    UserShellResult,
+)
+from relaystore.domain.wire import Wire, decode_json, emitted, encode, json_value
 
-from domain.api_events import ApiActivityDetails, MaterializedTurn
-from domain.errors import InvalidInput
-from domain.outcomes import MaterializedTurnOutcome
-from domain.relay import QueueChangedData, RelayCursor, SessionConfiguredData, UserShellResult
-from domain.wire import Wire, decode_json, emitted, encode, json_value
 from tests.domain.strategies import (
     activity_details,
     dumps,

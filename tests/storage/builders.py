@@ -10,8 +10,7 @@ import hashlib
 
 import apsw
 import msgspec
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiActivityDetails,
     ApiActivityKind,
     ApiActivityState,
@@ -21,15 +20,15 @@ from domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     ApiTurnOutcome,
     MaterializedTurnOutcome,
     TurnOutcomeCompleted,
 )
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST
-from domain.sessions import SessionRecord, SessionState, example_session
-from storage.events import insert_api_event
-from storage.paging import load_api_events
+from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
+from relaystore.domain.sessions import SessionRecord, SessionState, example_session
+from relaystore.storage.events import insert_api_event
+from relaystore.storage.paging import load_api_events
 
 __all__ = [
     "count_rows",

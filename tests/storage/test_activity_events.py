@@ -7,18 +7,18 @@ from collections.abc import Iterator
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityKind,
     ApiActivityState,
     ApiSessionFault,
 )
-from domain.outcomes import OutcomeReason
-from domain.wire import encode
-from storage.activity import record_activities, record_startup_fault
-from storage.paging import load_api_events, load_latest_seq
-from storage.sessions import delete_session, save_session
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.wire import encode
+from relaystore.storage.activity import record_activities, record_startup_fault
+from relaystore.storage.paging import load_api_events, load_latest_seq
+from relaystore.storage.sessions import delete_session, save_session
+
 from tests.storage.builders import count_rows, idle_activity, running_session, scan
 
 

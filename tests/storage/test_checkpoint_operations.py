@@ -5,12 +5,11 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import ApiCommandEnded
-from domain.errors import InvalidInput, LifecycleConflict, UnknownSession
-from domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
-from domain.sessions import CheckpointMetadata, SessionRecord, SessionState
-from storage.checkpoints import (
+from relaystore.domain.api_events import ApiCommandEnded
+from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
+from relaystore.domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
+from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, SessionState
+from relaystore.storage.checkpoints import (
     RECOVERED_CHECKPOINT_ERROR,
     begin_checkpoint,
     correlate_checkpoint_barrier,
@@ -18,8 +17,9 @@ from storage.checkpoints import (
     recover_interrupted_checkpoints,
     save_requested_checkpoint,
 )
-from storage.paging import load_latest_seq
-from storage.sessions import delete_session, load_session, load_state, save_session
+from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.sessions import delete_session, load_session, load_state, save_session
+
 from tests.storage.builders import count_rows, running_session, scan
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import apsw
 import pytest
+from relaystore.domain.errors import InvalidInput, StoreError, StoreLocked, UnknownSession
+from relaystore.domain.sessions import example_session
+from relaystore.storage.connection import BUSY_TIMEOUT_MS, lock_path, open_reader, open_writer
+from relaystore.storage.events import insert_api_event
+from relaystore.storage.paging import load_api_events, load_latest_seq
+from relaystore.storage.sessions import delete_session, load_session, save_session
+from relaystore.storage.transaction import transaction
 
-from domain.errors import InvalidInput, StoreError, StoreLocked, UnknownSession
-from domain.sessions import example_session
-from storage.connection import BUSY_TIMEOUT_MS, lock_path, open_reader, open_writer
-from storage.events import insert_api_event
-from storage.paging import load_api_events, load_latest_seq
-from storage.sessions import delete_session, load_session, save_session
-from storage.transaction import transaction
 from tests.storage.builders import count_rows, running_session, turn_started
 
 # -- the write lock ----------------------------------------------------------------------
@@ -53,8 +53,8 @@ def test_a_failed_open_releases_the_lock(store_path: Path) -> None:
 HOLD = textwrap.dedent(
     """
     import sys
-    from storage.connection import open_writer
-    from domain.errors import StoreLocked
+    from relaystore.storage.connection import open_writer
+    from relaystore.domain.errors import StoreLocked
     try:
         writer = open_writer(sys.argv[1])
     except StoreLocked:

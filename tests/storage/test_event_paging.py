@@ -5,26 +5,26 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiEvent,
     ApiEventFilter,
     ApiRuntimeResolved,
     ApiSessionFault,
     ApiTurnEnded,
 )
-from domain.errors import InvalidInput, UnknownSession
-from domain.outcomes import OutcomeReason, TurnResultKind
-from domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
-from storage.events import api_event_from_row, insert_api_event, insert_api_events
-from storage.paging import (
+from relaystore.domain.errors import InvalidInput, UnknownSession
+from relaystore.domain.outcomes import OutcomeReason, TurnResultKind
+from relaystore.domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
+from relaystore.storage.events import api_event_from_row, insert_api_event, insert_api_events
+from relaystore.storage.paging import (
     MAX_PAGE_LIMIT,
     clamp_limit,
     load_api_events,
     load_latest_seq,
     load_runtime_receipt,
 )
-from storage.sessions import delete_session, save_session
+from relaystore.storage.sessions import delete_session, save_session
+
 from tests.storage.builders import (
     insert_turn,
     kinds,

@@ -7,11 +7,10 @@ from pathlib import Path
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import MaterializedTurn
-from domain.elicitation import ElicitationRequest
-from domain.errors import ProjectionError
-from domain.materialized import (
+from relaystore.domain.api_events import MaterializedTurn
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import ProjectionError
+from relaystore.domain.materialized import (
     AgentBody,
     ExecutionClosing,
     ExecutionIdle,
@@ -32,11 +31,16 @@ from domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from domain.outcomes import MaterializedTurnOutcome, OutcomeReason, TurnOutcomeInterrupted
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
-from storage.connection import open_reader
-from storage.materialized import load_frontier, load_materialized_session
-from storage.projection import ProjectionPage, apply_projection_page
+from relaystore.domain.outcomes import (
+    MaterializedTurnOutcome,
+    OutcomeReason,
+    TurnOutcomeInterrupted,
+)
+from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
+from relaystore.storage.connection import open_reader
+from relaystore.storage.materialized import load_frontier, load_materialized_session
+from relaystore.storage.projection import ProjectionPage, apply_projection_page
+
 from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"

@@ -6,22 +6,21 @@ from pathlib import Path
 
 import apsw
 import pytest
-
-from domain.api_events import (
+from relaystore.domain.api_events import (
     ApiEventData,
     ApiSessionFault,
     ApiTurnStarted,
     MaterializedTurn,
     decode_api_event_data,
 )
-from domain.errors import (
+from relaystore.domain.errors import (
     ChainFault,
     InvalidInput,
     ProjectionError,
     RelayChainError,
     UnknownSession,
 )
-from domain.materialized import (
+from relaystore.domain.materialized import (
     AgentBody,
     ExecutionRunning,
     MaterializedQueuedPrompt,
@@ -32,14 +31,14 @@ from domain.materialized import (
     TranscriptRemove,
     TranscriptUpsert,
 )
-from domain.outcomes import (
+from relaystore.domain.outcomes import (
     MaterializedTurnOutcome,
     OutcomeReason,
     ProviderCost,
     TurnOutcomeCompleted,
 )
-from domain.projection import apply_committed_projection_event, project_relay_event
-from domain.relay import (
+from relaystore.domain.projection import apply_committed_projection_event, project_relay_event
+from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_GENESIS_DIGEST,
     CommandCompleted,
@@ -51,15 +50,16 @@ from domain.relay import (
     RelayEvent,
     RelayObservation,
 )
-from storage.connection import WriterConnection, open_writer
-from storage.materialized import load_frontier, load_materialized_session
-from storage.paging import load_api_events
-from storage.projection import (
+from relaystore.storage.connection import WriterConnection, open_writer
+from relaystore.storage.materialized import load_frontier, load_materialized_session
+from relaystore.storage.paging import load_api_events
+from relaystore.storage.projection import (
     ApplyOutcome,
     ProjectionPage,
     apply_projection_event,
     apply_projection_page,
 )
+
 from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"

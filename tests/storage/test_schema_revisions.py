@@ -8,28 +8,28 @@ from pathlib import Path
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import ApiLegacyNotice, ApiTurnEnded, ApiTurnStarted
-from domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
-from domain.outcomes import (
+from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded, ApiTurnStarted
+from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
+from relaystore.domain.outcomes import (
     OutcomeReason,
     TurnOutcomeInterrupted,
     TurnOutcomeRejected,
     TurnResultKind,
 )
-from domain.sessions import example_session
-from domain.wire import encode
-from storage.connection import open_reader, open_writer
-from storage.legacy import create_legacy_store
-from storage.paging import load_api_events
-from storage.schema import (
+from relaystore.domain.sessions import example_session
+from relaystore.domain.wire import encode
+from relaystore.storage.connection import open_reader, open_writer
+from relaystore.storage.legacy import create_legacy_store
+from relaystore.storage.paging import load_api_events
+from relaystore.storage.schema import (
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
     read_schema_state,
 )
-from storage.sessions import save_session
+from relaystore.storage.sessions import save_session
+
 from tests.storage.builders import old_turn_outcome, scan, turn_started
 
 # -- helpers -----------------------------------------------------------------------------

@@ -5,12 +5,11 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
-
-from domain.api_events import ApiSessionFault
-from domain.errors import InvalidInput, UnknownSession
-from domain.outcomes import OutcomeReason
-from domain.relay import RELAY_EVENT_GENESIS_DIGEST
-from domain.sessions import (
+from relaystore.domain.api_events import ApiSessionFault
+from relaystore.domain.errors import InvalidInput, UnknownSession
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
+from relaystore.domain.sessions import (
     CheckpointMetadata,
     ContainerAllocation,
     LocalBareTarget,
@@ -19,16 +18,17 @@ from domain.sessions import (
     State,
     example_session,
 )
-from storage.activity import record_activities
-from storage.checkpoints import begin_checkpoint
-from storage.paging import load_api_events, load_latest_seq
-from storage.sessions import (
+from relaystore.storage.activity import record_activities
+from relaystore.storage.checkpoints import begin_checkpoint
+from relaystore.storage.paging import load_api_events, load_latest_seq
+from relaystore.storage.sessions import (
     delete_session,
     load_session,
     load_state,
     save_lifecycle_session,
     save_session,
 )
+
 from tests.storage.builders import (
     count_rows,
     idle_activity,

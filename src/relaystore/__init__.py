@@ -1,0 +1,114 @@
+"""relaystore: the event store a coding-agent supervisor embeds.
+
+This module is the contract (``relaystore-api.md``): the :class:`EventStore` facade,
+every message and reply, the wire types users construct or read, and the error tree.
+The layers install as subpackages: :mod:`relaystore.domain` (pure types, codec,
+digests, projection), :mod:`relaystore.storage` (apsw) and :mod:`relaystore.actors`
+(pykka, the facade, journal reading, the command line).
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import PackageNotFoundError, version
+
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import (
+    ApiActivityState,
+    ApiEvent,
+    ApiEventData,
+    ApiEventFilter,
+    ApiEventPage,
+)
+from relaystore.domain.digests import relay_event_digest
+from relaystore.domain.errors import (
+    ChainFault,
+    InvalidInput,
+    LifecycleConflict,
+    ProjectionError,
+    RelayChainError,
+    SchemaMismatch,
+    StoreClosed,
+    StoreError,
+    StoreLocked,
+    UnknownSession,
+    WriterStopped,
+)
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.messages import (
+    BeginCheckpoint,
+    CorrelateCheckpointBarrier,
+    DeleteSession,
+    FinishFailedCheckpoint,
+    LoadApiEvents,
+    LoadMaterializedSession,
+    LoadRuntimeReceipt,
+    LoadState,
+    ObserveRelayEvents,
+    ProjectionReport,
+    RecordActivities,
+    RecordStartupFault,
+    RecoverInterruptedCheckpoints,
+    Request,
+    SaveLifecycleSession,
+    SaveRequestedCheckpoint,
+    SaveSession,
+)
+from relaystore.domain.relay import RelayEvent, decode_relay_event, encode_relay_event
+from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.domain.sessions import SessionRecord, State
+from relaystore.domain.wire import encode
+
+__all__ = [
+    "ApiActivityState",
+    "ApiEvent",
+    "ApiEventData",
+    "ApiEventFilter",
+    "ApiEventPage",
+    "BeginCheckpoint",
+    "ChainFault",
+    "CorrelateCheckpointBarrier",
+    "DeleteSession",
+    "EventStore",
+    "FinishFailedCheckpoint",
+    "InvalidInput",
+    "LifecycleConflict",
+    "LoadApiEvents",
+    "LoadMaterializedSession",
+    "LoadRuntimeReceipt",
+    "LoadState",
+    "MaterializedSession",
+    "ObserveRelayEvents",
+    "ProjectionError",
+    "ProjectionReport",
+    "RecordActivities",
+    "RecordStartupFault",
+    "RecoverInterruptedCheckpoints",
+    "RelayChainError",
+    "RelayEvent",
+    "Request",
+    "RuntimeReceipt",
+    "SaveLifecycleSession",
+    "SaveRequestedCheckpoint",
+    "SaveSession",
+    "SchemaMismatch",
+    "SessionRecord",
+    "State",
+    "StoreClosed",
+    "StoreError",
+    "StoreLocked",
+    "UnknownSession",
+    "WriterStopped",
+    "__version__",
+    "decode_relay_event",
+    "encode",
+    "encode_relay_event",
+    "relay_event_digest",
+]
+
+try:
+    __version__ = version("relaystore")
+except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+    __version__ = "0+unknown"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
