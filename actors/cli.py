@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from relaystore.actors.journals import resolve_source, verify_sources
 from relaystore.actors.replay import BATCH, replay_source
 from relaystore.actors.store import EventStore

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
+
 from relaystore.domain.digests import validate_relay_event_self, validate_relay_link
 from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
 from relaystore.domain.relay import (

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 import apsw
+
 from relaystore.actors.told import TellSafeActor
 from relaystore.domain.messages import (
     LoadApiEvents,

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, get_args
 import apsw
 import pykka
 from pykka import ActorDeadError, ActorRef, ThreadingFuture
+
 from relaystore.actors.projector import ProjectorActor
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.told import Told

@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 import pykka
 from pykka import ThreadingActor
+
 from relaystore.domain.errors import StoreError, WriterStopped
 from relaystore.storage.connection import WriterConnection
 from relaystore.storage.paging import load_latest_seq

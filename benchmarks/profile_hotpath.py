@@ -111,9 +111,10 @@ def _top(stats: pstats.Stats, key: str, count: int, total: float, hide: bool) ->
 
 
 def _replay(args: argparse.Namespace, scratch: Path) -> str:
-    from relaystore.actors.store import EventStore
     from suite.common import replay_journal
     from suite.journal import write_journal
+
+    from relaystore.actors.store import EventStore
 
     stats = write_journal(scratch / "journal.jsonl", args.events)
     threading.Thread.run = _profiled_run  # type: ignore[method-assign]
@@ -134,11 +135,12 @@ def _replay(args: argparse.Namespace, scratch: Path) -> str:
 
 
 def _writer(args: argparse.Namespace, scratch: Path) -> str:
+    from suite.common import drive
+
     from relaystore.actors.store import EventStore
     from relaystore.domain.api_events import ApiActivityState
     from relaystore.domain.messages import RecordActivities, SaveSession
     from relaystore.domain.sessions import example_session
-    from suite.common import drive
 
     threading.Thread.run = _profiled_run  # type: ignore[method-assign]
     senders = 8

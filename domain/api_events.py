@@ -12,6 +12,7 @@ import enum
 from typing import Any, get_args
 
 import msgspec
+
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, TypeAlias, TypeGuard, cast
 
 import msgspec
+
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.wire import Wire, decode_json, emitted, encode, variant_type
 

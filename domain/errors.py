@@ -111,6 +111,7 @@ class ChainFault(enum.Enum):
     FORK = "fork"
     BAD_DIGEST = "bad_digest"
     UNKNOWN_FORMAT = "unknown_format"
+    ORDINAL_OUT_OF_RANGE = "ordinal_out_of_range"
 
 
 class RelayChainError(StoreError):

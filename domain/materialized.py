@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
+
 from relaystore.domain.api_events import ApiEventData, MaterializedTurn
 from relaystore.domain.digests import is_relay_digest
 from relaystore.domain.elicitation import ElicitationRequest

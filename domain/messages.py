@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 import msgspec
+
 from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.relay import RelayEvent

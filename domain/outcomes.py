@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 
 import msgspec
+
 from relaystore.domain.wire import Wire
 
 __all__ = [

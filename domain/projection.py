@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
+
 from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,

@@ -14,6 +14,7 @@ import enum
 from typing import Annotated, ClassVar
 
 import msgspec
+
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic

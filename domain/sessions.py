@@ -34,6 +34,7 @@ from typing import Annotated, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
 from relaystore.domain.digests import is_relay_digest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import HarnessKind

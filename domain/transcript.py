@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 import msgspec
+
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import (
     AgentBody,

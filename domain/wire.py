@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import msgspec
+
 from relaystore.domain.errors import InvalidInput
 
 __all__ = [

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Iterable
 
 import apsw
+
 from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityState,

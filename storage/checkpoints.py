@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import ApiCommandEnded
 from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
 from relaystore.domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason

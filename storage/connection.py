@@ -29,6 +29,7 @@ from typing import Literal, Self
 
 import apsw
 import apsw.bestpractice
+
 from relaystore.domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
 from relaystore.storage.schema import (
     SCHEMA_VERSION,

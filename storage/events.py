@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
 from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.wire import encode

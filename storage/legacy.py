@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import apsw
+
 from relaystore.storage.schema import create_store_schema
 
 __all__ = ["LEGACY_SCHEMA_VERSION", "LEGACY_TRIGGERS_DDL", "create_legacy_store"]

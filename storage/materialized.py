@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import MaterializedTurn
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput, ProjectionError

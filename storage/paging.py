@@ -21,6 +21,7 @@ events of one full scan, whatever the limit.
 from __future__ import annotations
 
 import apsw
+
 from relaystore.domain.api_events import ApiEventFilter, ApiEventPage, ApiRuntimeResolved
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import RuntimeReceipt

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import apsw
+
 from relaystore.domain.api_events import ApiEventData, MaterializedTurn
 from relaystore.domain.digests import is_relay_digest, validate_frontier
 from relaystore.domain.elicitation import ElicitationRequest

@@ -33,6 +33,7 @@ from importlib import resources
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded
 from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
 from relaystore.domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome

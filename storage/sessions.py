@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import ApiSessionFault
 from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.outcomes import OutcomeReason

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import apsw
+
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.schema import read_schema_state
 

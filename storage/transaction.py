@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import apsw
+
 from relaystore.domain.errors import InvalidInput, StoreError, StoreLocked
 
 __all__ = ["is_foreign_key_violation", "store_error", "transaction"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import apsw
 import msgspec
+
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import (
     ApiActivityChanged,
@@ -40,7 +41,6 @@ from relaystore.domain.outcomes import (
 )
 from relaystore.domain.sessions import example_session
 from relaystore.storage.events import encode_event_body
-
 from suite.common import Context, log
 
 WORKSPACES = ("default", "team", "lab")

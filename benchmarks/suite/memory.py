@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from relaystore.actors.store import EventStore
-
 from suite.common import Context, Figure, log, replay_journal
 
 NAME = "memory"

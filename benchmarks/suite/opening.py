@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import apsw
-from relaystore.actors.store import EventStore
 
+from relaystore.actors.store import EventStore
 from suite.bigstore import big_store
 from suite.common import Context, Figure, log, median
 

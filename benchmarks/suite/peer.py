@@ -28,7 +28,6 @@ from relaystore.domain.api_events import ApiActivityChanged, ApiActivityState
 from relaystore.domain.messages import RecordActivities, SaveSession
 from relaystore.domain.sessions import example_session
 from relaystore.storage.events import encode_event_body
-
 from suite.common import Context, Figure, drive, log, median
 
 NAME = "peer"

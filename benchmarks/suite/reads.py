@@ -26,12 +26,12 @@ import time
 from collections.abc import Callable
 
 import apsw
+
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiActivityState, ApiEventFilter
 from relaystore.domain.messages import LoadApiEvents, RecordActivities
 from relaystore.storage.connection import open_reader
 from relaystore.storage.paging import load_api_events
-
 from suite.bigstore import big_store
 from suite.common import Context, Figure, log, median, percentile
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiEvent
 from relaystore.domain.messages import (

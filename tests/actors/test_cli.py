@@ -24,6 +24,7 @@ from typing import IO
 
 import msgspec
 import pytest
+
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.domain.api_events import ApiEvent
 from relaystore.domain.errors import StoreError
@@ -31,7 +32,6 @@ from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, encode_relay_event
 from relaystore.storage.connection import open_reader
 from relaystore.storage.stats import load_stats
-
 from tests.actors.journal_factory import START_MS, conversation, journal_bytes, write_journal
 from tests.paths import REAL_EXCERPT
 

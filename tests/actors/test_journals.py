@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
 from relaystore.actors.journals import (
     JournalReader,
     ProblemKind,
@@ -27,7 +28,6 @@ from relaystore.domain.relay import (
     SessionUpdate,
     encode_relay_event,
 )
-
 from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]

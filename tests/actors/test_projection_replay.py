@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
+
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -26,7 +27,6 @@ from relaystore.domain.messages import (
 from relaystore.domain.relay import decode_relay_event, encode_relay_event
 from relaystore.domain.sessions import example_session
 from relaystore.domain.wire import encode
-
 from tests.domain.test_projection_scenarios import (
     build_events,
     journal_observations,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from pykka import ActorRef
+
 from relaystore.actors.projector import PAGE_SIZE, ProjectorActor
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
@@ -21,7 +22,6 @@ from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
 from relaystore.domain.projection import apply_committed_projection_event, project_and_apply
 from relaystore.domain.relay import CommandCompleted, RelayEvent, SteeredOutcome
 from relaystore.domain.wire import decode_json, encode
-
 from tests.domain.test_projection_scenarios import build_events, journal_observations
 
 SESSION = "session-1"

@@ -9,6 +9,7 @@ from pathlib import Path
 import apsw
 import pykka
 import pytest
+
 from relaystore.actors.store import EventStore
 from relaystore.actors.writer import blocking_job
 from relaystore.domain.api_events import ApiActivityState
@@ -30,7 +31,6 @@ from relaystore.domain.messages import (
     SaveSession,
 )
 from relaystore.domain.sessions import example_session
-
 from tests.actors.seed import all_events, chain, page, turn
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import (
     ApiActivityChanged,
@@ -67,7 +68,6 @@ from relaystore.domain.runtime import (
     RuntimeProvenance,
 )
 from relaystore.domain.sessions import CheckpointMetadata, SessionState, example_session
-
 from tests.actors.seed import all_events, chain, page, turn
 
 

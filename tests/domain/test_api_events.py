@@ -8,6 +8,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityDetails,
@@ -47,7 +48,6 @@ from relaystore.domain.runtime import (
     RuntimeReceipt,
 )
 from relaystore.domain.wire import decode_json, encode
-
 from tests.domain.strategies import (
     API_EVENT_DATA,
     api_activity_states,

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.digests import (
     RELAY_EVENT_DIGEST_DOMAIN_V1,
     RELAY_EVENT_DIGEST_DOMAIN_V2,
@@ -38,7 +39,6 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.wire import encode
-
 from tests.domain.strategies import dumps, relay_event_lines
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)

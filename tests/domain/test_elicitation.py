@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from relaystore.domain.elicitation import (
     MAX_ELICITATION_BYTES,
     MAX_FIELDS,

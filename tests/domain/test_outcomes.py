@@ -8,6 +8,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import (
     AWAITING_INPUT_STOP_REASON,
@@ -34,7 +35,6 @@ from relaystore.domain.outcomes import (
     expected_cancellation,
 )
 from relaystore.domain.wire import decode_json, encode
-
 from tests.domain.strategies import (
     OUTCOME_REASONS,
     api_turn_outcomes,

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,

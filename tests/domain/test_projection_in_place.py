@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.errors import ProjectionError, RelayChainError
 from relaystore.domain.materialized import (
     MaterializedSession,
@@ -43,7 +44,6 @@ from relaystore.domain.transcript import (
     index_for,
 )
 from relaystore.domain.wire import decode_json, encode
-
 from tests.domain.test_projection_scenarios import (
     acp,
     build_events,

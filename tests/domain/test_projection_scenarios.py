@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.api_events import (
     ApiCommandEnded,
     ApiEventData,
@@ -80,7 +81,6 @@ from relaystore.domain.relay import (
 )
 from relaystore.domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
 from relaystore.domain.wire import decode_json, encode
-
 from tests.paths import REAL_EXCERPT
 
 FIXTURE = REAL_EXCERPT

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.digests import (
     relay_event_digest,
     validate_relay_event,
@@ -74,7 +75,6 @@ from relaystore.domain.relay import (
 )
 from relaystore.domain.runtime import HarnessKind, RuntimeIdentity, RuntimeProvenance
 from relaystore.domain.wire import decode_json, encode, variant_type
-
 from tests.domain.strategies import (
     COMMAND_DATA,
     COMMAND_KINDS,

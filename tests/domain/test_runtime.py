@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import (
     RUNTIME_ID_PREFIX,
@@ -20,7 +21,6 @@ from relaystore.domain.runtime import (
     validate_expected_identity,
 )
 from relaystore.domain.wire import decode_json, encode
-
 from tests.domain.strategies import dumps, runtime_identities, runtime_receipts
 
 # Derived values published in origin-domain.md §4 for the seed's runtime.

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import (

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.api_events import ApiActivityDetails, MaterializedTurn
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import MaterializedTurnOutcome
@@ -21,7 +22,6 @@ from relaystore.domain.relay import (
     UserShellResult,
 )
 from relaystore.domain.wire import Wire, decode_json, emitted, encode, json_value
-
 from tests.domain.strategies import (
     activity_details,
     dumps,

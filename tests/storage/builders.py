@@ -10,6 +10,7 @@ import hashlib
 
 import apsw
 import msgspec
+
 from relaystore.domain.api_events import (
     ApiActivityDetails,
     ApiActivityKind,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import (
     ApiActivityChanged,
     ApiActivityKind,
@@ -18,7 +19,6 @@ from relaystore.domain.wire import encode
 from relaystore.storage.activity import record_activities, record_startup_fault
 from relaystore.storage.paging import load_api_events, load_latest_seq
 from relaystore.storage.sessions import delete_session, save_session
-
 from tests.storage.builders import count_rows, idle_activity, running_session, scan
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import ApiCommandEnded
 from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
 from relaystore.domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
@@ -19,7 +20,6 @@ from relaystore.storage.checkpoints import (
 )
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.sessions import delete_session, load_session, load_state, save_session
-
 from tests.storage.builders import count_rows, running_session, scan
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import (
     ApiEvent,
     ApiEventFilter,
@@ -24,7 +25,6 @@ from relaystore.storage.paging import (
     load_runtime_receipt,
 )
 from relaystore.storage.sessions import delete_session, save_session
-
 from tests.storage.builders import (
     insert_turn,
     kinds,

@@ -7,6 +7,7 @@ from pathlib import Path
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import MaterializedTurn
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import ProjectionError
@@ -40,7 +41,6 @@ from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from relaystore.storage.connection import open_reader
 from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.projection import ProjectionPage, apply_projection_page
-
 from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"

@@ -10,13 +10,13 @@ from pathlib import Path
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, ApiSessionFault
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.storage.connection import open_writer
 from relaystore.storage.events import insert_api_events
 from relaystore.storage.paging import clamp_limit, load_api_events
 from relaystore.storage.sessions import delete_session, save_session
-
 from tests.storage.builders import running_session, scan
 
 SESSIONS = ["s0", "s1", "s2", "s3", "s4"]

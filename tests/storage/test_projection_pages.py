@@ -6,6 +6,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+
 from relaystore.domain.api_events import (
     ApiEventData,
     ApiSessionFault,
@@ -59,7 +60,6 @@ from relaystore.storage.projection import (
     apply_projection_event,
     apply_projection_page,
 )
-
 from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"

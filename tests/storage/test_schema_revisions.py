@@ -8,6 +8,7 @@ from pathlib import Path
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded, ApiTurnStarted
 from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
 from relaystore.domain.outcomes import (
@@ -29,7 +30,6 @@ from relaystore.storage.schema import (
     read_schema_state,
 )
 from relaystore.storage.sessions import save_session
-
 from tests.storage.builders import old_turn_outcome, scan, turn_started
 
 # -- helpers -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 import pytest
+
 from relaystore.domain.api_events import ApiSessionFault
 from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.outcomes import OutcomeReason
@@ -28,7 +29,6 @@ from relaystore.storage.sessions import (
     save_lifecycle_session,
     save_session,
 )
-
 from tests.storage.builders import (
     count_rows,
     idle_activity,

@@ -1,0 +1,152 @@
+"""The relay chain rule: where an incoming event stands against a frontier.
+
+This module is the only statement of the rule. The journal reader (``verify`` and
+``replay``), the projector and the stored projection all ask :func:`advance`, so they
+agree on every input and word every fault the same way.
+
+Given the frontier (the last event applied: ordinal and digest; ordinal 0 with the
+genesis digest before any event) and an incoming event, in this order:
+
+==========================================  ======================================
+incoming event                              result
+==========================================  ======================================
+ordinal outside 1 .. 2**63-1                ``ORDINAL_OUT_OF_RANGE``
+a format other than 1 or 2                  ``UNKNOWN_FORMAT``
+ordinal below the frontier                  :attr:`Step.ALREADY_APPLIED`
+ordinal at the frontier, same digest        :attr:`Step.ALREADY_APPLIED`
+ordinal at the frontier, another digest     ``FORK``
+ordinal past the next one                   ``GAP``
+the next ordinal, format 1, linking         ``FORK``
+elsewhere than the frontier's digest
+the next ordinal, digest not its content's  ``BAD_DIGEST``
+the next ordinal otherwise                  :attr:`Step.NEXT`
+==========================================  ======================================
+
+An event below the frontier cannot be compared with anything kept, so it counts as
+already applied (a re-delivery), as the origin does. Format 2 events carry no link, so a
+format 2 fork is seen only where digests are compared: at the frontier itself.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from relaystore.domain.digests import validate_frontier, validate_relay_event_self
+from relaystore.domain.errors import ChainFault, RelayChainError
+from relaystore.domain.relay import (
+    RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
+    RELAY_EVENT_GENESIS_DIGEST,
+    RelayCursor,
+    RelayEvent,
+)
+
+__all__ = [
+    "GENESIS",
+    "MAX_ORDINAL",
+    "Step",
+    "advance",
+    "check_own_digest",
+    "checked_frontier",
+]
+
+MAX_ORDINAL = 2**63 - 1
+"""The largest ordinal a store can hold (SQLite's INTEGER)."""
+
+GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)
+"""The frontier before any event."""
+
+
+class Step(enum.Enum):
+    """What :func:`advance` found; every other outcome raises :class:`RelayChainError`."""
+
+    NEXT = "next"
+    """The event directly follows the frontier and verifies: apply it."""
+    ALREADY_APPLIED = "already_applied"
+    """The event is at or below the frontier (a re-delivery): skip it."""
+
+
+def _in_range(event: RelayEvent, session_id: str | None) -> None:
+    if not 1 <= event.ordinal <= MAX_ORDINAL:
+        raise RelayChainError(
+            ChainFault.ORDINAL_OUT_OF_RANGE,
+            f"relay event ordinal {event.ordinal} is outside 1..{MAX_ORDINAL}",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+    if event.format not in (RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2):
+        raise RelayChainError(
+            ChainFault.UNKNOWN_FORMAT,
+            f"unknown relay event format {event.format}; this build reads formats 1 and 2",
+            session_id=session_id,
+            ordinal=event.ordinal,
+        )
+
+
+def check_own_digest(event: RelayEvent, *, session_id: str | None = None) -> None:
+    """Check an event on its own (range, format, digest), where no frontier is known.
+
+    Used for the first event of a journal whose earlier events are gone.
+    """
+    _in_range(event, session_id)
+    validate_relay_event_self(event, session_id=session_id)
+
+
+def advance(
+    frontier: RelayCursor,
+    event: RelayEvent,
+    *,
+    session_id: str | None = None,
+    digest_checked: bool = False,
+) -> Step:
+    """Where ``event`` stands against ``frontier`` (see the module's table).
+
+    ``digest_checked`` skips hashing an event whose digest the caller already verified
+    (with :func:`check_own_digest`). Raises :class:`RelayChainError` whose ``fault``
+    names the break, with the session and the event's ordinal.
+    """
+    _in_range(event, session_id)
+    ordinal = event.ordinal
+    if ordinal <= frontier.ordinal:
+        if ordinal == frontier.ordinal and event.digest != frontier.digest:
+            raise RelayChainError(
+                ChainFault.FORK,
+                f"relay event fork at ordinal {ordinal}: the chain has "
+                f"{frontier.digest[:12]}…, this event has {event.digest[:12]}…",
+                session_id=session_id,
+                ordinal=ordinal,
+            )
+        return Step.ALREADY_APPLIED
+    expected = frontier.ordinal + 1
+    if ordinal != expected:
+        raise RelayChainError(
+            ChainFault.GAP,
+            f"relay event gap: expected ordinal {expected}, found {ordinal}",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
+    if event.format == RELAY_EVENT_FORMAT_V1 and event.previous_digest != frontier.digest:
+        raise RelayChainError(
+            ChainFault.FORK,
+            f"relay event fork at ordinal {ordinal}: it follows "
+            f"{event.previous_digest[:12]}…, but ordinal {frontier.ordinal} has "
+            f"{frontier.digest[:12]}…",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
+    if not digest_checked:
+        validate_relay_event_self(event, session_id=session_id)
+    return Step.NEXT
+
+
+def checked_frontier(ordinal: int, digest: str, *, session_id: str | None = None) -> RelayCursor:
+    """A frontier read from outside (a store, a seed file), checked to be well formed."""
+    if not 0 <= ordinal <= MAX_ORDINAL:
+        raise RelayChainError(
+            ChainFault.ORDINAL_OUT_OF_RANGE,
+            f"relay frontier ordinal {ordinal} is outside 0..{MAX_ORDINAL}",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
+    validate_frontier(ordinal, digest, session_id=session_id)
+    return RelayCursor(ordinal=ordinal, digest=digest)
