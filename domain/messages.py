@@ -12,22 +12,25 @@ from typing import Generic, TypeVar
 import msgspec
 
 from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
-from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.runtime import RuntimeReceipt
 from relaystore.domain.sessions import SessionRecord, State
 
 __all__ = [
     "BeginCheckpoint",
+    "CommitPage",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "FinishFailedCheckpoint",
     "LoadApiEvents",
     "LoadMaterializedSession",
+    "LoadProjection",
     "LoadRuntimeReceipt",
     "LoadState",
     "ObserveRelayEvents",
     "ProjectionReport",
+    "ProjectorWriterMessage",
     "ReaderMessage",
     "RecordActivities",
     "RecordStartupFault",
@@ -150,6 +153,32 @@ class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
 
     session_id: str
     events: list[RelayEvent]
+
+
+# -- the projectors' own writer messages (not part of the contract) -----------------
+
+
+class LoadProjection(Request[MaterializedSession], frozen=True, kw_only=True):
+    """A projector loads its session's committed projection through the writer.
+
+    Raises :class:`UnknownSession` when the store has no such session.
+    """
+
+    session_id: str
+
+
+class CommitPage(Request[tuple[RelayCursor, int]], frozen=True, kw_only=True):
+    """A projector's page of projected events, committed as one transaction.
+
+    Reply: the stored frontier after the page, and how many of its events applied.
+    """
+
+    session_id: str
+    page: list[tuple[RelayEvent, MaterializedSessionMutation]]
+
+
+ProjectorWriterMessage = LoadProjection | CommitPage
+"""Writer messages only projectors send."""
 
 
 # -- readers --------------------------------------------------------------------------

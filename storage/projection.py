@@ -21,7 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -48,7 +48,7 @@ from relaystore.domain.materialized import (
     _Unset,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from relaystore.domain.relay import RelayCursor
+from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.wire import JSON, encode
 from relaystore.storage.events import insert_api_events
 from relaystore.storage.materialized import execution_columns, load_frontier
@@ -59,6 +59,7 @@ __all__ = [
     "ProjectionPage",
     "apply_projection_event",
     "apply_projection_page",
+    "commit_page",
 ]
 
 T = TypeVar("T")
@@ -578,3 +579,28 @@ def apply_projection_event(
             ordinal, previous_digest, digest, mutation, recorded_at_ms=recorded_at_ms
         ),
     )
+
+
+def commit_page(
+    connection: apsw.Connection,
+    session_id: str,
+    page: Sequence[tuple[RelayEvent, MaterializedSessionMutation]],
+) -> tuple[RelayCursor, int]:
+    """Write a projector's page of projected events: the stored frontier after it, and
+    how many of the page's events it applied.
+
+    The writer's one entry point for projection pages. Events at or below the stored
+    frontier write nothing, so the result tells the projector whether the store was
+    ahead of it.
+    """
+
+    def fill(projection_page: ProjectionPage) -> tuple[RelayCursor, int]:
+        applied = 0
+        for event, mutation in page:
+            outcome = projection_page.apply(
+                event.ordinal, event.previous_digest, event.digest, mutation
+            )
+            applied += outcome is ApplyOutcome.APPLIED
+        return projection_page.frontier, applied
+
+    return apply_projection_page(connection, session_id, fill)
