@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import apsw
-
 from relaystore.actors.told import TellSafeActor
 from relaystore.domain.messages import (
     LoadApiEvents,
@@ -21,6 +19,7 @@ from relaystore.domain.messages import (
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.paging import load_api_events, load_runtime_receipt
 from relaystore.storage.sessions import load_state
+from relaystore.storage.transaction import Connection
 
 __all__ = ["ReaderActor"]
 
@@ -30,8 +29,8 @@ logger = logging.getLogger(__name__)
 class ReaderActor(TellSafeActor):
     """Answers reader messages; a failing query fails only its own ask."""
 
-    def __init__(self, connection: apsw.Connection) -> None:
-        super().__init__()
+    def __init__(self, connection: Connection, *, capacity: int) -> None:
+        super().__init__(capacity=capacity)
         self._connection = connection
 
     def on_stop(self) -> None:

@@ -1,8 +1,10 @@
 """The :class:`EventStore` facade: what a supervisor embeds.
 
 ``EventStore.open`` starts one writer actor (the only write connection), ``readers``
-reader actors and, on first use, one projector actor per session. ``ask`` routes a
-message by its type and returns its typed reply or raises its typed error.
+reader actors and, on first use, one projector actor per session. ``ask`` checks a
+message (:func:`~relaystore.domain.validation.validate_message`), routes it by its type
+and returns its typed reply or raises its typed error. The facade only routes: what a
+message does lives in the actor that owns it and the storage function it calls.
 """
 
 from __future__ import annotations
@@ -12,45 +14,37 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, get_args
 
-import apsw
 import pykka
 from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
 from relaystore.actors.projector import ProjectorActor
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.told import Told
-from relaystore.actors.writer import Job, WriterActor
-from relaystore.domain.errors import InvalidInput, StoreClosed, UnknownSession
-from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.actors.writer import Submitted, WriterActor
+from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
+from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
-    BeginCheckpoint,
-    CorrelateCheckpointBarrier,
+    CommitPage,
     DeleteSession,
-    FinishFailedCheckpoint,
     LoadApiEvents,
+    LoadProjection,
     ObserveRelayEvents,
+    ProjectorWriterMessage,
     ReaderMessage,
-    RecordActivities,
-    RecordStartupFault,
-    RecoverInterruptedCheckpoints,
     Request,
-    SaveLifecycleSession,
-    SaveRequestedCheckpoint,
-    SaveSession,
     WriterMessage,
 )
-from relaystore.domain.relay import RelayEvent
-from relaystore.storage import activity, checkpoints, sessions
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.validation import validate_message
 from relaystore.storage.connection import Synchronous, open_reader, open_writer
-from relaystore.storage.materialized import load_materialized_session
-from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.projection import ApplyOutcome, apply_projection_page
+from relaystore.storage.paging import MAX_PAGE_LIMIT, load_latest_seq
 
 __all__ = ["EventStore", "Synchronous"]
 
@@ -61,60 +55,48 @@ R = TypeVar("R")
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _WRITER_TYPES: tuple[type[Request[Any]], ...] = get_args(WriterMessage)
 
-
-def _writer_operation(message: Request[Any]) -> Callable[[apsw.Connection], Any]:
-    match message:
-        case SaveSession(record=record):
-            return lambda c: sessions.save_session(c, record)
-        case SaveLifecycleSession(record=record):
-            return lambda c: sessions.save_lifecycle_session(c, record)
-        case DeleteSession(session_id=session_id):
-            return lambda c: sessions.delete_session(c, session_id)
-        case RecordActivities(activities=items, recorded_at_ms=at_ms):
-            return lambda c: activity.record_activities(c, items, at_ms)
-        case RecordStartupFault(session_id=session_id, message=text):
-            return lambda c: activity.record_startup_fault(c, session_id, text)
-        case BeginCheckpoint(session=record, command_id=command_id):
-            return lambda c: checkpoints.begin_checkpoint(c, record, command_id)
-        case SaveRequestedCheckpoint(session=record, command_id=command_id):
-            return lambda c: checkpoints.save_requested_checkpoint(c, record, command_id)
-        case FinishFailedCheckpoint(
-            session=record, command_id=command_id, deferred=deferred, message=text
-        ):
-            return lambda c: checkpoints.finish_failed_checkpoint(
-                c, record, command_id, deferred, text
-            )
-        case CorrelateCheckpointBarrier(
-            session_id=session_id, operation_id=operation_id, command_id=command_id
-        ):
-            return lambda c: checkpoints.correlate_checkpoint_barrier(
-                c, session_id, operation_id, command_id
-            )
-        case RecoverInterruptedCheckpoints(updated_at=updated_at):
-            return lambda c: checkpoints.recover_interrupted_checkpoints(c, updated_at)
-    raise InvalidInput(f"{type(message).__name__} is not a writer message")
+_DEAD_CHECK_SECONDS = 0.5
+"""How often a waiting ``ask`` checks that the actor it waits on is still alive."""
 
 
-class _Commits:
-    """The newest committed ``seq``, and a way to wait for it without polling."""
+class CommitWatch:
+    """The newest committed ``seq``, and a way to wait for it without polling.
+
+    :meth:`close` wakes every waiter, which then raises :class:`StoreClosed`.
+    """
 
     def __init__(self, latest: int) -> None:
         self._latest = latest
+        self._closed = False
         self._changed = threading.Condition()
 
+    @property
+    def latest(self) -> int:
+        """The newest committed ``seq`` seen."""
+        return self._latest
+
     def publish(self, latest: int) -> None:
+        """Record a commit (called by the writer after each one)."""
         with self._changed:
             if latest > self._latest:
                 self._latest = latest
                 self._changed.notify_all()
 
-    @property
-    def latest(self) -> int:
-        return self._latest
+    def close(self) -> None:
+        """Wake every waiter for good."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
     def wait_for(self, seq: int, timeout: float | None) -> bool:
+        """True once ``seq`` is committed; False after ``timeout``; StoreClosed on close."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._latest >= seq, timeout)
+            reached = self._changed.wait_for(lambda: self._closed or self._latest >= seq, timeout)
+            if self._latest >= seq:
+                return True
+            if self._closed:
+                raise StoreClosed("the store closed while waiting for a commit")
+            return bool(reached)
 
 
 class EventStore:
@@ -132,19 +114,29 @@ class EventStore:
         queue_capacity: int = 256,
         synchronous: Synchronous = "FULL",
         read_only: bool = False,
-        group_commit: bool = True,
+        max_batch: int = 256,
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
         Raises ``SchemaMismatch`` for a store this build must not touch and
         ``StoreLocked`` when another process (or another ``open`` in this one) holds it
         for writing. ``read_only`` starts readers only: no migration, no lock.
+        ``max_batch`` caps how many waiting messages one commit takes (1 turns group
+        commit off). ``queue_capacity`` bounds every actor's inbox: the writer's, each
+        reader's and each projector's; a full inbox blocks the sender.
         """
-        if readers < 1:
-            raise InvalidInput(f"readers must be at least 1, got {readers}")
-        if queue_capacity < 1:
-            raise InvalidInput(f"queue_capacity must be at least 1, got {queue_capacity}")
-        return cls(Path(path), readers, queue_capacity, synchronous, read_only, group_commit)
+        for name, value in (
+            ("readers", readers),
+            ("queue_capacity", queue_capacity),
+            ("max_batch", max_batch),
+        ):
+            if type(value) is not int or value < 1:
+                raise InvalidInput(f"EventStore.open: {name} must be an int of at least 1")
+        if synchronous not in get_args(Synchronous):
+            raise InvalidInput(
+                f"EventStore.open: synchronous must be one of {', '.join(get_args(Synchronous))}"
+            )
+        return cls(Path(path), readers, queue_capacity, synchronous, bool(read_only), max_batch)
 
     def __init__(
         self,
@@ -153,10 +145,11 @@ class EventStore:
         capacity: int,
         synchronous: Synchronous,
         read_only: bool,
-        group_commit: bool,
+        max_batch: int,
     ) -> None:
         self.path = path
         self.read_only = read_only
+        self._capacity = capacity
         self._closed = False
         self._lock = threading.Lock()
         self._projectors: dict[str, ActorRef[ProjectorActor]] = {}
@@ -167,59 +160,68 @@ class EventStore:
         try:
             if not read_only:
                 handle = open_writer(path, synchronous=synchronous)
-                self._commits = _Commits(load_latest_seq(handle.connection))
+                self._commits = CommitWatch(load_latest_seq(handle.connection))
                 self._writer = WriterActor.start(
-                    handle,
-                    capacity=capacity,
-                    group_commit=group_commit,
-                    on_commit=self._commits.publish,
+                    handle, capacity=capacity, on_commit=self._commits.publish, max_batch=max_batch
                 )
                 started.append(self._writer)
             for _ in range(readers):
-                reader = ReaderActor.start(open_reader(path))
+                reader = ReaderActor.start(open_reader(path), capacity=capacity)
                 started.append(reader)
                 self._readers.append(reader)
             if read_only:
-                self._commits = _Commits(self._ask_reader(LoadApiEvents(limit=1)).latest_seq)
+                self._commits = CommitWatch(self._ask_reader(LoadApiEvents(limit=1)).latest_seq)
         except BaseException:
             for ref in started:
-                ref.stop()
+                _stop(ref)
             raise
 
     # -- routing -------------------------------------------------------------------
 
     def ask(self, message: Request[R], timeout: float | None = None) -> R:
-        """Send ``message`` to the actor that owns it and return its typed reply."""
+        """Send ``message`` to the actor that owns it and return its typed reply.
+
+        Raises :class:`InvalidInput` for a malformed message (nothing is sent),
+        :class:`AskTimeout` when ``timeout`` runs out (the message may still take effect),
+        :class:`StoreClosed` after :meth:`close`, and the message's own typed errors.
+        """
         self._check_open()
+        validate_message(message)
+        _check_timeout(timeout)
         if isinstance(message, _READER_TYPES):
             return self._ask_reader(message, timeout)  # type: ignore[no-any-return]
         if isinstance(message, ObserveRelayEvents):
             ref = self._projector(message.session_id)
-            return self._get(ref.ask(message, block=False), timeout)  # type: ignore[no-any-return]
-        if isinstance(message, _WRITER_TYPES):
-            future: pykka.Future[Any] = ThreadingFuture()
-            self._submit(Job(type(message).__name__, _writer_operation(message), future))
-            return self._get(future, timeout)  # type: ignore[no-any-return]
-        raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
+            return self._get(ref.ask(message, block=False), timeout, ref, message)  # type: ignore[no-any-return]
+        future: pykka.Future[Any] = ThreadingFuture()
+        self._submit(message, future)  # type: ignore[arg-type]
+        return self._get(future, timeout, self._writer, message)  # type: ignore[no-any-return]
 
     def tell(self, message: Request[Any]) -> None:
-        """Send ``message`` without waiting; a failure is logged and stops nothing."""
+        """Send ``message`` without waiting; a failure is logged and stops nothing.
+
+        A malformed message raises :class:`InvalidInput` here, before anything is sent.
+        """
         self._check_open()
-        if isinstance(message, _WRITER_TYPES):
-            self._submit(Job(type(message).__name__, _writer_operation(message)))
-        elif isinstance(message, ObserveRelayEvents):
+        validate_message(message)
+        if isinstance(message, ObserveRelayEvents):
             self._projector(message.session_id).tell(Told(message))
         elif isinstance(message, _READER_TYPES):
             self._reader().tell(Told(message))
         else:
-            raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
+            self._submit(message)  # type: ignore[arg-type]
 
     def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Block until an API event with ``seq`` or higher is committed.
 
         Woken by the writer's commits. In a read-only store (the writer is another
-        process) it watches the store's WAL file for changes instead.
+        process) it watches the store's WAL file for changes instead. Returns False when
+        ``timeout`` passes first; raises :class:`StoreClosed` when the store closes.
         """
+        if type(seq) is not int:
+            raise InvalidInput("EventStore.wait_for: seq must be an int")
+        _check_timeout(timeout)
+        self._check_open()
         if not self.read_only:
             return self._commits.wait_for(seq, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -229,13 +231,55 @@ class EventStore:
             stamp = _file_stamp(wal)
             if stamp != last_stamp:
                 last_stamp = stamp
-                latest = self._ask_reader(LoadApiEvents(limit=1)).latest_seq
-                self._commits.publish(latest)
-                if latest >= seq:
-                    return True
+                self._commits.publish(self._ask_reader(LoadApiEvents(limit=1)).latest_seq)
+            pause = 0.05
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.monotonic()))
+            if self._commits.wait_for(seq, pause):
+                return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+
+    def follow(
+        self,
+        after_seq: int = 0,
+        filter: ApiEventFilter | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Iterator[ApiEvent]:
+        """Iterate committed API events after ``after_seq`` in ``seq`` order, waiting for more.
+
+        This process's commits wake it at once; opened read-only, it sees other
+        processes' commits too. It ends when ``timeout`` seconds pass with nothing new
+        (``None``: never) or when the store closes.
+        """
+        request = LoadApiEvents(
+            filter=filter if filter is not None else ApiEventFilter(),
+            after_seq=after_seq,
+            limit=MAX_PAGE_LIMIT,
+        )
+        validate_message(request)
+        _check_timeout(timeout)
+        return self._follow(request, timeout)
+
+    def _follow(self, request: LoadApiEvents, timeout: float | None) -> Iterator[ApiEvent]:
+        cursor = request.after_seq or 0
+        while True:
+            try:
+                page = self.ask(
+                    LoadApiEvents(filter=request.filter, after_seq=cursor, limit=request.limit)
+                )
+            except StoreClosed:
+                return
+            yield from page.events
+            cursor = max(cursor, page.latest_seq if not page.events else page.events[-1].seq)
+            if page.events and page.events[-1].seq < page.latest_seq:
+                continue  # more are committed already: read on without waiting
+            try:
+                if not self.wait_for(cursor + 1, timeout):
+                    return
+            except StoreClosed:
+                return
 
     @property
     def latest_seq(self) -> int:
@@ -245,18 +289,25 @@ class EventStore:
     # -- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop taking messages, let the writer finish what it accepted, stop everything."""
+        """Stop taking messages, let the writer finish what it accepted, stop everything.
+
+        Every ``wait_for`` and ``follow`` ends at once (``wait_for`` raises
+        :class:`StoreClosed`). The writer checkpoints on its way out, so the main
+        database file alone holds every committed event.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             projectors = list(self._projectors.values())
+            self._projectors.clear()
+        self._commits.close()
         for projector in projectors:
             _stop(projector)
-        if self._writer is not None:
-            _stop(self._writer)
         for reader in self._readers:
             _stop(reader)
+        if self._writer is not None:
+            _stop(self._writer)
 
     def __enter__(self) -> EventStore:
         return self
@@ -279,22 +330,52 @@ class EventStore:
         return self._readers[next(self._next_reader) % len(self._readers)]
 
     def _ask_reader(self, message: Any, timeout: float | None = None) -> Any:
-        return self._get(self._reader().ask(message, block=False), timeout)
+        ref = self._reader()
+        return self._get(ref.ask(message, block=False), timeout, ref, message)
 
-    def _submit(self, job: Job) -> None:
+    def _submit(
+        self,
+        message: WriterMessage | ProjectorWriterMessage,
+        future: pykka.Future[Any] | None = None,
+    ) -> None:
         writer = self._writer
         if writer is None:
-            raise InvalidInput(f"{job.label} needs the writer, but the store was opened read_only")
+            raise InvalidInput(
+                f"{type(message).__name__} needs the writer, but the store was opened read_only"
+            )
+        if isinstance(message, DeleteSession):
+            # The session's projector holds its projection in memory: retire it first,
+            # so the next event of a session by that id starts from the store.
+            self._retire_projector(message.session_id)
         try:
-            writer.tell(job)  # blocks while the inbox is full
+            writer.tell(Submitted(message, future))  # blocks while the inbox is full
         except ActorDeadError as exc:
             raise StoreClosed("the store's writer has stopped") from exc
 
-    def _get(self, future: pykka.Future[Any], timeout: float | None) -> Any:
-        try:
-            return future.get(timeout=timeout)
-        except ActorDeadError as exc:
-            raise StoreClosed("the store closed before answering") from exc
+    def _get(
+        self,
+        future: pykka.Future[Any],
+        timeout: float | None,
+        actor: ActorRef[Any] | None,
+        message: object,
+    ) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = _DEAD_CHECK_SECONDS
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                return future.get(timeout=wait)
+            except ActorDeadError as exc:
+                raise StoreClosed("the store closed before answering") from exc
+            except pykka.Timeout:
+                if actor is not None and not actor.is_alive():
+                    raise StoreClosed("the store closed before answering") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise AskTimeout(
+                        f"{type(message).__name__} got no reply within {timeout} s; it was "
+                        "handed over and may still take effect"
+                    ) from None
 
     def _projector(self, session_id: str) -> ActorRef[ProjectorActor]:
         if self._writer is None:
@@ -312,41 +393,33 @@ class EventStore:
                 self._projectors[session_id] = ref
             return ref
 
-    def _writer_call(self, label: str, run: Callable[[apsw.Connection], R]) -> R:
+    def _retire_projector(self, session_id: str) -> None:
+        with self._lock:
+            ref = self._projectors.pop(session_id, None)
+        if ref is not None:
+            _stop(ref)
+
+    def _writer_ask(self, message: ProjectorWriterMessage) -> Any:
         future: pykka.Future[Any] = ThreadingFuture()
-        self._submit(Job(label, run, future))
-        return self._get(future, None)  # type: ignore[no-any-return]
+        self._submit(message, future)
+        return self._get(future, None, self._writer, message)
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
-        def load(connection: apsw.Connection) -> MaterializedSession:
-            session = load_materialized_session(connection, session_id)
-            if session is None:
-                raise UnknownSession(session_id)
-            return session
+        session: MaterializedSession = self._writer_ask(LoadProjection(session_id=session_id))
+        return session
 
-        return self._writer_call("load_projection", load)
+    def _write_page(self, session_id: str, page: Any) -> tuple[RelayCursor, int]:
+        result: tuple[RelayCursor, int] = self._writer_ask(
+            CommitPage(session_id=session_id, page=page)
+        )
+        return result
 
-    def _write_page(
-        self, session_id: str, page: list[tuple[RelayEvent, MaterializedSessionMutation]]
-    ) -> tuple[int, int]:
-        def write(connection: apsw.Connection) -> tuple[int, int]:
-            def fill(projection_page: Any) -> tuple[int, int]:
-                applied = 0
-                for event, mutation in page:
-                    outcome = projection_page.apply(
-                        event.ordinal,
-                        event.previous_digest,
-                        event.digest,
-                        mutation,
-                    )
-                    if outcome is ApplyOutcome.APPLIED:
-                        applied += 1
-                return projection_page.frontier.ordinal, applied
 
-            result: tuple[int, int] = apply_projection_page(connection, session_id, fill)
-            return result
-
-        return self._writer_call("apply_projection_page", write)
+def _check_timeout(timeout: object) -> None:
+    if timeout is not None and (
+        type(timeout) not in (int, float) or not 0 <= timeout < float("inf")  # type: ignore[operator]
+    ):
+        raise InvalidInput("timeout must be None or a finite number of seconds >= 0")
 
 
 def _stop(ref: ActorRef[Any]) -> None:
@@ -357,6 +430,6 @@ def _stop(ref: ActorRef[Any]) -> None:
 def _file_stamp(path: Path) -> tuple[float, int] | None:
     try:
         info = path.stat()
-    except FileNotFoundError:
+    except OSError:
         return None
     return (info.st_mtime, info.st_size)

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pykka import ThreadingActor
+from relaystore.actors.inbox import BoundedActor
 
 __all__ = ["TellSafeActor", "Told"]
 
@@ -25,8 +25,14 @@ class Told:
     message: Any
 
 
-class TellSafeActor(ThreadingActor):
-    """An actor whose subclasses implement :meth:`handle` for asks and tells alike."""
+class TellSafeActor(BoundedActor):
+    """An actor whose subclasses implement :meth:`handle` for asks and tells alike.
+
+    Its inbox holds ``capacity`` messages; a full one blocks the sender.
+    """
+
+    def __init__(self, *, capacity: int = 64) -> None:
+        super().__init__(capacity=capacity)
 
     def handle(self, message: Any) -> Any:
         """Answer one message (the reply of an ask; ignored for a tell)."""

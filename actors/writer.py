@@ -1,52 +1,105 @@
-"""The writer actor: the only place a write connection is used.
+"""The writer actor: the only place the write connection is used.
 
-Jobs arrive FIFO through a bounded inbox (a full inbox blocks the sender). With group
-commit on, the writer takes every job already waiting (up to ``max_batch``), runs them
-in one IMMEDIATE transaction with a savepoint each, commits once, and only then replies
-to each sender: a failing job rolls back only its own savepoint. The schema is checked
-under the write lock before any job runs. If a commit fails, nobody can tell what was
-written, so the writer answers that batch and every later job with ``WriterStopped``.
+Messages arrive FIFO through a bounded inbox (a full inbox blocks the sender), each
+wrapped in a :class:`Submitted` that carries the sender's future. The writer matches
+each typed message to the storage function that performs it. With group commit on, it
+keeps taking messages while more are already waiting (up to ``max_batch``), runs them
+in one :class:`~relaystore.storage.batch.Batch` (a savepoint each), commits once, and
+only then replies to each sender: a failing message rolls back only its own savepoint.
+If a commit fails, nobody can tell what was written, so the writer answers that batch
+and every later message with ``WriterStopped``. Messages nobody waits for (``tell``)
+that fail are logged.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
 import pykka
-from pykka import ThreadingActor
 
-from relaystore.domain.errors import StoreError, WriterStopped
+from relaystore.actors.inbox import BoundedActor
+from relaystore.domain.errors import StoreError, UnknownSession, WriterStopped
+from relaystore.domain.messages import (
+    BeginCheckpoint,
+    CommitPage,
+    CorrelateCheckpointBarrier,
+    DeleteSession,
+    FinishFailedCheckpoint,
+    LoadProjection,
+    ProjectorWriterMessage,
+    RecordActivities,
+    RecordStartupFault,
+    RecoverInterruptedCheckpoints,
+    SaveLifecycleSession,
+    SaveRequestedCheckpoint,
+    SaveSession,
+    WriterMessage,
+)
+from relaystore.storage import activity, checkpoints, projection, sessions
+from relaystore.storage.batch import Batch, BatchLost
 from relaystore.storage.connection import WriterConnection
-from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.transaction import Connection
 
-__all__ = ["Job", "WriterActor", "blocking_job"]
+__all__ = ["Submitted", "WriterActor", "perform"]
 
 logger = logging.getLogger(__name__)
 
-Operation = Callable[[apsw.Connection], Any]
-
 
 @dataclass(slots=True)
-class Job:
-    """One unit of work for the writer: ``run`` gets the connection inside a savepoint.
+class Submitted:
+    """A writer message and the future its sender waits on (``None`` for a tell)."""
 
-    ``reply`` (if any) gets the result or the error after the enclosing commit.
-    """
-
-    label: str
-    run: Operation
+    message: WriterMessage | ProjectorWriterMessage
     reply: pykka.Future[Any] | None = None
 
 
-class WriterActor(ThreadingActor):
-    """Runs :class:`Job` s on the single write connection, FIFO, with group commit.
+def perform(connection: Connection, message: WriterMessage | ProjectorWriterMessage) -> Any:
+    """Carry out one writer message on the write connection (inside its savepoint)."""
+    match message:
+        case SaveSession(record=record):
+            return sessions.save_session(connection, record)
+        case SaveLifecycleSession(record=record):
+            return sessions.save_lifecycle_session(connection, record)
+        case DeleteSession(session_id=session_id):
+            return sessions.delete_session(connection, session_id)
+        case RecordActivities(activities=items, recorded_at_ms=at_ms):
+            return activity.record_activities(connection, items, at_ms)
+        case RecordStartupFault(session_id=session_id, message=text):
+            return activity.record_startup_fault(connection, session_id, text)
+        case BeginCheckpoint(session=record, command_id=command_id):
+            return checkpoints.begin_checkpoint(connection, record, command_id)
+        case SaveRequestedCheckpoint(session=record, command_id=command_id):
+            return checkpoints.save_requested_checkpoint(connection, record, command_id)
+        case FinishFailedCheckpoint(
+            session=record, command_id=command_id, deferred=deferred, message=text
+        ):
+            return checkpoints.finish_failed_checkpoint(
+                connection, record, command_id, deferred, text
+            )
+        case CorrelateCheckpointBarrier(
+            session_id=session_id, operation_id=operation_id, command_id=command_id
+        ):
+            return checkpoints.correlate_checkpoint_barrier(
+                connection, session_id, operation_id, command_id
+            )
+        case RecoverInterruptedCheckpoints(updated_at=updated_at):
+            return checkpoints.recover_interrupted_checkpoints(connection, updated_at)
+        case LoadProjection(session_id=session_id):
+            session = load_materialized_session(connection, session_id)
+            if session is None:
+                raise UnknownSession(session_id)
+            return session
+        case CommitPage(session_id=session_id, page=page):
+            return projection.commit_page(connection, session_id, page)
+    raise TypeError(f"{type(message).__name__} is not a writer message")
+
+
+class WriterActor(BoundedActor):
+    """Runs :class:`Submitted` messages on the single write connection, FIFO, group-committed.
 
     ``on_commit`` gets the newest committed API event ``seq`` after every commit.
     """
@@ -56,123 +109,79 @@ class WriterActor(ThreadingActor):
         writer: WriterConnection,
         *,
         capacity: int,
-        group_commit: bool,
         on_commit: Callable[[int], None],
         max_batch: int = 256,
     ) -> None:
-        self._capacity = capacity
-        super().__init__()
+        super().__init__(capacity=capacity)
         self._writer = writer
         self._on_commit = on_commit
-        self._max_batch = max_batch if group_commit else 1
+        self._max_batch = max_batch
+        self._pending: list[Submitted] = []
         self._stopped_by: str | None = None
 
-    def _create_actor_inbox(self) -> queue.Queue[Any]:  # type: ignore[override]
-        # pykka's inbox hook: a bounded queue makes a full inbox block the sender.
-        return queue.Queue(maxsize=self._capacity)
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, Submitted):
+            logger.warning("writer ignored an unexpected message %r", message)
+            return
+        self._pending.append(message)
+        # Group commit: while more messages already wait, take them into this batch.
+        if len(self._pending) >= self._max_batch or self.actor_inbox.empty():
+            self._flush()
 
     def on_stop(self) -> None:
+        try:
+            self._flush()
+        finally:
+            self._writer.close()
+
+    def on_failure(self, *_: object) -> None:
         self._writer.close()
 
-    def on_receive(self, message: Any) -> Any:
-        if not isinstance(message, Job):
-            logger.warning("writer ignored an unexpected message %r", message)
-            return None
-        batch = [message]
-        held_back = None  # a pykka message (stop) found while draining keeps its place
-        while len(batch) < self._max_batch:
-            try:
-                envelope = self.actor_inbox.get_nowait()  # type: ignore[attr-defined]
-            except queue.Empty:
-                break
-            if not isinstance(envelope.message, Job):
-                held_back = envelope
-                break
-            batch.append(envelope.message)
-        self._run_batch(batch)
-        if held_back is not None:
-            try:
-                result = self._handle_receive(held_back.message)
-            except Exception:  # noqa: BLE001 - handed to the waiting caller
-                if held_back.reply_to is not None:
-                    held_back.reply_to.set_exception()
-            else:
-                if held_back.reply_to is not None:
-                    held_back.reply_to.set(result)
-        return None
-
-    def _run_batch(self, batch: list[Job]) -> None:
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
         if self._stopped_by is not None:
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
-        connection = self._writer.connection
+        results: list[tuple[Submitted, Any, Exception | None]] = []
         try:
-            connection.execute("BEGIN IMMEDIATE")
-        except apsw.Error as exc:
-            _answer_all(batch, WriterStopped(f"writer could not begin a transaction: {exc}"))
-            return
-        try:
-            self._writer.check_schema()
-        except StoreError as exc:
-            connection.execute("ROLLBACK")
-            _answer_all(batch, exc)
-            return
-        results: list[tuple[Job, Any, StoreError | None]] = []
-        for job in batch:
-            try:
-                with connection:  # a savepoint: a failure undoes only this job
-                    value = job.run(connection)
-            except StoreError as exc:
-                results.append((job, None, exc))
-            except Exception as exc:
-                logger.exception("writer job %s failed unexpectedly", job.label)
-                results.append((job, None, WriterStopped(f"{job.label} failed: {exc!r}")))
-            else:
-                results.append((job, value, None))
-        try:
-            connection.execute("COMMIT")
-        except apsw.Error as exc:
-            self._stopped_by = (
-                f"commit failed ({exc}); the store may or may not hold the last batch, "
-                "so the writer accepts no more work"
-            )
+            with Batch(self._writer) as transaction:
+                for item in batch:
+                    value, error = transaction.run(perform, item.message)
+                    results.append((item, value, error))
+                latest = transaction.commit()
+        except BatchLost as exc:
+            self._stopped_by = exc.detail + "; the writer accepts no more work"
             logger.error("writer stopped: %s", self._stopped_by)
-            with contextlib.suppress(apsw.Error):
-                connection.execute("ROLLBACK")
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
+        except StoreError as exc:  # the schema check refused the whole batch
+            _answer_all(batch, exc)
+            return
         try:
-            self._on_commit(load_latest_seq(connection))
+            self._on_commit(latest)
         except Exception:
             logger.exception("commit notification failed")
-        for job, value, error in results:
-            _answer(job, value, error)
+        for item, value, error in results:
+            _answer(item, value, error)
 
 
-def _answer(job: Job, value: Any, error: StoreError | None) -> None:
-    """Reply to the job's sender, or log the failure of a job nobody waits for."""
+def _answer(item: Submitted, value: Any, error: Exception | None) -> None:
+    """Reply to the sender, or log the failure of a message nobody waits for."""
+    name = type(item.message).__name__
+    if error is not None and not isinstance(error, StoreError):
+        logger.error("writer failed on %s", name, exc_info=error)
+        error = WriterStopped(f"{name} failed unexpectedly: {error!r}")
     if error is None:
-        if job.reply is not None:
-            job.reply.set(value)
-    elif job.reply is None:
-        logger.error("writer job %s failed: %s", job.label, error)
+        if item.reply is not None:
+            item.reply.set(value)
+    elif item.reply is None:
+        logger.error("told %s failed: %s", name, error)
     else:
-        job.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
+        item.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
 
 
-def _answer_all(batch: list[Job], error: StoreError) -> None:
-    for job in batch:
-        _answer(job, None, error)
-
-
-def blocking_job(gate: threading.Event, entered: threading.Event) -> Job:
-    """A job that sets ``entered`` and holds the writer until ``gate`` is set.
-
-    For tests of backpressure and shutdown.
-    """
-
-    def wait(_connection: apsw.Connection) -> None:
-        entered.set()
-        gate.wait()
-
-    return Job(label="blocking", run=wait)
+def _answer_all(batch: list[Submitted], error: StoreError) -> None:
+    for item in batch:
+        _answer(item, None, error)

@@ -27,7 +27,10 @@ import apsw
 
 from relaystore.domain.errors import InvalidInput, StoreError, StoreLocked
 
-__all__ = ["is_foreign_key_violation", "store_error", "transaction"]
+__all__ = ["Connection", "is_foreign_key_violation", "store_error", "transaction"]
+
+Connection = apsw.Connection
+"""The connection every storage function takes (layers above storage name it by this)."""
 
 
 def store_error(exc: apsw.Error, action: str, connection: apsw.Connection | None) -> StoreError:
