@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "AskTimeout",
     "ChainFault",
     "InvalidInput",
     "LifecycleConflict",
@@ -151,6 +152,15 @@ class LifecycleConflict(StoreError):
 
 class WriterStopped(StoreError):
     """The writer refused work after a failure it could not classify."""
+
+
+class AskTimeout(StoreError, TimeoutError):
+    """An ``ask`` got no reply within its timeout.
+
+    The message was handed over before the time ran out, so it may still take effect:
+    a write may commit after this was raised. Ask again (a re-sent relay event is
+    idempotent) or read the store to learn what happened.
+    """
 
 
 class StoreClosed(StoreError):

@@ -22,6 +22,7 @@ from relaystore.domain.api_events import (
 )
 from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.errors import (
+    AskTimeout,
     ChainFault,
     InvalidInput,
     LifecycleConflict,
@@ -65,6 +66,7 @@ __all__ = [
     "ApiEventData",
     "ApiEventFilter",
     "ApiEventPage",
+    "AskTimeout",
     "BeginCheckpoint",
     "ChainFault",
     "CorrelateCheckpointBarrier",

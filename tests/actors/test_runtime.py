@@ -10,8 +10,8 @@ import apsw
 import pykka
 import pytest
 
+import relaystore.actors.writer as writer_module
 from relaystore.actors.store import EventStore
-from relaystore.actors.writer import blocking_job
 from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.errors import (
     InvalidInput,
@@ -27,6 +27,7 @@ from relaystore.domain.messages import (
     LoadMaterializedSession,
     ObserveRelayEvents,
     RecordActivities,
+    Request,
     SaveLifecycleSession,
     SaveSession,
 )
@@ -52,10 +53,44 @@ def store(path: Path) -> Iterator[EventStore]:
         yield store
 
 
+class Hold(Request[None], frozen=True, kw_only=True):
+    """A test-only writer message: the writer blocks on ``gate`` once it runs it."""
+
+    gate: threading.Event
+    entered: threading.Event
+
+
+class ViolateAtCommit(Request[None], frozen=True, kw_only=True):
+    """A test-only writer message whose write fails only at COMMIT."""
+
+
+def _perform_with_test_messages(connection: apsw.Connection, message: object) -> object:
+    if isinstance(message, Hold):
+        message.entered.set()
+        message.gate.wait()
+        return None
+    if isinstance(message, ViolateAtCommit):
+        # A deferred foreign key is checked only at COMMIT, so the commit itself fails.
+        connection.execute("PRAGMA defer_foreign_keys = ON")
+        connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('ghost', 1, '{}')"
+        )
+        return None
+    return _real_perform(connection, message)  # type: ignore[arg-type]
+
+
+_real_perform = writer_module.perform
+
+
+@pytest.fixture(autouse=True)
+def _test_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_module, "perform", _perform_with_test_messages)
+
+
 def hold_writer(store: EventStore) -> threading.Event:
-    """Block the writer inside a job; returns the gate that releases it."""
+    """Block the writer inside a message; returns the gate that releases it."""
     gate, entered = threading.Event(), threading.Event()
-    store._submit(blocking_job(gate, entered))
+    store._submit(Hold(gate=gate, entered=entered))  # type: ignore[arg-type]
     assert entered.wait(5)
     return gate
 
@@ -82,10 +117,7 @@ def test_close_drains_every_accepted_message_in_order(path: Path) -> None:
     futures = []
     for n in range(6):
         future: pykka.Future[object] = pykka.ThreadingFuture()
-        from relaystore.actors.store import _writer_operation
-        from relaystore.actors.writer import Job
-
-        store._submit(Job("activity", _writer_operation(activity(n)), future))
+        store._submit(activity(n), future)
         futures.append(future)
     closer = threading.Thread(target=store.close)
     closer.start()
@@ -268,17 +300,8 @@ def test_a_failing_tell_is_logged_and_stops_no_actor(
 
 
 def test_a_failed_commit_stops_the_writer_for_every_later_message(store: EventStore) -> None:
-    from relaystore.actors.writer import Job
-
-    def violate_at_commit(connection: apsw.Connection) -> None:
-        # A deferred foreign key is checked only at COMMIT, so the commit itself fails.
-        connection.execute("PRAGMA defer_foreign_keys = ON")
-        connection.execute(
-            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('ghost', 1, '{}')"
-        )
-
     future: pykka.Future[object] = pykka.ThreadingFuture()
-    store._submit(Job("violate", violate_at_commit, future))
+    store._submit(ViolateAtCommit(), future)  # type: ignore[arg-type]
     with pytest.raises(WriterStopped, match="commit failed"):
         future.get(timeout=5)
     with pytest.raises(WriterStopped):

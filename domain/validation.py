@@ -1,0 +1,125 @@
+"""Checking a message at the boundary, before any actor sees it.
+
+msgspec checks types when it decodes, not when a Struct is built in code, so a message
+an embedder builds may hold anything. :func:`validate_message` checks every field of
+every message against its declared type (no coercion: ``"1"`` is not an ``int`` and
+``b"x"`` is not a ``str``), every integer against SQLite's INTEGER range and every id
+field against the id rule, and raises :class:`InvalidInput` naming the message and the
+field. Nothing it refuses reaches a store.
+
+Relay events are checked field by field instead of by a round trip (a replay sends
+thousands of them); the chain rule checks ordinals and digests.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from typing import Any
+
+import msgspec
+
+from relaystore.domain.errors import InvalidInput, StoreError
+from relaystore.domain.messages import ObserveRelayEvents, Request
+from relaystore.domain.relay import RelayEvent, RelayObservation
+from relaystore.domain.sessions import validate_id
+
+__all__ = ["INT64_MAX", "INT64_MIN", "validate_message"]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+_KEPT_AS_IS = (
+    bytes,
+    bytearray,
+    memoryview,
+    datetime.datetime,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+)
+_ID_FIELDS = {"session_id": "session"}
+_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__  # type: ignore[attr-defined]
+
+
+def validate_message(message: object) -> None:
+    """Raise :class:`InvalidInput` unless ``message`` is a well-formed relaystore message."""
+    if not isinstance(message, Request):
+        raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
+    name = type(message).__name__
+    for field in msgspec.structs.fields(message):
+        value = getattr(message, field.name)
+        where = f"{name}.{field.name}"
+        if isinstance(message, ObserveRelayEvents) and field.name == "events":
+            _check_events(where, value)
+            continue
+        _check_value(where, value, field.type)
+        kind = _ID_FIELDS.get(field.name)
+        if kind is not None:
+            _check_id(where, kind, value)
+
+
+def _check_value(where: str, value: object, expected: Any) -> None:
+    try:
+        plain = msgspec.to_builtins(value, builtin_types=_KEPT_AS_IS)
+        _check_integers(plain)
+        msgspec.convert(plain, expected, strict=True)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"{where}: {exc}") from exc
+    except StoreError as exc:  # a type's own check (e.g. an id inside a record)
+        raise InvalidInput(f"{where}: {exc.detail}") from exc
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise InvalidInput(f"{where}: {type(value).__name__} is not a valid value ({exc})") from exc
+
+
+def _check_integers(value: object, path: str = "$") -> None:
+    if type(value) is int:
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"integer at `{path}` is outside SQLite's INTEGER range")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_integers(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_integers(item, f"{path}[{index}]")
+
+
+def _check_id(where: str, kind: str, value: str) -> None:
+    try:
+        validate_id(kind, value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc.detail}") from exc
+
+
+def _check_int(where: str, value: object, low: int | None) -> None:
+    if type(value) is not int:
+        raise InvalidInput(f"{where}: expected an int, got {type(value).__name__}")
+    if low is not None and not low <= value <= INT64_MAX:
+        raise InvalidInput(f"{where}: {value} is outside {low}..{INT64_MAX}")
+
+
+def _check_events(where: str, events: object) -> None:
+    if not isinstance(events, list):
+        raise InvalidInput(f"{where}: expected a list of RelayEvent, got {type(events).__name__}")
+    for index, event in enumerate(events):
+        at = f"{where}[{index}]"
+        if type(event) is not RelayEvent:
+            raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
+        _check_int(f"{at}.format", event.format, 0)
+        _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
+        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, 0)
+        for text in ("digest", "previous_digest"):
+            if type(getattr(event, text)) is not str:
+                raise InvalidInput(f"{at}.{text}: expected a str")
+        if event.command_id is not None and type(event.command_id) is not str:
+            raise InvalidInput(f"{at}.command_id: expected a str or None")
+        if not isinstance(event.observation, _OBSERVATION_TYPES):
+            raise InvalidInput(
+                f"{at}.observation: expected a relay observation, "
+                f"got {type(event.observation).__name__}"
+            )
+        if type(event.observation_json) is not bytes:
+            raise InvalidInput(f"{at}.observation_json: expected bytes")
