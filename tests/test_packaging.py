@@ -1,0 +1,165 @@
+"""The distribution installs one import package, ``relaystore``, and lives beside others.
+
+A wheel is built from this checkout and installed, together with a neighbouring
+distribution that ships top-level ``domain``, ``storage`` and ``actors`` packages (the
+names relaystore's layers had before 0.2), into one fresh folder. relaystore must work
+there unchanged, and a user's ``mypy --strict`` must see its types.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+NEIGHBOUR_NAMES = ("domain", "storage", "actors")
+
+
+def _neighbour_wheel(folder: Path) -> Path:
+    """A minimal wheel of a distribution that owns top-level domain/storage/actors."""
+    wheel = folder / "neighbour-1.0-py3-none-any.whl"
+    info = "neighbour-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": f"OWNER = 'neighbour'\nNAME = '{name}'\n" for name in NEIGHBOUR_NAMES
+    }
+    files[f"{info}/METADATA"] = "Metadata-Version: 2.1\nName: neighbour\nVersion: 1.0\n"
+    files[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def relaystore_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = out.glob("relaystore-*.whl")
+    return wheel
+
+
+def test_the_wheel_holds_one_top_level_package(relaystore_wheel: Path) -> None:
+    with zipfile.ZipFile(relaystore_wheel) as archive:
+        names = archive.namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"relaystore"}
+    assert "relaystore/py.typed" in names
+    assert "relaystore/domain/py.typed" in names
+    assert any(name.startswith("relaystore/domain/projection/") for name in names)
+    assert any(name.startswith("relaystore/actors/journal/") for name in names)
+
+
+@pytest.mark.parametrize("neighbour_first", [False, True])
+def test_relaystore_works_beside_a_neighbour_with_the_old_layer_names(
+    tmp_path: Path, relaystore_wheel: Path, neighbour_first: bool
+) -> None:
+    target = tmp_path / "site"
+    wheels = [str(relaystore_wheel), str(_neighbour_wheel(tmp_path))]
+    for wheel in reversed(wheels) if neighbour_first else wheels:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(target),
+                "--upgrade",
+                wheel,
+            ],
+            check=True,
+            capture_output=True,
+        )
+    program = textwrap.dedent(
+        f"""
+        import domain, storage, actors
+        assert (domain.OWNER, storage.OWNER, actors.OWNER) == ("neighbour",) * 3
+        import relaystore
+        assert relaystore.__file__.startswith({str(target)!r}), relaystore.__file__
+        from relaystore import EventStore, LoadState, SaveSession
+        from relaystore.testing import example_session
+        with EventStore.open({str(tmp_path / "store.sqlite3")!r}) as store:
+            store.ask(SaveSession(record=example_session("s-1")))
+            assert list(store.ask(LoadState()).sessions) == ["s-1"]
+        print("ok")
+        """
+    )
+    environment = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env=environment,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_a_users_mypy_sees_the_installed_types(tmp_path: Path, relaystore_wheel: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(relaystore_wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    user = tmp_path / "user.py"
+    user.write_text(
+        textwrap.dedent(
+            """
+            from relaystore import EventStore, LoadState
+
+            def sessions(store: EventStore) -> int:
+                return store.ask(LoadState())
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(user)],
+        env={**os.environ, "MYPYPATH": str(target)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # The reply type of LoadState is State, so returning it as an int is an error:
+    # mypy can only say so when it sees relaystore's real types (not Any).
+    assert 'Incompatible return value type (got "State", expected "int")' in result.stdout
