@@ -25,8 +25,8 @@ from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
 from relaystore.actors.projector import ProjectorActor
 from relaystore.actors.reader import ReaderActor
-from relaystore.actors.told import Told
-from relaystore.actors.writer import Submitted, WriterActor
+from relaystore.actors.told import Envelope, Reply
+from relaystore.actors.writer import WriterActor
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
 from relaystore.domain.materialized import MaterializedSession
@@ -188,14 +188,9 @@ class EventStore:
         self._check_open()
         validate_message(message)
         _check_timeout(timeout)
-        if isinstance(message, _READER_TYPES):
-            return self._ask_reader(message, timeout)  # type: ignore[no-any-return]
-        if isinstance(message, ObserveRelayEvents):
-            ref = self._projector(message.session_id)
-            return self._get(ref.ask(message, block=False), timeout, ref, message)  # type: ignore[no-any-return]
         future: pykka.Future[Any] = ThreadingFuture()
-        self._submit(message, future)  # type: ignore[arg-type]
-        return self._get(future, timeout, self._writer, message)  # type: ignore[no-any-return]
+        actor = self._send(message, future)
+        return self._get(future, timeout, actor, message)  # type: ignore[no-any-return]
 
     def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting; a failure is logged and stops nothing.
@@ -204,12 +199,18 @@ class EventStore:
         """
         self._check_open()
         validate_message(message)
-        if isinstance(message, ObserveRelayEvents):
-            self._projector(message.session_id).tell(Told(message))
-        elif isinstance(message, _READER_TYPES):
-            self._reader().tell(Told(message))
+        self._send(message, None)
+
+    def _send(self, message: Request[Any], reply: Reply | None) -> ActorRef[Any]:
+        """Route a checked message to the actor that owns it; return that actor."""
+        if isinstance(message, _READER_TYPES):
+            ref: ActorRef[Any] = self._reader()
+        elif isinstance(message, ObserveRelayEvents):
+            ref = self._projector(message.session_id)
         else:
-            self._submit(message)  # type: ignore[arg-type]
+            return self._submit(message, reply)  # type: ignore[arg-type]
+        _deliver(ref, Envelope(message, reply))
+        return ref
 
     def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Block until an API event with ``seq`` or higher is committed.
@@ -330,14 +331,16 @@ class EventStore:
         return self._readers[next(self._next_reader) % len(self._readers)]
 
     def _ask_reader(self, message: Any, timeout: float | None = None) -> Any:
+        future: pykka.Future[Any] = ThreadingFuture()
         ref = self._reader()
-        return self._get(ref.ask(message, block=False), timeout, ref, message)
+        _deliver(ref, Envelope(message, future))
+        return self._get(future, timeout, ref, message)
 
     def _submit(
         self,
         message: WriterMessage | ProjectorWriterMessage,
-        future: pykka.Future[Any] | None = None,
-    ) -> None:
+        reply: Reply | None = None,
+    ) -> ActorRef[WriterActor]:
         writer = self._writer
         if writer is None:
             raise InvalidInput(
@@ -347,10 +350,8 @@ class EventStore:
             # The session's projector holds its projection in memory: retire it first,
             # so the next event of a session by that id starts from the store.
             self._retire_projector(message.session_id)
-        try:
-            writer.tell(Submitted(message, future))  # blocks while the inbox is full
-        except ActorDeadError as exc:
-            raise StoreClosed("the store's writer has stopped") from exc
+        _deliver(writer, Envelope(message, reply))
+        return writer
 
     def _get(
         self,
@@ -413,6 +414,13 @@ class EventStore:
             CommitPage(session_id=session_id, page=page)
         )
         return result
+
+
+def _deliver(ref: ActorRef[Any], envelope: Envelope) -> None:
+    try:
+        ref.tell(envelope)  # blocks while the actor's inbox is full
+    except ActorDeadError as exc:
+        raise StoreClosed("the store's actors have stopped") from exc
 
 
 def _check_timeout(timeout: object) -> None:

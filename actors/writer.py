@@ -1,7 +1,7 @@
 """The writer actor: the only place the write connection is used.
 
 Messages arrive FIFO through a bounded inbox (a full inbox blocks the sender), each
-wrapped in a :class:`Submitted` that carries the sender's future. The writer matches
+in an :class:`~relaystore.actors.told.Envelope` that carries where its answer goes. The writer matches
 each typed message to the storage function that performs it. With group commit on, it
 keeps taking messages while more are already waiting (up to ``max_batch``), runs them
 in one :class:`~relaystore.storage.batch.Batch` (a savepoint each), commits once, and
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import pykka
-
 from relaystore.actors.inbox import BoundedActor
+from relaystore.actors.told import Envelope
 from relaystore.domain.errors import StoreError, UnknownSession, WriterStopped
 from relaystore.domain.messages import (
     BeginCheckpoint,
@@ -44,17 +42,9 @@ from relaystore.storage.connection import WriterConnection
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.transaction import Connection
 
-__all__ = ["Submitted", "WriterActor", "perform"]
+__all__ = ["WriterActor", "perform"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Submitted:
-    """A writer message and the future its sender waits on (``None`` for a tell)."""
-
-    message: WriterMessage | ProjectorWriterMessage
-    reply: pykka.Future[Any] | None = None
 
 
 def perform(connection: Connection, message: WriterMessage | ProjectorWriterMessage) -> Any:
@@ -99,7 +89,7 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
 
 
 class WriterActor(BoundedActor):
-    """Runs :class:`Submitted` messages on the single write connection, FIFO, group-committed.
+    """Runs enveloped writer messages on the single write connection, FIFO, group-committed.
 
     ``on_commit`` gets the newest committed API event ``seq`` after every commit.
     """
@@ -116,11 +106,11 @@ class WriterActor(BoundedActor):
         self._writer = writer
         self._on_commit = on_commit
         self._max_batch = max_batch
-        self._pending: list[Submitted] = []
+        self._pending: list[Envelope] = []
         self._stopped_by: str | None = None
 
     def on_receive(self, message: Any) -> None:
-        if not isinstance(message, Submitted):
+        if not isinstance(message, Envelope):
             logger.warning("writer ignored an unexpected message %r", message)
             return
         self._pending.append(message)
@@ -144,7 +134,7 @@ class WriterActor(BoundedActor):
         if self._stopped_by is not None:
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
-        results: list[tuple[Submitted, Any, Exception | None]] = []
+        results: list[tuple[Envelope, Any, Exception | None]] = []
         try:
             with Batch(self._writer) as transaction:
                 for item in batch:
@@ -167,21 +157,14 @@ class WriterActor(BoundedActor):
             _answer(item, value, error)
 
 
-def _answer(item: Submitted, value: Any, error: Exception | None) -> None:
-    """Reply to the sender, or log the failure of a message nobody waits for."""
-    name = type(item.message).__name__
+def _answer(item: Envelope, value: Any, error: Exception | None) -> None:
     if error is not None and not isinstance(error, StoreError):
+        name = type(item.message).__name__
         logger.error("writer failed on %s", name, exc_info=error)
         error = WriterStopped(f"{name} failed unexpectedly: {error!r}")
-    if error is None:
-        if item.reply is not None:
-            item.reply.set(value)
-    elif item.reply is None:
-        logger.error("told %s failed: %s", name, error)
-    else:
-        item.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
+    item.answer(value, error)
 
 
-def _answer_all(batch: list[Submitted], error: StoreError) -> None:
+def _answer_all(batch: list[Envelope], error: StoreError) -> None:
     for item in batch:
-        _answer(item, None, error)
+        item.answer(None, error)

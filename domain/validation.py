@@ -42,7 +42,7 @@ _KEPT_AS_IS = (
     decimal.Decimal,
 )
 _ID_FIELDS = {"session_id": "session"}
-_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__  # type: ignore[attr-defined]
+_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
 
 
 def validate_message(message: object) -> None:

@@ -73,13 +73,14 @@ class Batch:
         """
         try:
             with self._connection:  # a savepoint: a failure undoes only this step
-                return operation(self._connection, message), None
+                value = operation(self._connection, message)
         except StoreError as exc:
             return None, exc
         except apsw.Error as exc:
             return None, store_error(exc, "a write", self._connection)
         except Exception as exc:  # noqa: BLE001 - handed to the caller, which logs it
             return None, exc
+        return value, None
 
     def commit(self) -> int:
         """Commit; return the newest API event ``seq`` now in the store."""
