@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import count
 from pathlib import Path
 from types import TracebackType
@@ -69,18 +69,31 @@ class CommitWatch:
         self._latest = latest
         self._closed = False
         self._changed = threading.Condition()
+        self._listeners: list[Callable[[int], None]] = []
 
     @property
     def latest(self) -> int:
         """The newest committed ``seq`` seen."""
         return self._latest
 
+    def subscribe(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(latest)`` after every commit that advances ``latest``."""
+        with self._changed:
+            self._listeners.append(listener)
+
     def publish(self, latest: int) -> None:
         """Record a commit (called by the writer after each one)."""
         with self._changed:
-            if latest > self._latest:
-                self._latest = latest
-                self._changed.notify_all()
+            if latest <= self._latest:
+                return
+            self._latest = latest
+            self._changed.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(latest)
+            except Exception:
+                logger.exception("a commit listener failed")
 
     def close(self) -> None:
         """Wake every waiter for good."""
@@ -201,16 +214,37 @@ class EventStore:
         validate_message(message)
         self._send(message, None)
 
-    def _send(self, message: Request[Any], reply: Reply | None) -> ActorRef[Any]:
-        """Route a checked message to the actor that owns it; return that actor."""
+    def _route(self, message: Request[Any]) -> ActorRef[Any]:
+        """The actor that owns a checked message."""
         if isinstance(message, _READER_TYPES):
-            ref: ActorRef[Any] = self._reader()
-        elif isinstance(message, ObserveRelayEvents):
-            ref = self._projector(message.session_id)
-        else:
-            return self._submit(message, reply)  # type: ignore[arg-type]
+            return self._reader()
+        if isinstance(message, ObserveRelayEvents):
+            return self._projector(message.session_id)
+        if self._writer is None:
+            raise InvalidInput(
+                f"{type(message).__name__} needs the writer, but the store was opened read_only"
+            )
+        if isinstance(message, DeleteSession):
+            # The session's projector holds its projection in memory: retire it first,
+            # so the next event of a session by that id starts from the store.
+            self._retire_projector(message.session_id)
+        return self._writer
+
+    def _send(
+        self, message: Request[Any], reply: Reply | None, to: ActorRef[Any] | None = None
+    ) -> ActorRef[Any]:
+        """Hand a checked message (with its reply sink) to its actor; return that actor.
+
+        Blocks while the actor's inbox is full. ``to`` skips routing (``relaystore.aio``
+        routes first, to learn whether the hand-over would block).
+        """
+        ref = self._route(message) if to is None else to
         _deliver(ref, Envelope(message, reply))
         return ref
+
+    def _on_commit(self, callback: Callable[[int], None]) -> None:
+        """Call ``callback(latest_seq)`` after every commit (in the writer's thread)."""
+        self._commits.subscribe(callback)
 
     def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Block until an API event with ``seq`` or higher is committed.
@@ -336,23 +370,6 @@ class EventStore:
         _deliver(ref, Envelope(message, future))
         return self._get(future, timeout, ref, message)
 
-    def _submit(
-        self,
-        message: WriterMessage | ProjectorWriterMessage,
-        reply: Reply | None = None,
-    ) -> ActorRef[WriterActor]:
-        writer = self._writer
-        if writer is None:
-            raise InvalidInput(
-                f"{type(message).__name__} needs the writer, but the store was opened read_only"
-            )
-        if isinstance(message, DeleteSession):
-            # The session's projector holds its projection in memory: retire it first,
-            # so the next event of a session by that id starts from the store.
-            self._retire_projector(message.session_id)
-        _deliver(writer, Envelope(message, reply))
-        return writer
-
     def _get(
         self,
         future: pykka.Future[Any],
@@ -402,8 +419,7 @@ class EventStore:
 
     def _writer_ask(self, message: ProjectorWriterMessage) -> Any:
         future: pykka.Future[Any] = ThreadingFuture()
-        self._submit(message, future)
-        return self._get(future, None, self._writer, message)
+        return self._get(future, None, self._send(message, future), message)
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
         session: MaterializedSession = self._writer_ask(LoadProjection(session_id=session_id))

@@ -1,0 +1,176 @@
+"""relaystore.aio: asks, follows and closes that never block the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import relaystore.actors.writer as writer_module
+from relaystore import (
+    ApiActivityState,
+    AskTimeout,
+    EventStore,
+    InvalidInput,
+    LoadApiEvents,
+    LoadState,
+    RecordActivities,
+    SaveSession,
+    StoreClosed,
+)
+from relaystore.aio import AsyncEventStore
+from relaystore.domain.sessions import example_session
+
+
+def activity(n: int) -> RecordActivities:
+    return RecordActivities(
+        activities=[("session-1", ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+    )
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 30))
+
+
+def test_ask_follow_and_close(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
+            await store.ask(SaveSession(record=example_session()))
+            assert list((await store.ask(LoadState())).sessions) == ["session-1"]
+            seen: list[int] = []
+
+            async def follow() -> None:
+                async for event in store.follow(after_seq=0):
+                    seen.append(event.recorded_at_ms)
+                    if len(seen) == 5:
+                        return
+
+            follower = asyncio.create_task(follow())
+            for n in range(5):
+                await store.ask(activity(n))
+            await asyncio.wait_for(follower, 5)
+            assert seen == [0, 1, 2, 3, 4]
+            assert [e.seq async for e in store.follow(after_seq=3, timeout=0)] == [4, 5]
+        with pytest.raises(StoreClosed):
+            await store.ask(LoadState())
+
+    run(main)
+
+
+def test_a_waiting_ask_leaves_the_loop_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = writer_module.perform
+
+    def slow(connection: Any, message: Any) -> Any:
+        gate.wait(5)
+        return real(connection, message)
+
+    async def main() -> None:
+        async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
+            await store.ask(SaveSession(record=example_session()))
+            monkeypatch.setattr(writer_module, "perform", slow)
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticking = asyncio.create_task(ticker())
+            asking = asyncio.create_task(store.ask(activity(1)))
+            await asyncio.sleep(0.3)
+            assert not asking.done()
+            assert ticks >= 10, "the loop must keep running while an ask waits"
+            gate.set()
+            await asyncio.wait_for(asking, 5)
+            ticking.cancel()
+
+    run(main)
+
+
+def test_a_timed_out_ask_raises_ask_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = writer_module.perform
+
+    def slow(connection: Any, message: Any) -> Any:
+        gate.wait(5)
+        return real(connection, message)
+
+    async def main() -> None:
+        async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
+            await store.ask(SaveSession(record=example_session()))
+            monkeypatch.setattr(writer_module, "perform", slow)
+            try:
+                with pytest.raises(AskTimeout, match="may still take effect"):
+                    await store.ask(activity(1), timeout=0.1)
+            finally:
+                gate.set()
+            assert await store.wait_for(1, timeout=5)
+
+    run(main)
+
+
+def test_idle_followers_cost_no_threads_and_cancel_cleanly(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
+            await store.ask(SaveSession(record=example_session()))
+            before = threading.active_count()
+
+            async def follow() -> list[int]:
+                return [event.seq async for event in store.follow()]
+
+            followers = [asyncio.create_task(follow()) for _ in range(200)]
+            await asyncio.sleep(0.2)
+            assert threading.active_count() == before
+            await store.ask(activity(1))
+            await asyncio.sleep(0.2)
+            for task in followers[:100]:
+                task.cancel()
+            await asyncio.gather(*followers[:100], return_exceptions=True)
+            assert all(task.cancelled() for task in followers[:100])
+        results = await asyncio.gather(*followers[100:])
+        assert all(result == [1] for result in results)  # close ended the rest
+
+    run(main)
+
+
+def test_a_read_only_store_follows_another_writers_commits(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+
+    async def main() -> None:
+        with EventStore.open(path) as writer:
+            writer.ask(SaveSession(record=example_session()))
+            async with AsyncEventStore.open(path, read_only=True) as reader:
+                got: list[int] = []
+
+                async def follow() -> None:
+                    async for event in reader.follow():
+                        got.append(event.seq)
+                        if len(got) == 3:
+                            return
+
+                follower = asyncio.create_task(follow())
+                for n in range(3):
+                    await asyncio.to_thread(writer.ask, activity(n))
+                await asyncio.wait_for(follower, 10)
+                assert got == [1, 2, 3]
+
+    run(main)
+
+
+def test_bad_input_is_refused_in_the_loop(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
+            with pytest.raises(InvalidInput, match=r"LoadApiEvents\.after_seq"):
+                await store.ask(LoadApiEvents(after_seq="x"))  # type: ignore[arg-type]
+
+    run(main)
