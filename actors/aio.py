@@ -33,6 +33,7 @@ from relaystore.actors.told import ExcInfo
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
 from relaystore.domain.messages import DeleteSession, LoadApiEvents, Request
+from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.paging import MAX_PAGE_LIMIT
 
@@ -149,6 +150,10 @@ class AsyncEventStore:
         else:
             store._send(message, reply, actor)
 
+    def metrics(self) -> StoreMetrics:
+        """A snapshot of the store's figures (see :meth:`EventStore.metrics`); never blocks."""
+        return self._store.metrics()
+
     async def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Wait until an API event with ``seq`` or higher is committed (False on timeout)."""
         try:
@@ -178,7 +183,14 @@ class AsyncEventStore:
             limit=MAX_PAGE_LIMIT,
         )
         validate_message(request)
-        cursor = after_seq
+        with self._store._following():
+            async for event in self._pages(request, timeout):
+                yield event
+
+    async def _pages(
+        self, request: LoadApiEvents, timeout: float | None
+    ) -> AsyncIterator[ApiEvent]:
+        cursor = request.after_seq or 0
         while True:
             try:
                 page = await self.ask(

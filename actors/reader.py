@@ -11,11 +11,13 @@ from typing import Any
 
 from relaystore.actors.told import TellSafeActor
 from relaystore.domain.messages import (
+    BackupStore,
     LoadApiEvents,
     LoadMaterializedSession,
     LoadRuntimeReceipt,
     LoadState,
 )
+from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.paging import load_api_events, load_runtime_receipt
 from relaystore.storage.sessions import load_state
@@ -47,5 +49,7 @@ class ReaderActor(TellSafeActor):
                 return load_materialized_session(connection, session_id)
             case LoadState():
                 return load_state(connection)
+            case BackupStore(destination=destination):
+                return backup_store(connection, destination)
         logger.warning("reader ignored an unexpected message %r", message)
         return None

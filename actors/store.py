@@ -23,6 +23,7 @@ from typing import Any, TypeVar, get_args
 import pykka
 from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
+from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import ProjectorActor
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.told import Envelope, Reply
@@ -42,6 +43,7 @@ from relaystore.domain.messages import (
     WriterMessage,
 )
 from relaystore.domain.relay import RelayCursor
+from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.connection import Synchronous, open_reader, open_writer
 from relaystore.storage.paging import MAX_PAGE_LIMIT, load_latest_seq
@@ -169,13 +171,19 @@ class EventStore:
         self._writer: ActorRef[WriterActor] | None = None
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
+        self._stats = WriterStats()
+        self._followers = 0
         started: list[ActorRef[Any]] = []
         try:
             if not read_only:
                 handle = open_writer(path, synchronous=synchronous)
                 self._commits = CommitWatch(load_latest_seq(handle.connection))
                 self._writer = WriterActor.start(
-                    handle, capacity=capacity, on_commit=self._commits.publish, max_batch=max_batch
+                    handle,
+                    capacity=capacity,
+                    on_commit=self._commits.publish,
+                    stats=self._stats,
+                    max_batch=max_batch,
                 )
                 started.append(self._writer)
             for _ in range(readers):
@@ -298,6 +306,21 @@ class EventStore:
         return self._follow(request, timeout)
 
     def _follow(self, request: LoadApiEvents, timeout: float | None) -> Iterator[ApiEvent]:
+        with self._following():
+            yield from self._pages(request, timeout)
+
+    @contextlib.contextmanager
+    def _following(self) -> Iterator[None]:
+        """Counts a follower (for :meth:`metrics`) while it iterates."""
+        with self._lock:
+            self._followers += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._followers -= 1
+
+    def _pages(self, request: LoadApiEvents, timeout: float | None) -> Iterator[ApiEvent]:
         cursor = request.after_seq or 0
         while True:
             try:
@@ -315,6 +338,28 @@ class EventStore:
                     return
             except StoreClosed:
                 return
+
+    def metrics(self) -> StoreMetrics:
+        """A snapshot of the store's figures; cheap enough to poll every second."""
+        latencies, batches = self._stats.window()
+        writer = self._writer
+        depth = writer.actor_inbox.qsize() if writer is not None else 0  # type: ignore[attr-defined]
+        with self._lock:
+            live, followers = len(self._projectors), self._followers
+        return StoreMetrics(
+            writer_inbox_depth=depth,
+            live_projectors=live,
+            followers=followers,
+            commits=self._stats.commits,
+            commit_latency_p50_ms=percentile(latencies, 0.5) * 1000,
+            commit_latency_p99_ms=percentile(latencies, 0.99) * 1000,
+            batch_size_mean=sum(batches) / len(batches) if batches else 0.0,
+            batch_size_max=max(batches, default=0),
+            messages_written=self._stats.messages,
+            relay_events_applied=self._stats.relay_events,
+            api_events_written=self._stats.api_events,
+            latest_seq=self._commits.latest,
+        )
 
     @property
     def latest_seq(self) -> int:

@@ -14,15 +14,18 @@ that fail are logged.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from relaystore.actors.inbox import BoundedActor
+from relaystore.actors.metrics import WriterStats
 from relaystore.actors.told import Envelope
 from relaystore.domain.errors import StoreError, UnknownSession, WriterStopped
 from relaystore.domain.messages import (
     BeginCheckpoint,
     CommitPage,
+    CompactStore,
     CorrelateCheckpointBarrier,
     DeleteSession,
     FinishFailedCheckpoint,
@@ -39,7 +42,9 @@ from relaystore.domain.messages import (
 from relaystore.storage import activity, checkpoints, projection, sessions
 from relaystore.storage.batch import Batch, BatchLost
 from relaystore.storage.connection import WriterConnection
+from relaystore.storage.maintenance import vacuum_store
 from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.transaction import Connection
 
 __all__ = ["WriterActor", "perform"]
@@ -100,11 +105,14 @@ class WriterActor(BoundedActor):
         *,
         capacity: int,
         on_commit: Callable[[int], None],
+        stats: WriterStats,
         max_batch: int = 256,
     ) -> None:
         super().__init__(capacity=capacity)
         self._writer = writer
         self._on_commit = on_commit
+        self._stats = stats
+        self._latest = load_latest_seq(writer.connection)
         self._max_batch = max_batch
         self._pending: list[Envelope] = []
         self._stopped_by: str | None = None
@@ -112,6 +120,10 @@ class WriterActor(BoundedActor):
     def on_receive(self, message: Any) -> None:
         if not isinstance(message, Envelope):
             logger.warning("writer ignored an unexpected message %r", message)
+            return
+        if isinstance(message.message, CompactStore):
+            self._flush()  # everything before it commits first, in order
+            self._compact(message)
             return
         self._pending.append(message)
         # Group commit: while more messages already wait, take them into this batch.
@@ -135,6 +147,7 @@ class WriterActor(BoundedActor):
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
         results: list[tuple[Envelope, Any, Exception | None]] = []
+        started = time.perf_counter()
         try:
             with Batch(self._writer) as transaction:
                 for item in batch:
@@ -149,12 +162,35 @@ class WriterActor(BoundedActor):
         except StoreError as exc:  # the schema check refused the whole batch
             _answer_all(batch, exc)
             return
+        self._stats.record(
+            messages=len(batch),
+            seconds=time.perf_counter() - started,
+            relay_events=sum(
+                value[1]
+                for item, value, error in results
+                if error is None and isinstance(item.message, CommitPage)
+            ),
+            api_events=latest - self._latest,
+        )
+        self._latest = latest
         try:
             self._on_commit(latest)
         except Exception:
             logger.exception("commit notification failed")
         for item, value, error in results:
             _answer(item, value, error)
+
+    def _compact(self, item: Envelope) -> None:
+        if self._stopped_by is not None:
+            item.answer(None, WriterStopped(self._stopped_by))
+            return
+        try:
+            report = vacuum_store(self._writer.connection)
+        except StoreError as exc:
+            item.answer(None, exc)
+            return
+        logger.info("compacted the store: %d pages -> %d", report.pages_before, report.pages_after)
+        item.answer(report, None)
 
 
 def _answer(item: Envelope, value: Any, error: Exception | None) -> None:

@@ -12,14 +12,18 @@ from typing import Generic, TypeVar
 import msgspec
 
 from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
-from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.reports import BackupReport, VacuumReport
 from relaystore.domain.runtime import RuntimeReceipt
 from relaystore.domain.sessions import SessionRecord, State
 
 __all__ = [
+    "BackupStore",
     "BeginCheckpoint",
     "CommitPage",
+    "CompactStore",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "FinishFailedCheckpoint",
@@ -121,6 +125,14 @@ class RecoverInterruptedCheckpoints(Request[int], frozen=True, kw_only=True):
     updated_at: str
 
 
+class CompactStore(Request[VacuumReport], frozen=True, kw_only=True):
+    """Rewrite the store without the free pages deletes left (SQLite ``VACUUM``).
+
+    Runs between group commits, outside any transaction; it holds the writer for as
+    long as the rewrite takes.
+    """
+
+
 WriterMessage = (
     SaveSession
     | SaveLifecycleSession
@@ -132,6 +144,7 @@ WriterMessage = (
     | FinishFailedCheckpoint
     | CorrelateCheckpointBarrier
     | RecoverInterruptedCheckpoints
+    | CompactStore
 )
 
 
@@ -168,13 +181,14 @@ class LoadProjection(Request[MaterializedSession], frozen=True, kw_only=True):
 
 
 class CommitPage(Request[tuple[RelayCursor, int]], frozen=True, kw_only=True):
-    """A projector's page of projected events, committed as one transaction.
+    """A projector's page of projected events, coalesced, committed as one transaction.
 
-    Reply: the stored frontier after the page, and how many of its events applied.
+    The projector never touches ``page`` after sending it. Reply: the stored frontier
+    after the page, and how many of its events applied (0: the store already held it).
     """
 
     session_id: str
-    page: list[tuple[RelayEvent, MaterializedSessionMutation]]
+    page: PageDelta
 
 
 ProjectorWriterMessage = LoadProjection | CommitPage
@@ -208,4 +222,15 @@ class LoadState(Request[State], frozen=True, kw_only=True):
     """Every session record."""
 
 
-ReaderMessage = LoadApiEvents | LoadRuntimeReceipt | LoadMaterializedSession | LoadState
+class BackupStore(Request[BackupReport], frozen=True, kw_only=True):
+    """Copy a consistent snapshot of the store to ``destination`` (a new file).
+
+    Safe while the writer commits: SQLite's online backup API, then a verify.
+    """
+
+    destination: str
+
+
+ReaderMessage = (
+    LoadApiEvents | LoadRuntimeReceipt | LoadMaterializedSession | LoadState | BackupStore
+)

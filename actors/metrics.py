@@ -1,0 +1,47 @@
+"""The writer's running figures, read by :meth:`EventStore.metrics` from other threads."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+__all__ = ["WriterStats", "percentile"]
+
+
+class WriterStats:
+    """Counters and a bounded window of recent commits; the writer records, anyone reads.
+
+    Owned by the store's facade, written only by its writer actor.
+    """
+
+    def __init__(self, *, window: int = 1024) -> None:
+        self._lock = threading.Lock()
+        self._latencies: deque[float] = deque(maxlen=window)
+        self._batches: deque[int] = deque(maxlen=window)
+        self.commits = 0
+        self.messages = 0
+        self.relay_events = 0
+        self.api_events = 0
+
+    def record(self, *, messages: int, seconds: float, relay_events: int, api_events: int) -> None:
+        """One commit of ``messages`` messages that took ``seconds``."""
+        with self._lock:
+            self.commits += 1
+            self.messages += messages
+            self.relay_events += relay_events
+            self.api_events += api_events
+            self._latencies.append(seconds)
+            self._batches.append(messages)
+
+    def window(self) -> tuple[list[float], list[int]]:
+        """Copies of the recent commit latencies (seconds) and batch sizes."""
+        with self._lock:
+            return list(self._latencies), list(self._batches)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of ``values`` (0.0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]

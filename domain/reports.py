@@ -1,0 +1,43 @@
+"""Replies that describe the store itself: backups, compaction and live metrics."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["BackupReport", "StoreMetrics", "VacuumReport"]
+
+
+class BackupReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What a backup wrote: a complete, verified single-file store at ``path``."""
+
+    path: str
+    pages: int
+    latest_seq: int
+    schema_revision: int
+
+
+class VacuumReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What compaction reclaimed (SQLite pages before and after)."""
+
+    pages_before: int
+    pages_after: int
+
+
+class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of an open store, cheap enough to poll every second.
+
+    Latencies and batch sizes cover the most recent commits (a bounded window).
+    """
+
+    writer_inbox_depth: int
+    live_projectors: int
+    followers: int
+    commits: int
+    commit_latency_p50_ms: float
+    commit_latency_p99_ms: float
+    batch_size_mean: float
+    batch_size_max: int
+    messages_written: int
+    relay_events_applied: int
+    api_events_written: int
+    latest_seq: int
