@@ -375,6 +375,9 @@ def validate_field_value(field: ElicitationField, value: ElicitationValue) -> No
     ``pattern`` (searched, not anchored) and ``format`` (``email``, ``uri``, ``date``,
     ``date-time``; other formats pass). Selects: membership and item counts. Integer and
     number: range; a whole-number integer answers a number field.
+
+    Messages name the field; they quote the refused answer only when the field is not
+    ``secret``: a secret answer (a password, a PIN) never appears in any message.
     """
     kind = field.kind
     label = _label(field)
@@ -400,7 +403,7 @@ def validate_field_value(field: ElicitationField, value: ElicitationValue) -> No
         return
     if kind is ElicitationFieldKind.SINGLE_SELECT and isinstance(value, str):
         if not any(option.value == value for option in field.options or ()):
-            raise InvalidInput(f"{label} is not one of the offered options: {_show(value)}")
+            raise InvalidInput(f"{label} is not one of the offered options{_echo(field, value)}")
         return
     if kind is ElicitationFieldKind.MULTI_SELECT and isinstance(value, list):
         if field.min_items is not None and len(value) < field.min_items:
@@ -410,7 +413,9 @@ def validate_field_value(field: ElicitationField, value: ElicitationValue) -> No
         offered = {option.value for option in field.options or ()}
         for choice in value:
             if choice not in offered:
-                raise InvalidInput(f"{label} is not one of the offered options: {_show(choice)}")
+                raise InvalidInput(
+                    f"{label} is not one of the offered options{_echo(field, choice)}"
+                )
         return
     if kind is ElicitationFieldKind.BOOLEAN and isinstance(value, bool):
         return
@@ -709,6 +714,17 @@ def _show(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
+def _echo(field: ElicitationField, value: str | int | float) -> str:
+    """``": <value>"`` to end a message with the offending answer; nothing for a secret field.
+
+    A secret answer (a password, a PIN) never appears in a message: the field is named
+    by the label, the value is not.
+    """
+    if field.secret:
+        return " (the answer is not shown: the field is secret)"
+    return f": {_show(value) if isinstance(value, str) else value}"
+
+
 def _label(field: ElicitationField) -> str:
     if field.title == field.id:
         return f"field {_show(field.id)}"
@@ -745,7 +761,7 @@ def _check_range(field: ElicitationField, value: int | float, label: str) -> Non
     low, high = field.minimum, field.maximum
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-        raise InvalidInput(f"{label} is outside the allowed range {bounds}: {value}")
+        raise InvalidInput(f"{label} is outside the allowed range {bounds}{_echo(field, value)}")
 
 
 _DIGITS = "[0-9]"

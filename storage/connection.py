@@ -14,6 +14,33 @@ Guarantees:
 * :func:`open_reader` opens read-only with ``query_only``, never migrates and never
   writes; a store behind this build raises ``SchemaMismatch(NEEDS_MIGRATION)``.
 
+Recognising a store before touching it. Both openers first decide, reading only, whether
+the file is a relaystore store (see :func:`recognise_store`); a file that is not one
+raises ``SchemaMismatch(INVALID_METADATA)`` and is left byte for byte as it was: no
+journal-mode change, no ``-wal``, ``-shm`` or ``.lock`` file, no migration. A missing
+file and an empty (0-byte) file are *new stores*: SQLite itself treats an empty file as
+an empty database, so the writer creates the store in it, and a reader refuses it with
+``SchemaMismatch(NEEDS_MIGRATION)`` like any store not yet created.
+
+A clean close. :meth:`WriterConnection.close` runs ``PRAGMA wal_checkpoint(TRUNCATE)``
+before closing, so every committed transaction is in the main database file and the
+``-wal`` is empty (or gone): a copy of the ``.sqlite3`` file alone is complete. Readers
+still reading block a ``TRUNCATE`` checkpoint, so close the readers first; when one
+keeps its snapshot, the writer retries briefly, then logs a warning and closes anyway
+(nothing is lost: the WAL still holds the rest, and the next open recovers it).
+
+Read-only media. A WAL store normally needs its ``-shm`` (and ``-wal``) beside it, which
+a read-only filesystem (a mounted snapshot, a backup) cannot create. When the folder is
+not writable, or the shared open fails for that reason, and the ``-wal`` holds no
+frames, a reader opens the file *immutable* (SQLite's ``immutable=1`` URI parameter; see
+:func:`choose_read_mode`): no locks, no sidecar files, and SQLite assumes the file never
+changes while it is open. **Such a reader is not meant to follow later commits**: it is
+for media nobody writes (a writer needs a writable folder for its lock and WAL, so none
+can run there); were the file changed anyway, it might miss or misread the changes, as
+SQLite documents for ``immutable``. A store whose ``-wal`` still holds
+committed frames cannot be read that way (the frames would be missed) and is refused
+with a ``StoreError`` naming the fix (copy the store with its ``-wal`` somewhere writable).
+
 Each connection is configured with ``apsw.bestpractice.connection_*`` functions; no
 global hook is installed.
 """
@@ -22,7 +49,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import time
+import urllib.parse
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Literal, Self
@@ -33,28 +63,48 @@ import apsw.bestpractice
 from relaystore.domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
 from relaystore.storage.schema import (
     SCHEMA_VERSION,
+    SchemaState,
     check_writer_schema,
     ensure_supported,
     migrate_schema,
+    not_a_store,
     read_schema_state,
 )
 from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CLOSE_CHECKPOINT_ATTEMPTS",
     "SYNCHRONOUS_MODES",
+    "ReadMode",
     "Synchronous",
     "WriterConnection",
+    "choose_read_mode",
     "lock_path",
     "open_reader",
     "open_writer",
+    "recognise_store",
 ]
+
+logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for a SQLite lock before giving up."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 SYNCHRONOUS_MODES: tuple[Synchronous, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+CLOSE_CHECKPOINT_ATTEMPTS = 5
+"""How often closing the writer tries the ``TRUNCATE`` checkpoint before it gives up."""
+_CLOSE_CHECKPOINT_BUSY_MS = 100
+"""The busy timeout of each of those attempts (readers finishing their snapshot)."""
+
+ReadMode = Literal["shared", "immutable"]
+"""How a reader opens the file: ``shared`` (WAL, locks, sees later commits) or
+``immutable`` (no locks, no sidecar files, a fixed picture of the file)."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
 
 
 def lock_path(path: str | os.PathLike[str]) -> str:
@@ -108,11 +158,18 @@ class WriterConnection:
             yield connection
 
     def close(self) -> None:
-        """Close the connection and release the lock; harmless when already closed."""
+        """Checkpoint the WAL into the main file, close, and release the lock.
+
+        Harmless when already closed. The ``TRUNCATE`` checkpoint leaves every committed
+        transaction in the main file and the ``-wal`` empty; when readers block it (see
+        the module notes) it is retried briefly, then a warning is logged and the
+        connection closes anyway.
+        """
         fd, self._lock_fd = self._lock_fd, None
         if fd is None:
             return
         try:
+            _checkpoint_for_close(self.connection, self.path)
             self.connection.close()
         except apsw.Error as exc:
             raise store_error(exc, "close the writer connection", None) from exc
@@ -137,9 +194,9 @@ def open_writer(
     """Open (creating or migrating) the store at ``path`` for writing.
 
     Raises :class:`~domain.errors.StoreLocked` when another writer holds the store,
-    ``SchemaMismatch`` for a store this build must not touch, and
-    :class:`~domain.errors.InvalidInput` for an unknown ``synchronous`` mode or a file
-    that is not a store.
+    ``SchemaMismatch`` for a store this build must not touch or a file that is not a
+    relaystore store (left untouched), and :class:`~domain.errors.InvalidInput` for an
+    unknown ``synchronous`` mode. A missing or empty (0-byte) file becomes a new store.
     """
     mode = str(synchronous).upper()
     if mode not in SYNCHRONOUS_MODES:
@@ -147,6 +204,10 @@ def open_writer(
             f"unknown synchronous mode {synchronous!r}; use one of {', '.join(SYNCHRONOUS_MODES)}"
         )
     where = os.path.abspath(os.fspath(path))
+    # Decide before writing anything (directory, lock file, journal mode, schema).
+    state = recognise_store(where)
+    if state.revision >= SCHEMA_VERSION:  # an older store is migrated below
+        ensure_supported(state, path=where)
     try:
         os.makedirs(os.path.dirname(where), mode=0o700, exist_ok=True)
     except OSError as exc:
@@ -176,29 +237,181 @@ def open_writer(
 
 
 def open_reader(path: str | os.PathLike[str]) -> apsw.Connection:
-    """Open the store at ``path`` read-only (``query_only``); never migrates.
+    """Open the store at ``path`` read-only (``query_only``); never migrates, never writes.
 
-    Raises ``SchemaMismatch`` (``NEEDS_MIGRATION`` for a store behind this build) and
-    :class:`~domain.errors.InvalidInput` when there is no store at ``path``.
+    Raises ``SchemaMismatch`` (``NEEDS_MIGRATION`` for a store behind this build or an
+    empty file; ``INVALID_METADATA`` for a file that is not a relaystore store, left
+    untouched) and :class:`~domain.errors.InvalidInput` when there is no file at
+    ``path``. On read-only media the connection may be *immutable* (see
+    :func:`choose_read_mode`): it then reads a fixed file, not meant to follow later
+    commits.
     """
     where = os.path.abspath(os.fspath(path))
     if not os.path.isfile(where):
         raise InvalidInput(
             "no relaystore store here; open it for writing once to create it", path=where
         )
-    connection: apsw.Connection | None = None
+    ensure_supported(recognise_store(where), path=where)
+    wal = _wal_bytes(where)
+    mode = choose_read_mode(wal_bytes=wal, directory_writable=_directory_writable(where))
     try:
-        connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READONLY)
-        _configure(connection)
+        connection = _connect_reader(where, mode)
+    except apsw.Error as exc:
+        fallback = choose_read_mode(wal_bytes=wal, directory_writable=True, failure=exc)
+        if mode == "immutable" or fallback == "shared":
+            raise _unreadable(exc, where, wal) from exc
+        try:
+            connection = _connect_reader(where, fallback)
+        except apsw.Error as again:
+            raise _unreadable(again, where, wal) from again
+    try:
         connection.pragma("query_only", True)
         ensure_supported(read_schema_state(connection), path=where)
     except BaseException as exc:
-        if connection is not None:
-            connection.close()
+        connection.close()
         if isinstance(exc, apsw.Error):
             raise store_error(exc, "open the store for reading", None).located(path=where) from exc
         raise
     return connection
+
+
+def choose_read_mode(
+    *, wal_bytes: int | None, directory_writable: bool, failure: BaseException | None = None
+) -> ReadMode:
+    """How a reader opens a store: the decision alone, from facts the caller gathered.
+
+    ``wal_bytes`` is the size of the ``-wal`` file (``None`` when there is none),
+    ``directory_writable`` whether the store's folder accepts new files (the ``-shm``
+    and ``-wal``), ``failure`` the error a ``shared`` open raised, if one did.
+
+    * ``-wal`` holding frames: ``shared`` always. An immutable open would silently miss
+      committed transactions; if the shared open failed, the caller must refuse.
+    * otherwise ``immutable`` when the folder is not writable, or the shared open failed
+      because SQLite could not open or write its sidecar files (``CantOpenError``,
+      ``ReadOnlyError``): the main file holds every commit.
+    * otherwise ``shared``.
+    """
+    if wal_bytes:
+        return "shared"
+    if not directory_writable:
+        return "immutable"
+    if isinstance(failure, apsw.CantOpenError | apsw.ReadOnlyError):
+        return "immutable"
+    return "shared"
+
+
+def recognise_store(path: str | os.PathLike[str]) -> SchemaState:
+    """Decide, reading only, what the file at ``path`` is, before anything writes to it.
+
+    Returns the store's :class:`~storage.schema.SchemaState`; a missing or empty
+    (0-byte) file is a new store, ``SchemaState(revision=0, minimum_compatible=None)``.
+    Raises ``SchemaMismatch(INVALID_METADATA)`` for a file that is not a relaystore
+    store: not a SQLite database, or a database of another application. Busy or failing
+    files raise the ``StoreError`` of :func:`~storage.transaction.store_error`.
+
+    Nothing is created or changed: the SQLite header is read first; a database without
+    a ``-wal`` is then read ``immutable`` (a WAL database opened any other way gets a
+    ``-wal`` and ``-shm`` created beside it), or plainly read-only when it is in
+    rollback-journal mode (takes SQLite's locks, creates no file) or has a ``-wal``
+    (whose committed frames must be seen; its sidecar files already exist).
+    """
+    where = os.path.abspath(os.fspath(path))
+    try:
+        with open(where, "rb") as file:
+            header = file.read(_HEADER_BYTES)
+    except FileNotFoundError:
+        return SchemaState(revision=0, minimum_compatible=None)
+    except OSError as exc:
+        raise StoreError(f"cannot read the store file: {exc}", path=where) from exc
+    wal = _wal_bytes(where)
+    if not header and wal is None:
+        return SchemaState(revision=0, minimum_compatible=None)  # empty: a new store
+    if header and (len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_MAGIC)):
+        raise not_a_store(where, "the file is not a SQLite database")
+    in_wal_mode = not header or header[18] == 2  # a 0-byte file with a -wal: WAL
+    mode: ReadMode = "immutable" if in_wal_mode and wal is None else "shared"
+    try:
+        connection = _connect_reader(where, mode, touch=False)
+    except apsw.Error as exc:
+        raise store_error(exc, "recognise the store", None).located(path=where) from exc
+    try:
+        return read_schema_state(connection)
+    finally:
+        connection.close()
+
+
+def _connect_reader(where: str, mode: ReadMode, *, touch: bool = True) -> apsw.Connection:
+    """A read-only connection; with ``touch`` it reads once, so opening the WAL fails here."""
+    if mode == "immutable":
+        uri = f"file:{urllib.parse.quote(where)}?immutable=1"
+        connection = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    else:
+        connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READONLY)
+    _configure(connection)
+    if touch:
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        except BaseException:
+            connection.close()
+            raise
+    return connection
+
+
+def _unreadable(exc: apsw.Error, where: str, wal: int | None) -> StoreError:
+    error = store_error(exc, "open the store for reading", None)
+    if wal:
+        error.detail += (
+            f"; its -wal still holds {wal} bytes of committed changes that a read-only "
+            "open cannot use here (the folder is read-only?): copy the store together "
+            "with its -wal to a writable folder, or close its writer cleanly first"
+        )
+    return error.located(path=where)
+
+
+def _wal_bytes(where: str) -> int | None:
+    """The size of the store's ``-wal`` file, ``None`` when there is none."""
+    try:
+        return os.stat(f"{where}-wal").st_size
+    except OSError:
+        return None
+
+
+def _directory_writable(where: str) -> bool:
+    """Whether new files (SQLite's ``-wal`` and ``-shm``) can be created beside the store.
+
+    ``os.access`` also answers ``False`` on a read-only filesystem, even for root.
+    """
+    return os.access(os.path.dirname(where), os.W_OK | os.X_OK)
+
+
+def _checkpoint_for_close(connection: apsw.Connection, path: str) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)``, retried briefly; True when it completed.
+
+    Never raises: a checkpoint that cannot complete is logged, and closing goes on.
+    """
+    try:
+        connection.set_busy_timeout(_CLOSE_CHECKPOINT_BUSY_MS)
+        for attempt in range(CLOSE_CHECKPOINT_ATTEMPTS):
+            row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            busy, frames, checkpointed = row if row is not None else (1, -1, -1)
+            if busy == 0 and frames == checkpointed:
+                return True
+            time.sleep(0.02 * (attempt + 1))
+    except apsw.Error as exc:
+        error = store_error(exc, "checkpoint the WAL before closing", None)
+        logger.warning(
+            "%s: %s; the store's committed changes stay in its -wal until the next open",
+            path,
+            error.detail,
+        )
+        return False
+    logger.warning(
+        "%s: closing the writer could not checkpoint the WAL into the main file "
+        "(a reader keeps an old snapshot; close readers before the writer); the store's "
+        "committed changes stay in its -wal until the next open, so copy the -wal with it",
+        path,
+    )
+    return False
 
 
 def _configure(connection: apsw.Connection) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "create_store_schema",
     "ensure_supported",
     "migrate_schema",
+    "not_a_store",
     "read_schema_state",
     "tables_ddl",
 ]
@@ -70,7 +71,7 @@ CREATE TABLE IF NOT EXISTS checkpoint_operations (
 @functools.cache
 def tables_ddl() -> str:
     """The DDL of the tables revisions 1 and 2 share (``storage/tables.sql``)."""
-    return resources.files("storage").joinpath("tables.sql").read_text(encoding="utf-8")
+    return resources.files("relaystore.storage").joinpath("tables.sql").read_text(encoding="utf-8")
 
 
 def create_store_schema(connection: apsw.Connection, revision: int, ddl: str) -> None:
@@ -105,19 +106,32 @@ def read_schema_state(connection: apsw.Connection) -> SchemaState:
 
     Raises ``SchemaMismatch(INVALID_METADATA)`` when a table is missing, the floor table
     does not hold exactly one row, the ledger maximum differs from ``user_version``, the
-    floor is outside ``1..=revision``, or a revision-0 file already holds tables (it is
-    not a relaystore store). A busy or failing file raises a plain ``StoreError``: that
-    is no evidence about the schema.
+    floor is outside ``1..=revision``, or a revision-0 file already holds tables, views,
+    indexes or triggers (it is not a relaystore store, see :func:`not_a_store`). A busy
+    or failing file raises a plain ``StoreError``: that is no evidence about the schema.
+
+    Reads only, so it is also how a file is recognised before anything is written to it
+    (``storage.connection.recognise_store``).
     """
     path = connection.filename or None
     with transaction(connection, "read the relaystore schema revision"):
         revision = int(connection.pragma("user_version"))
         if revision == 0:
-            tables = connection.execute(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            ).get
-            if tables:
-                raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
+            names = [
+                str(name)
+                for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'"
+                    " ORDER BY type = 'table' DESC, rowid LIMIT 4"
+                )
+            ]
+            if names:
+                shown = ", ".join(repr(name) for name in names[:3])
+                more = ", ..." if len(names) > 3 else ""
+                raise not_a_store(
+                    path,
+                    "the file is a SQLite database of another application (it holds "
+                    f"{shown}{more} but no relaystore schema)",
+                )
             return SchemaState(revision=0, minimum_compatible=None)
         try:
             row = connection.execute(
@@ -292,6 +306,21 @@ def _step(connection: apsw.Connection, action: str) -> Iterator[None]:
                 connection.execute("ROLLBACK")
     except apsw.Error as exc:
         raise store_error(exc, action, connection) from exc
+
+
+def not_a_store(path: str | None, why: str) -> SchemaMismatch:
+    """``SchemaMismatch(INVALID_METADATA)`` (``found`` 0) for a file that is not a store.
+
+    ``why`` says what the file is instead; the message adds that it was left untouched.
+    """
+    error = _mismatch(SchemaMismatchReason.INVALID_METADATA, 0, path)
+    error.detail = (
+        f"{why}; it is not a relaystore store, so relaystore refuses to open it and left "
+        "it unchanged; give the path of a relaystore store, or of a new file"
+    )
+    located = error.located()
+    assert isinstance(located, SchemaMismatch)
+    return located
 
 
 def _mismatch(

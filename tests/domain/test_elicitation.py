@@ -26,6 +26,7 @@ from relaystore.domain.elicitation import (
     ElicitationRequest,
     ElicitationValue,
     decode_elicitation_response,
+    validate_field_value,
     validate_response,
 )
 from relaystore.domain.errors import InvalidInput
@@ -910,3 +911,189 @@ def test_serde_float_oracle_matches_known_serde_outputs() -> None:
     assert serde_float(-0.0) == "-0.0"
     assert serde_float(1.5e300) == "1.5e300"
     assert serde_float(123456789.125) == "123456789.125"
+
+
+# --- secret fields: the answer never appears in a message (issue 11) --------------------------
+
+SECRET_MARK = "hunter2-"
+"""Every secret string answer starts with this; no field metadata below contains it."""
+SECRET_TEXT = st.text(max_size=10).map(lambda text: SECRET_MARK + text)
+BIG = 10**12
+"""Secret numbers are at least this large in magnitude: far outside every bound below, and
+their digits cannot hide inside a bound, a length or an item count of a message."""
+SECRET_INT = st.integers(min_value=BIG, max_value=2**63 - 1) | st.integers(
+    min_value=-(2**63), max_value=-BIG
+)
+SECRET_FLOAT = st.floats(min_value=BIG, max_value=1e300) | st.floats(
+    min_value=-1e300, max_value=-BIG
+)
+SECRET_VALUE: st.SearchStrategy[ElicitationValue] = st.one_of(
+    SECRET_TEXT,
+    SECRET_INT,
+    SECRET_FLOAT,
+    st.booleans(),
+    st.lists(SECRET_TEXT | st.sampled_from(["north", "south"]), max_size=4),
+)
+BOUND = st.none() | st.integers(min_value=-9999, max_value=9999)
+SMALL = st.none() | st.integers(min_value=0, max_value=4)
+REGIONS = [
+    ElicitationOption(value="north", title="North"),
+    ElicitationOption(value="south", title="South"),
+]
+
+
+def secret_field(kind: ElicitationFieldKind, **variant: Any) -> ElicitationField:
+    return ElicitationField(
+        id="pin", title="PIN code", required=True, secret=True, kind=kind, **variant
+    )
+
+
+SECRET_FIELD = st.one_of(
+    st.builds(
+        lambda low, high, pattern, fmt: secret_field(
+            ElicitationFieldKind.TEXT, min_length=low, max_length=high, pattern=pattern, format=fmt
+        ),
+        SMALL,
+        SMALL,
+        st.sampled_from([None, "^[0-9]+$", "("]),
+        st.sampled_from([None, "email", "uri", "date", "date-time"]),
+    ),
+    st.just(secret_field(ElicitationFieldKind.SINGLE_SELECT, options=REGIONS)),
+    st.builds(
+        lambda low, high: secret_field(
+            ElicitationFieldKind.MULTI_SELECT, options=REGIONS, min_items=low, max_items=high
+        ),
+        SMALL,
+        SMALL,
+    ),
+    st.just(secret_field(ElicitationFieldKind.BOOLEAN)),
+    st.builds(
+        lambda low, high: secret_field(ElicitationFieldKind.INTEGER, minimum=low, maximum=high),
+        BOUND,
+        BOUND,
+    ),
+    st.builds(
+        lambda low, high: secret_field(ElicitationFieldKind.NUMBER, minimum=low, maximum=high),
+        BOUND,
+        BOUND,
+    ),
+)
+
+
+def renderings(value: ElicitationValue) -> set[str]:
+    """Every way a message could spell ``value`` (or a piece of it)."""
+    if isinstance(value, list):
+        return {text for entry in value for text in renderings(entry)}
+    if isinstance(value, str):
+        return {value, repr(value), value[:40]}
+    return {str(value), repr(value), str(float(value)) if isinstance(value, int) else str(value)}
+
+
+def secret_messages(field: ElicitationField, value: ElicitationValue) -> list[str]:
+    """The messages validating ``value`` produces, directly and through a whole response."""
+    messages: list[str] = []
+    request = ElicitationRequest(id="form-1", message="Enter the PIN", fields=[field])
+
+    def direct() -> None:
+        validate_field_value(field, value)
+
+    def whole() -> None:
+        validate_response(request, ElicitationAccept(content={"pin": value}))
+
+    for check in (direct, whole):
+        try:
+            check()
+        except InvalidInput as exc:
+            messages += [str(exc), exc.detail, *map(str, exc.args), repr(exc)]
+    return messages
+
+
+@given(SECRET_FIELD, SECRET_VALUE)
+def test_a_secret_answer_never_appears_in_any_validation_message(
+    field: ElicitationField, value: ElicitationValue
+) -> None:
+    messages = secret_messages(field, value)
+    for message in messages:
+        assert "pin" in message  # the field is named...
+        for shown in renderings(value):
+            if isinstance(value, list) and shown in ("north", "south", "'north'", "'south'"):
+                continue  # an offered option is not a secret of this answer
+            assert shown not in message  # ...its value never
+
+
+SECRET_REFUSALS = [
+    pytest.param(
+        secret_field(ElicitationFieldKind.SINGLE_SELECT, options=REGIONS),
+        "hunter2-correct-horse",
+        "is not one of the offered options",
+        id="single-select",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.MULTI_SELECT, options=REGIONS),
+        ["north", "hunter2-correct-horse"],
+        "is not one of the offered options",
+        id="multi-select",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.INTEGER, minimum=0, maximum=9999),
+        73195,
+        "is outside the allowed range [0, 9999]",
+        id="integer",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.NUMBER, minimum=0, maximum=1),
+        73195.25,
+        "is outside the allowed range [0.0, 1.0]",
+        id="number",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.TEXT, pattern="^[0-9]{4}$"),
+        "hunter2-correct-horse",
+        "does not match the required format",
+        id="text-pattern",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.TEXT, max_length=4),
+        "hunter2-correct-horse",
+        "is too long",
+        id="text-length",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.TEXT, format="email"),
+        "hunter2-correct-horse",
+        "must be an email address",
+        id="text-format",
+    ),
+    pytest.param(
+        secret_field(ElicitationFieldKind.BOOLEAN),
+        "hunter2-correct-horse",
+        "has an incompatible value",
+        id="boolean",
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), SECRET_REFUSALS)
+def test_every_kind_of_secret_refusal_names_the_field_and_the_problem_not_the_value(
+    field: ElicitationField, value: ElicitationValue, problem: str
+) -> None:
+    messages = secret_messages(field, value)
+    assert len(messages) == 8  # refused directly and inside a response
+    for message in messages:
+        assert "'PIN code' (field 'pin')" in message
+        assert problem in message
+        assert "hunter2" not in message
+        assert "73195" not in message
+
+
+def test_a_field_that_is_not_secret_still_quotes_the_refused_answer() -> None:
+    field = ElicitationField(
+        id="region",
+        title="region",
+        required=True,
+        kind=ElicitationFieldKind.INTEGER,
+        minimum=0,
+        maximum=9999,
+    )
+    with pytest.raises(InvalidInput, match=r"outside the allowed range \[0, 9999\]: 73195"):
+        validate_field_value(field, 73195)

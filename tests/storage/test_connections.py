@@ -13,7 +13,14 @@ from pathlib import Path
 import apsw
 import pytest
 
-from relaystore.domain.errors import InvalidInput, StoreError, StoreLocked, UnknownSession
+import relaystore.storage.connection as connection_module
+from relaystore.domain.errors import (
+    InvalidInput,
+    SchemaMismatch,
+    StoreError,
+    StoreLocked,
+    UnknownSession,
+)
 from relaystore.domain.sessions import example_session
 from relaystore.storage.connection import BUSY_TIMEOUT_MS, lock_path, open_reader, open_writer
 from relaystore.storage.events import insert_api_event
@@ -42,11 +49,26 @@ def test_closing_the_writer_releases_the_lock_and_closing_twice_is_harmless(
     open_writer(store_path).close()
 
 
-def test_a_failed_open_releases_the_lock(store_path: Path) -> None:
+def test_a_file_that_is_not_a_database_is_refused_before_taking_the_lock(
+    store_path: Path,
+) -> None:
     store_path.write_bytes(b"this is not a database, it is a long enough text file" * 100)
-    with pytest.raises(InvalidInput, match="not a SQLite database"):
+    with pytest.raises(SchemaMismatch, match="not a SQLite database"):
         open_writer(store_path)
+    assert not Path(lock_path(store_path)).exists()  # see test_foreign_files.py
     store_path.unlink()
+    open_writer(store_path).close()
+
+
+def test_a_failed_open_releases_the_lock(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_migration(connection: apsw.Connection) -> int:
+        raise apsw.IOError("disk I/O error")
+
+    monkeypatch.setattr(connection_module, "migrate_schema", failing_migration)
+    with pytest.raises(StoreError, match="open the store for writing") as caught:
+        open_writer(store_path)
+    assert not isinstance(caught.value, apsw.Error)
+    monkeypatch.undo()
     open_writer(store_path).close()
 
 
