@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from relaystore.actors.journals import resolve_source, verify_sources
+from relaystore.actors.journal import resolve_source, verify_sources
 from relaystore.actors.replay import BATCH, replay_source
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiEventFilter
@@ -146,8 +146,12 @@ def _verify(args: argparse.Namespace) -> int:
         print(
             f"warning: {tail.path}:{tail.line}: torn final line ({tail.byte_count} bytes) ignored"
         )
+    duplicates = (
+        f", {report.already_applied} already applied (duplicates)" if report.already_applied else ""
+    )
     print(
-        f"{report.records} records, {report.valid_digests} valid digests, {len(report.problems)} problems"
+        f"{report.records} records, {report.valid_digests} valid digests, "
+        f"{len(report.problems)} problems{duplicates}"
     )
     return 0 if report.ok else 1
 

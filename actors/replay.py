@@ -1,12 +1,20 @@
 """Replaying a relay journal into an open store, as ``relaystore replay`` does.
 
-:func:`replay_source` resumes at the store's frontier for the session (creating a
-minimal session record when the store lacks it), reads the journal with
-:class:`actors.journals.JournalReader`, and sends the events in batches of
-:data:`BATCH` to the session's projector, which verifies, projects and commits them a
-page at a time. A bad event or line raises its typed error, located at its file and
-line; every complete page before it stays committed and nothing of the page that holds
-it does. A torn final line is reported in the result, never applied.
+:func:`replay_source` resumes at the store's frontier for the session (genesis for a
+session the store lacks), reads the journal with
+:class:`relaystore.actors.journal.JournalReader`, which judges every event by the chain
+rule (:func:`relaystore.domain.chain.advance`) except its digest, and sends the events
+in batches of :data:`BATCH` to the session's projector, which hashes, projects and
+commits them a page at a time. An exact duplicate line is already applied, as in
+``verify``.
+
+A bad event or line raises its typed error, located at its file and line: the first
+problem in reading order, as ``verify`` reports it. Every complete page before it stays
+committed and nothing of the page that holds it does. A refused replay leaves the store
+as it was: a session the store lacks is created (with a minimal record) only once the
+first page is read and its digests verified, and deleted again if that page is refused
+before anything of it applied. A torn final line is reported in the result, never
+applied.
 """
 
 from __future__ import annotations
@@ -15,11 +23,17 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from relaystore.actors.journals import JournalReader, JournalSource, Location, TornTail
+from relaystore.actors.journal import JournalReader, JournalSource, Location, TornTail
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
-from relaystore.domain.errors import StoreError
-from relaystore.domain.messages import LoadMaterializedSession, ObserveRelayEvents, SaveSession
+from relaystore.domain.chain import GENESIS, check_own_digest
+from relaystore.domain.errors import RelayChainError, StoreError
+from relaystore.domain.messages import (
+    DeleteSession,
+    LoadMaterializedSession,
+    ObserveRelayEvents,
+    SaveSession,
+)
 from relaystore.domain.relay import RelayEvent
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
@@ -79,31 +93,94 @@ def replay_source(
     """
     report = ReplayReport(session_id=source.session_id)
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
-    if current is None:
-        store.ask(SaveSession(record=minimal_record(source.session_id, workspace)))
-    after = None if current is None or current.applied_event_ordinal == 0 else current.frontier
-    reader = JournalReader(source, after=after, on_torn_tail=report.torn_tails.append)
+    sender = _Sender(store, report, missing=current is None, workspace=workspace)
+    reader = JournalReader(
+        source,
+        after=GENESIS if current is None else current.frontier,
+        on_torn_tail=report.torn_tails.append,
+    )
     batch: list[RelayEvent] = []
     where: dict[int, Location] = {}
+    events = iter(reader)
     try:
-        for event, location in reader:
+        while True:
+            try:
+                item = next(events, None)
+            except StoreError:
+                # A bad line or chain fault ends the replay as a bad event would: the
+                # complete pages read before it are committed, nothing of the page that
+                # holds it. A bad digest among the events read before it comes first in
+                # the journal, so it is the one to report.
+                complete = len(batch) - len(batch) % PAGE_SIZE
+                if complete:
+                    sender.observe(batch[:complete], where)
+                _check_digests(batch[complete:], source.session_id, where)
+                raise
+            if item is None:
+                break
+            event, location = item
             batch.append(event)
             where[event.ordinal] = location
             if len(batch) == BATCH:
-                _observe(store, report, batch, where)
+                sender.observe(batch, where)
                 if on_batch is not None:
                     on_batch(report)
                 batch, where = [], {}
-    except StoreError:
-        # A bad line ends the replay as a bad event would: the complete pages read
-        # before it are committed, nothing of the page that holds it.
-        complete = len(batch) - len(batch) % PAGE_SIZE
-        if complete:
-            _observe(store, report, batch[:complete], where)
-        raise
-    if batch:
-        _observe(store, report, batch, where)
+        if batch:
+            sender.observe(batch, where)
+    finally:
+        report.read += reader.already_applied
+        report.already_applied += reader.already_applied
     return report
+
+
+class _Sender:
+    """Sends batches to the session's projector; creates a session the store lacks just
+    before its first batch, and deletes it again if that batch applied nothing."""
+
+    def __init__(
+        self, store: EventStore, report: ReplayReport, *, missing: bool, workspace: str | None
+    ) -> None:
+        self.store = store
+        self.report = report
+        self.missing = missing
+        self.workspace = workspace
+
+    def observe(self, batch: list[RelayEvent], where: dict[int, Location]) -> None:
+        created = False
+        if self.missing:
+            # The first page is checked before the session exists, so input that is no
+            # journal at all (or starts with a bad digest) never creates it.
+            _check_digests(batch[:PAGE_SIZE], self.report.session_id, where)
+            self.store.ask(
+                SaveSession(record=minimal_record(self.report.session_id, self.workspace))
+            )
+            self.missing = False
+            created = True
+        try:
+            _observe(self.store, self.report, batch, where)
+        except StoreError:
+            if created:
+                self._delete_if_empty()
+            raise
+
+    def _delete_if_empty(self) -> None:
+        session_id = self.report.session_id
+        stored = self.store.ask(LoadMaterializedSession(session_id=session_id))
+        if stored is not None and stored.applied_event_ordinal == 0:
+            self.store.ask(DeleteSession(session_id=session_id))
+
+
+def _check_digests(events: list[RelayEvent], session_id: str, where: dict[int, Location]) -> None:
+    """Raise the first bad digest among ``events``, located at its line."""
+    for event in events:
+        try:
+            check_own_digest(event, session_id=session_id)
+        except RelayChainError as exc:
+            location = where.get(event.ordinal)
+            if location is None:
+                raise
+            raise exc.located(path=str(location.path), line=location.line) from exc
 
 
 def _observe(

@@ -11,6 +11,7 @@ depends on re-encoding; see :mod:`domain.digests`.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, ClassVar
 
 import msgspec
@@ -899,12 +900,15 @@ class _RelayEventWire(msgspec.Struct, kw_only=True):
     ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64
     previous_digest: str = ""
     digest: str
-    recorded_at_ms: int
+    recorded_at_ms: Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # i64: SQLite's INTEGER
     command_id: str | None = None
     observation: msgspec.Raw
 
 
 _EVENT_DECODER = msgspec.json.Decoder(_RelayEventWire)
+_LEADING_ORDINAL = re.compile(rb'\s*\{[^\[\]{}]*?"ordinal"\s*:\s*(\d+)')
+"""The ordinal of a line too deeply nested to decode, when it comes before any nesting
+(as the worker writes it): only to say where the refused line is."""
 _OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Decoder(
     RelayObservation
 )
@@ -914,7 +918,9 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
     """Decode one journal line (a trailing newline is allowed).
 
     Raises :class:`InvalidInput` naming the field for malformed JSON, a wrong type, an
-    unknown observation or a line over 2 MiB. The digest is not checked here.
+    unknown observation, a ``recorded_at_ms`` outside SQLite's INTEGER range, JSON nested
+    deeper than the decoder can follow, or a line over 2 MiB. The digest is not checked
+    here.
     """
     raw = line.encode() if isinstance(line, str) else line
     if len(raw) > MAX_RELAY_LINE_BYTES:
@@ -927,8 +933,19 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
         raise InvalidInput(f"invalid relay event: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise InvalidInput(f"relay line is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        ordinal = _LEADING_ORDINAL.match(raw)
+        raise InvalidInput(
+            f"relay line is nested too deeply to decode: {exc}",
+            ordinal=None if ordinal is None else int(ordinal.group(1)),
+        ) from None
     try:
         observation = _OBSERVATION_DECODER.decode(wire.observation)
+    except RecursionError as exc:
+        raise InvalidInput(
+            f"invalid relay observation: nested too deeply to decode ({exc}) - at `$.observation`",
+            ordinal=wire.ordinal,
+        ) from None
     except msgspec.DecodeError as exc:
         text = str(exc)
         text = (

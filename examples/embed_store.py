@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from relaystore.actors import EventStore
-from relaystore.actors.journals import read_journal
+from relaystore.actors.journal import read_journal
 from relaystore.domain import (
     ApiActivityState,
     ApiEventFilter,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from relaystore.actors.journals import read_journal, verify_sources
+from relaystore.actors.journal import read_journal, verify_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "make_worker_root.py"

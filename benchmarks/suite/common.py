@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relaystore.actors.journals import resolve_source
+from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
 from relaystore.actors.store import EventStore
 

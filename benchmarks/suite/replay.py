@@ -19,7 +19,7 @@ from pathlib import Path
 
 import apsw
 
-from relaystore.actors.journals import JournalReader, resolve_source
+from relaystore.actors.journal import JournalReader, resolve_source
 from relaystore.actors.store import EventStore
 from suite.common import Context, Figure, log, median, replay_journal
 from suite.journal import JournalStats, write_journal

@@ -45,7 +45,8 @@ from tests.actors.seed import all_events, chain, turn
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[EventStore]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EventStore]:
+    monkeypatch.chdir(tmp_path)  # garbage BackupStore destinations land here, not in the tree
     with EventStore.open(tmp_path / "store.sqlite3", queue_capacity=4) as store:
         store.ask(SaveSession(record=example_session()))
         yield store

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from relaystore.actors.journals import (
+from relaystore.actors.journal import (
     JournalReader,
     ProblemKind,
     ReadMode,
@@ -235,8 +235,10 @@ def test_the_range_of_active_skips_blank_bad_oversized_and_torn_lines_at_either_
 def test_the_backward_scan_of_active_finds_the_last_line_across_blocks(
     tmp_path, monkeypatch, block
 ):
-    monkeypatch.setattr("relaystore.actors.journals._READ_LIMIT", 31)  # lines of up to 30 bytes
-    monkeypatch.setattr("relaystore.actors.journals._SCAN_BLOCK", block)
+    monkeypatch.setattr(
+        "relaystore.actors.journal.sources._READ_LIMIT", 31
+    )  # lines of up to 30 bytes
+    monkeypatch.setattr("relaystore.actors.journal.sources._SCAN_BLOCK", block)
     body = (
         b'\n  \n{"ordinal":3' + b" " * 20 + b"}\n"  # 35 bytes: over the limit
         b'{"ordinal":4' + b" " * 17 + b"}\n"  # 30 bytes: exactly the limit
@@ -255,7 +257,7 @@ def test_a_read_error_after_the_first_record_keeps_active_in_the_plan(tmp_path, 
     def failing_read(*args: object, **kwargs: object) -> None:
         raise OSError("input/output error")
 
-    monkeypatch.setattr("relaystore.actors.journals._last_ordinal", failing_read)
+    monkeypatch.setattr("relaystore.actors.journal.sources._last_ordinal", failing_read)
     events = make_events(5)
     journal = tmp_path / "relay-journal"
     write(journal / "active.jsonl", b"\n" + lines(events))
@@ -535,8 +537,18 @@ def test_strict_reading_of_the_real_excerpt_stops_at_its_gap():
     assert (caught.value.path, caught.value.line) == (str(FIXTURE), 18)
 
 
-def test_without_chain_checks_the_reader_yields_the_gap_for_the_projector_to_judge():
-    assert [ordinal for ordinal, _, _ in read_all(FIXTURE)][-2:] == [3344, 3347]
+def test_without_chain_checks_the_reader_still_refuses_the_gap_but_hashes_no_digest(tmp_path):
+    with pytest.raises(RelayChainError) as caught:
+        read_all(FIXTURE)
+    assert caught.value.fault is ChainFault.GAP
+    assert (caught.value.path, caught.value.line) == (str(FIXTURE), 18)
+
+    events = make_events(3)
+    forged = msgspec.structs.replace(events[2], digest="0123abcd" * 8)
+    path = write(tmp_path / "s.jsonl", lines([*events[:2], forged]))
+    reader = read_journal(path)  # the projector hashes what it applies
+    assert [event for event, _ in reader] == [*events[:2], forged]
+    assert reader.valid_digests == 0
 
 
 # -- streaming ------------------------------------------------------------------------

@@ -1,0 +1,471 @@
+"""Where a relay journal lives on disk: worker roots, journal folders, segments, lines.
+
+A *source* is a worker root (``relay-journal/`` beside ``relay-state.json``), a
+``relay-journal/`` folder (``active.jsonl`` plus sealed
+``segment-{first:020}-{last:020}.jsonl.gz`` files), or one ``.jsonl`` / ``.jsonl.gz``
+file. :func:`resolve_source` turns a path into a :class:`JournalSource`: the session it
+belongs to and its files, each with the ordinal range it holds (from a sealed segment's
+name, or from a scan of ``active.jsonl`` at both ends).
+
+Resolving never raises anything but :class:`~relaystore.domain.errors.InvalidInput`
+naming the path: a missing path, a folder holding no journal, an impossible segment
+name, an unreadable folder or file (every ``OSError``), and a file whose blank lines
+pass :data:`MAX_BLANK_LINES` before its first record.
+
+This module also holds the line splitter the reader streams with (:func:`lines`): it
+holds at most one line (at most 2 MiB plus one byte) in memory and drains a longer one
+in bounded chunks, up to :data:`MAX_DRAIN_BYTES`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+import msgspec
+
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
+from relaystore.domain.wire import decode_json
+
+__all__ = [
+    "ACTIVE_JOURNAL_NAME",
+    "JOURNAL_DIR_NAME",
+    "MAX_BLANK_BYTES",
+    "MAX_BLANK_LINES",
+    "MAX_DRAIN_BYTES",
+    "RELAY_STATE_NAME",
+    "BlankBudget",
+    "JournalFile",
+    "JournalSource",
+    "Line",
+    "lines",
+    "open_journal_file",
+    "resolve_source",
+]
+
+JOURNAL_DIR_NAME = "relay-journal"
+"""The journal folder inside a worker root."""
+RELAY_STATE_NAME = "relay-state.json"
+"""The worker's snapshot beside the journal folder; only its ``session_id`` is read."""
+ACTIVE_JOURNAL_NAME = "active.jsonl"
+"""The append-only journal file the worker writes to."""
+
+MAX_BLANK_LINES = 1024
+"""Blank lines one file may hold. The worker never writes one; a few are tolerated (a
+hand edit, a stray newline), but a file of megabytes of newlines (a gzip segment of a few
+KiB can hold millions) is refused at the first line past this, instead of spending
+seconds to minutes skipping them."""
+MAX_BLANK_BYTES = MAX_RELAY_LINE_BYTES
+"""Bytes of blank lines (whitespace and newlines) one file may hold: one line's worth."""
+MAX_DRAIN_BYTES = 16 * MAX_RELAY_LINE_BYTES
+"""A line longer than this is not drained to its end: the file is refused from there on
+(it is no journal the worker wrote), so one line cannot cost gigabytes of reading."""
+
+_SEGMENT_NAME = re.compile(r"segment-(\d{20})-(\d{20})\.jsonl\.gz")
+_READ_LIMIT = MAX_RELAY_LINE_BYTES + 1  # a line's bytes plus its newline
+_DRAIN_CHUNK = 1 << 16
+_SCAN_BLOCK = 1 << 16  # bytes read per step when scanning active.jsonl backward
+_WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFile:
+    """One file of a source. ``first``/``last`` are its ordinal range when known.
+
+    Sealed segments take the range from their name, ``active.jsonl`` from a scan; both
+    are ``None`` for a file given on its own, or an active file with no record.
+    """
+
+    path: Path
+    first: int | None = None
+    last: int | None = None
+    active: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSource:
+    """A resolved source: its session id and the files to read.
+
+    ``folder`` is true for a journal folder (files are chosen by range); otherwise the
+    files are read in the order given. ``ignored`` lists files of the folder not read.
+    """
+
+    path: Path
+    session_id: str
+    files: tuple[JournalFile, ...]
+    folder: bool
+    ignored: tuple[Path, ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        """The files' size on disk (compressed for segments), for progress display."""
+        return sum(_size(file.path) for file in self.files)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# -- lines ------------------------------------------------------------------------------
+
+
+class Line(NamedTuple):
+    """One line of a journal file, without its newline.
+
+    ``data`` is ``None`` for a line over the limit (its bytes are drained, not kept);
+    ``size`` is its length in bytes; ``terminated`` is false for a final line without a
+    newline (a torn tail) and for a line cut off at :data:`MAX_DRAIN_BYTES`
+    (``overlong``).
+    """
+
+    data: bytes | None
+    size: int
+    terminated: bool
+    overlong: bool = False
+
+    @property
+    def blank(self) -> bool:
+        """True for an empty or whitespace-only line."""
+        data = self.data
+        return data is not None and (not data or data.isspace())
+
+
+def open_journal_file(path: Path) -> BinaryIO:
+    """Open a journal file for reading bytes, decompressing a ``.gz`` one as it is read."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
+
+
+def lines(stream: BinaryIO) -> Iterator[Line]:
+    """Split ``stream`` into lines, holding at most one line of up to 2 MiB.
+
+    A longer line is drained in chunks and yielded with ``data=None``; one that runs
+    past :data:`MAX_DRAIN_BYTES` ends the file with ``overlong`` set.
+    """
+    while True:
+        chunk = stream.readline(_READ_LIMIT)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n"):
+            yield Line(chunk[:-1], len(chunk) - 1, True)
+            continue
+        if len(chunk) < _READ_LIMIT:
+            yield Line(chunk, len(chunk), False)
+            return
+        size = len(chunk)
+        del chunk
+        while True:
+            more = stream.readline(_DRAIN_CHUNK)
+            if not more:
+                yield Line(None, size, False)
+                return
+            if more.endswith(b"\n"):
+                yield Line(None, size + len(more) - 1, True)
+                break
+            size += len(more)
+            if size > MAX_DRAIN_BYTES:
+                yield Line(None, size, False, overlong=True)
+                return
+
+
+class BlankBudget:
+    """Counts the blank lines of one file; :meth:`spend` says when they pass the limits."""
+
+    __slots__ = ("_bytes", "_lines")
+
+    def __init__(self) -> None:
+        self._lines = 0
+        self._bytes = 0
+
+    def spend(self, line: Line) -> InvalidInput | None:
+        """Count one blank line; past a limit, return the (unlocated) refusal."""
+        self._lines += 1
+        self._bytes += line.size + 1
+        if self._lines <= MAX_BLANK_LINES and self._bytes <= MAX_BLANK_BYTES:
+            return None
+        return InvalidInput(
+            f"more than {MAX_BLANK_LINES} blank lines or {MAX_BLANK_BYTES} bytes of blank "
+            "lines in one file: this is not a journal a worker wrote; refusing to read on"
+        )
+
+
+# -- resolving a source -----------------------------------------------------------------
+
+
+class _RelayState(msgspec.Struct):
+    session_id: str
+
+
+_STATE_WHAT = f"{RELAY_STATE_NAME} (expected a JSON object with a string session_id)"
+
+
+def _read_session_id(state_path: Path) -> str:
+    try:
+        data = state_path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {RELAY_STATE_NAME}: {exc}", path=str(state_path)) from exc
+    try:
+        state = decode_json(data, _RelayState, what=_STATE_WHAT)
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"{exc.detail}; pass the session id explicitly to read the journal anyway",
+            path=str(state_path),
+        ) from exc.__cause__  # the decode error itself, as before
+    if not state.session_id:
+        raise InvalidInput(f"{RELAY_STATE_NAME} has an empty session_id", path=str(state_path))
+    return state.session_id
+
+
+def _file_stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".jsonl.gz", ".jsonl", ".gz"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return path.stem or name
+
+
+def _is_journal_folder(path: Path) -> bool:
+    if path.name == JOURNAL_DIR_NAME:
+        return True
+    if (path / ACTIVE_JOURNAL_NAME).is_file():
+        return True
+    return any(_SEGMENT_NAME.fullmatch(entry.name) for entry in path.iterdir())
+
+
+def resolve_source(path: str | os.PathLike[str], *, session_id: str | None = None) -> JournalSource:
+    """Resolve ``path`` into the journal files to read and the session they belong to.
+
+    The session id is ``session_id`` when given, else the ``session_id`` of the
+    ``relay-state.json`` of the worker root, else the worker root's folder name (for a
+    folder) or the file's stem (for a file). Raises :class:`InvalidInput` naming the path
+    when it does not exist, holds no journal, has a segment name with a reversed range,
+    cannot be read (any ``OSError``: permissions, a broken link, a file where a folder
+    belongs), or holds more blank lines than a journal may before its first record.
+    """
+    source = Path(path)
+    try:
+        return _resolve(source, session_id)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else source
+        reason = exc.strerror or str(exc)
+        raise InvalidInput(
+            f"cannot read the journal source: {reason}", path=os.fsdecode(where)
+        ) from exc
+
+
+def _resolve(source: Path, session_id: str | None) -> JournalSource:
+    if source.is_dir():
+        if (source / JOURNAL_DIR_NAME).is_dir():
+            folder = source / JOURNAL_DIR_NAME
+        elif _is_journal_folder(source):
+            folder = source
+        else:
+            raise InvalidInput(
+                f"not a relay journal: expected a worker root holding {JOURNAL_DIR_NAME}/, or a "
+                f"folder holding {ACTIVE_JOURNAL_NAME} or segment-*.jsonl.gz",
+                path=str(source),
+            )
+        files, ignored = _folder_files(folder)
+        return JournalSource(
+            path=source,
+            session_id=session_id or _session_of_folder(folder.resolve()),
+            files=files,
+            folder=True,
+            ignored=ignored,
+        )
+    if source.is_file():
+        if session_id is None:
+            parent = source.parent
+            if parent.name == JOURNAL_DIR_NAME:
+                session_id = _session_of_root(parent.parent, default=_file_stem(source))
+            else:
+                session_id = _file_stem(source)
+        return JournalSource(
+            path=source,
+            session_id=session_id,
+            files=(JournalFile(path=source),),
+            folder=False,
+        )
+    if source.is_symlink():
+        raise InvalidInput(
+            "a broken link: it points at nothing; give a worker root, a relay-journal/ "
+            "folder, or .jsonl / .jsonl.gz files",
+            path=str(source),
+        )
+    if source.exists():
+        raise InvalidInput(
+            "neither a file nor a folder; give a worker root, a relay-journal/ folder, or "
+            ".jsonl / .jsonl.gz files",
+            path=str(source),
+        )
+    raise InvalidInput(
+        "no such journal file or folder; give a worker root, a relay-journal/ folder, or "
+        ".jsonl / .jsonl.gz files",
+        path=str(source),
+    )
+
+
+def _session_of_folder(folder: Path) -> str:
+    if folder.name == JOURNAL_DIR_NAME:
+        return _session_of_root(folder.parent, default=folder.parent.name)
+    return folder.name
+
+
+def _session_of_root(root: Path, *, default: str) -> str:
+    state = root / RELAY_STATE_NAME
+    if state.is_file():
+        return _read_session_id(state)
+    return default
+
+
+def _folder_files(folder: Path) -> tuple[tuple[JournalFile, ...], tuple[Path, ...]]:
+    files: list[JournalFile] = []
+    ignored: list[Path] = []
+    for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+        match = _SEGMENT_NAME.fullmatch(entry.name)
+        if match is not None and entry.is_file():
+            first, last = int(match.group(1)), int(match.group(2))
+            if first > last or first == 0:
+                raise InvalidInput(
+                    f"segment name has an impossible range {first}-{last}; rename or move the file",
+                    path=str(entry),
+                )
+            files.append(JournalFile(path=entry, first=first, last=last))
+        elif entry.name == ACTIVE_JOURNAL_NAME and entry.is_file():
+            first_seen, last_seen = _scan_range(entry)
+            files.append(JournalFile(path=entry, first=first_seen, last=last_seen, active=True))
+        else:
+            ignored.append(entry)
+    return tuple(files), tuple(ignored)
+
+
+# -- the range of active.jsonl ----------------------------------------------------------
+
+
+class _Ordinal(msgspec.Struct):
+    ordinal: int
+
+
+_ORDINAL_DECODER = msgspec.json.Decoder(_Ordinal)
+
+
+def _scan_range(path: Path) -> tuple[int | None, int | None]:
+    """First and last ordinal of the complete, decodable lines of ``path``.
+
+    Reads forward to the first usable line and backward from the end, in blocks, to the
+    last one, skipping what the reading pass skips or reports: a torn tail, blank and
+    undecodable lines, and lines over the limit. A read error after the first record
+    gives ``(first, first)``, so the file is still read and the reading pass reports it;
+    one before raises (:func:`resolve_source` names the file), as do blank lines past
+    :data:`MAX_BLANK_LINES` before the first record (naming the file and line).
+    """
+    with path.open("rb") as stream:  # an OSError here: resolve_source names the file
+        first: int | None = None
+        blanks = BlankBudget()
+        number = 0
+        for line in lines(stream):
+            number += 1
+            if line.blank:
+                refusal = blanks.spend(line)
+                if refusal is not None:
+                    raise refusal.located(path=str(path), line=number)
+                continue
+            if line.terminated and line.data is not None:
+                first = _ordinal_of(line.data)
+                if first is not None:
+                    break
+        if first is None:
+            return None, None
+        try:
+            last = _last_ordinal(stream, start=stream.tell())
+        except (OSError, EOFError):
+            return first, first  # the reading pass reports it
+    return first, first if last is None else last
+
+
+def _ordinal_of(raw: bytes) -> int | None:
+    """The ordinal of one complete line, or None for a blank or undecodable one."""
+    if not raw.strip():
+        return None
+    try:
+        return _ORDINAL_DECODER.decode(raw).ordinal
+    except msgspec.DecodeError:
+        return None  # the reading pass reports it, with its line
+
+
+def _blank_run_start(data: bytes, end: int) -> int:
+    """Where the run of whitespace that ends at ``end`` in ``data`` starts (C-speed)."""
+    low = end
+    while low > 0:
+        window = max(0, low - _DRAIN_CHUNK)
+        kept = len(data[window:low].rstrip(_WHITESPACE))
+        low = window + kept
+        if kept:
+            break
+    return low
+
+
+def _last_ordinal(stream: BinaryIO, *, start: int) -> int | None:
+    """The ordinal of the last usable line at or after ``start`` (a line start), read
+    backward from the end in blocks; ``None`` when there is none.
+
+    The bytes after the last newline are a torn tail and never count; a line over the
+    limit is measured, not kept; a run of blank lines is stepped over at once.
+    """
+    limit = _READ_LIMIT - 1
+    block = _SCAN_BLOCK
+    position = stream.seek(0, os.SEEK_END)
+    pieces: list[bytes] = []  # the current line's bytes seen so far, rightmost first
+    size = 0  # the current line's length so far
+    blank = True  # the current line's bytes seen so far are all whitespace
+    terminated = False  # False while reading the torn tail after the last newline
+    while position > start:
+        low = max(start, position - block)
+        stream.seek(low)
+        data = stream.read(position - low)
+        if len(data) != position - low:
+            raise EOFError(f"the file shrank while it was scanned, at byte {low}")
+        position = low
+        end = len(data)
+        while True:
+            if blank:
+                # Lines of whitespace alone never count: step over all of them at once.
+                run = _blank_run_start(data, end)
+                crossing = data.find(b"\n", run, end)
+                if crossing >= 0:
+                    pieces.clear()
+                    size = 0
+                    terminated = True
+                    end = crossing
+            newline = data.rfind(b"\n", 0, end)
+            piece = data[newline + 1 : end]
+            size += len(piece)
+            blank = blank and not piece.strip()
+            if size <= limit:
+                pieces.append(piece)
+            else:
+                pieces.clear()
+            if newline < 0:
+                break
+            if terminated and size <= limit and not blank:
+                ordinal = _ordinal_of(b"".join(reversed(pieces)))
+                if ordinal is not None:
+                    return ordinal
+            pieces.clear()
+            size = 0
+            blank = True
+            terminated = True
+            end = newline
+    if terminated and size <= limit and not blank:
+        return _ordinal_of(b"".join(reversed(pieces)))
+    return None
