@@ -70,16 +70,44 @@ class Variant(Wire, kw_only=True):
 
     @classmethod
     def of(cls, **fields: Any) -> Self:
-        """Build the variant from its data fields (``data`` is made for you)."""
+        """Build the variant from its data fields (``data`` is made for you).
+
+        Every field is checked against its declared type, as decoding would check it (no
+        coercion: ``"1"`` is not an ``int``; a wire-shaped dict or enum value is taken
+        for the Struct or enum it spells). An unknown, missing or ill-typed field raises
+        :class:`InvalidInput` naming the variant and the field.
+        """
         data_type = cls.data_type()
         if data_type is None:
             if fields:
                 raise InvalidInput(f"{variant_type(cls)} takes no data, got {sorted(fields)}")
             return cls()
-        return cls(data=data_type(**fields))
+        names = _field_names(data_type)
+        unknown = [name for name in fields if name not in names]
+        if unknown:
+            raise InvalidInput(
+                f"invalid {variant_type(cls)} ({cls.__name__}.of): unknown field"
+                f"{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                f"its fields are {', '.join(names)}"
+            )
+        try:
+            data = msgspec.convert(fields, data_type, strict=True)
+        except msgspec.ValidationError as exc:
+            text = str(exc).replace("`$", "`data", 1)
+            raise InvalidInput(f"invalid {variant_type(cls)} ({cls.__name__}.of): {text}") from exc
+        return cls(data=data)
 
 
 _data_types: dict[type[Variant], type[Any] | None] = {}
+_data_fields: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(data_type: type[Any]) -> tuple[str, ...]:
+    names = _data_fields.get(data_type)
+    if names is None:
+        names = tuple(field.name for field in msgspec.structs.fields(data_type))
+        _data_fields[data_type] = names
+    return names
 
 
 def variant_type(value: msgspec.Struct | type[msgspec.Struct]) -> str:

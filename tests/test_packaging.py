@@ -163,3 +163,33 @@ def test_a_users_mypy_sees_the_installed_types(tmp_path: Path, relaystore_wheel:
     # The reply type of LoadState is State, so returning it as an int is an error:
     # mypy can only say so when it sees relaystore's real types (not Any).
     assert 'Incompatible return value type (got "State", expected "int")' in result.stdout
+
+
+def test_the_sdist_carries_the_whole_suite_examples_and_contract(tmp_path: Path) -> None:
+    out = tmp_path / "sdist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from setuptools import build_meta; build_meta.build_sdist({str(out)!r})",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    (archive_path,) = out.glob("relaystore-*.tar.gz")
+    import tarfile
+
+    with tarfile.open(archive_path) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    tracked = subprocess.run(
+        ["git", "ls-files", "tests", "examples", "docs"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    missing = sorted(set(tracked) - names)
+    assert missing == []
+    assert "docs/relaystore-api.md" in names
+    assert "LICENSE" in names

@@ -3,6 +3,8 @@
 A journal is a run of prompt turns: the prompt is queued and started, the answer streams
 as agent message chunks, and the command completes with ``end_turn``. Every turn yields
 API events (``turn_started`` and ``turn_ended``), so the feed shows how far a replay got.
+Events are built by :class:`relaystore.testing.JournalBuilder`; the conversation's
+fixed wording and clock keep the command-line tests' journals as they were.
 """
 
 from __future__ import annotations
@@ -14,22 +16,25 @@ from pathlib import Path
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
-    RELAY_EVENT_GENESIS_DIGEST,
     CommandCompleted,
     CommandQueued,
     CommandStarted,
     PromptCommand,
     PromptOutcome,
+    RelayCursor,
     RelayEvent,
     RelayObservation,
     SessionUpdate,
     encode_relay_event,
 )
+from relaystore.testing import JournalBuilder
 
 __all__ = ["START_MS", "conversation", "journal_bytes", "observations", "write_journal"]
 
 START_MS = 1_790_000_000_000
-"""The clock of the first event; each later one is 37 ms later."""
+"""The clock before the first event; event ``n`` is recorded at ``START_MS + 37 * n``."""
+_UNLINKED = "f" * 64
+"""The digest a format 2 range starts after: format 2 events never link to it."""
 
 
 def _chunk(text: str, message_id: str) -> SessionUpdate:
@@ -77,28 +82,24 @@ def conversation(
 ) -> list[RelayEvent]:
     """Events ``first..last`` of one conversation, with valid digests.
 
-    Format 1 events chain from genesis (or, for ``first > 1``, from the conversation's
-    own event ``first - 1``), so two calls with adjacent ranges continue one chain.
+    Event ``n`` is recorded at ``START_MS + 37 * n``. Format 1 events chain from genesis
+    (or, for ``first > 1``, from the conversation's own event ``first - 1``), so two calls
+    with adjacent ranges continue one chain.
     """
-    events: list[RelayEvent] = []
-    digest = RELAY_EVENT_GENESIS_DIGEST
     stream = observations(chunks_per_turn)
-    for ordinal in range(1, last + 1):
-        command_id, observation = next(stream)
-        if ordinal < first and fmt != RELAY_EVENT_FORMAT_V1:
-            continue  # format 2 needs no predecessor digest: skip building it
-        event = RelayEvent.create(
-            format=fmt,
-            ordinal=ordinal,
-            previous_digest=digest if fmt == RELAY_EVENT_FORMAT_V1 else "",
-            recorded_at_ms=START_MS + 37 * ordinal,
-            command_id=command_id,
-            observation=observation,
+    if fmt == RELAY_EVENT_FORMAT_V1 or first <= 1:
+        builder = JournalBuilder(format=fmt, start_ms=START_MS + 37, step_ms=37)
+    else:  # format 2 needs no predecessor digest: skip building the events before first
+        for _ in range(first - 1):
+            next(stream)
+        after = RelayCursor(ordinal=first - 1, digest=_UNLINKED)
+        builder = JournalBuilder(
+            format=fmt, after=after, start_ms=START_MS + 37 * first, step_ms=37
         )
-        digest = event.digest
-        if ordinal >= first:
-            events.append(event)
-    return events
+    while builder.next_ordinal <= last:
+        command_id, observation = next(stream)
+        builder.add(observation, command_id=command_id)
+    return [event for event in builder.events if event.ordinal >= first]
 
 
 def journal_bytes(events: Iterable[RelayEvent]) -> bytes:

@@ -1,4 +1,8 @@
-"""Helpers shared by the message-level ports of the origin's seed tests."""
+"""Helpers shared by the message-level ports of the origin's seed tests.
+
+``turn()`` is the seed's exact observations (its digests are pinned in
+``origin-projection.md`` §2); ``chain`` builds on :class:`relaystore.testing.JournalBuilder`.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +22,11 @@ from relaystore.domain.relay import (
     CommandStarted,
     PromptCommand,
     PromptOutcome,
+    RelayCursor,
     RelayEvent,
     RelayObservation,
 )
+from relaystore.testing import JournalBuilder
 
 
 def turn() -> list[RelayObservation]:
@@ -39,22 +45,14 @@ def turn() -> list[RelayObservation]:
 def chain(
     store: EventStore, observations: list[RelayObservation], session_id: str = "session-1"
 ) -> list[RelayEvent]:
-    """Format 1 events that continue the session's stored frontier (recorded at 100)."""
+    """Format 1 events that continue the session's stored frontier (all recorded at 100)."""
     current = store.ask(LoadMaterializedSession(session_id=session_id))
     assert current is not None
-    ordinal, digest = current.applied_event_ordinal, current.applied_event_digest
-    events = []
-    for observation in observations:
-        event = RelayEvent.create(
-            format=1,
-            ordinal=ordinal + 1,
-            previous_digest=digest,
-            recorded_at_ms=100,
-            observation=observation,
-        )
-        events.append(event)
-        ordinal, digest = event.ordinal, event.digest
-    return events
+    frontier = RelayCursor(
+        ordinal=current.applied_event_ordinal, digest=current.applied_event_digest
+    )
+    builder = JournalBuilder(format=1, after=frontier, start_ms=100, step_ms=0)
+    return builder.extend(observations)
 
 
 def page(

@@ -67,7 +67,8 @@ from relaystore.domain.runtime import (
     RuntimeIdentity,
     RuntimeProvenance,
 )
-from relaystore.domain.sessions import CheckpointMetadata, SessionState, example_session
+from relaystore.domain.sessions import CheckpointMetadata, SessionState
+from relaystore.testing import JournalBuilder, example_session
 from tests.actors.seed import all_events, chain, page, turn
 
 
@@ -81,6 +82,18 @@ def store(path: Path):
     with EventStore.open(path) as store:
         store.ask(SaveSession(record=example_session("session-1", "project-1")))
         yield store
+
+
+def test_the_seed_turn_has_the_pinned_format_1_digests(store: EventStore) -> None:
+    # origin-projection.md §2: the seed's turn(), recorded at 100, chained from genesis.
+    pinned = [
+        "8a48a58151e0956de89f0c277b9156b021ae850b27e905f3d0df4b5e8d1e1b8d",
+        "179bbba0f42d6b8c48f35dd542e2e6b06bc473d13e54c0cf4b4f1a253ec3dc75",
+        "a6aff09e636ffa8e59dcb3548acbeebddd663a1a0f75068cbe781d5ec9c7ac2a",
+    ]
+    built = JournalBuilder(format=1, start_ms=100, step_ms=0).extend(turn())
+    assert [event.digest for event in built] == pinned
+    assert chain(store, turn()) == built
 
 
 def runtime_observation(version: str) -> AgentInitialized:

@@ -12,13 +12,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relaystore.domain.api_events import ApiActivityDetails, MaterializedTurn
+from relaystore.domain.api_events import ApiActivityChanged, ApiActivityDetails, MaterializedTurn
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import MaterializedTurnOutcome
 from relaystore.domain.relay import (
+    ClosedOutcome,
+    CommandCompleted,
+    CommandQueued,
+    CommandStarted,
+    PromptCommand,
+    PromptOutcome,
     QueueChangedData,
+    RelayCommandKind,
     RelayCursor,
     SessionConfiguredData,
+    SessionRestarted,
+    UserShellOutput,
     UserShellResult,
 )
 from relaystore.domain.wire import Wire, decode_json, emitted, encode, json_value
@@ -272,3 +281,83 @@ def test_deny_unknown_structs_refuse_any_extra_key_naming_it(
     items.insert(data.draw(st.integers(0, len(items))), (key, data.draw(json_values)))
     with pytest.raises(InvalidInput, match=f"`{key}`"):
         decode_json(dumps(dict(items)), kind)
+
+
+# -- Variant.of checks its fields ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "named"),
+    [
+        (
+            lambda: CommandStarted.of(command_id=3, started_at_ms=1),
+            r"command_started.*`data\.command_id`",
+        ),
+        (lambda: CommandStarted.of(command_id="c1", started_at_ms="1"), r"`data\.started_at_ms`"),
+        (lambda: CommandStarted.of(command_id="c1", started_at_ms=True), r"`data\.started_at_ms`"),
+        (lambda: CommandStarted.of(command_id=None, started_at_ms=1), r"`data\.command_id`"),
+        (lambda: CommandStarted.of(command_id="c1"), r"CommandStarted\.of.*`started_at_ms`"),
+        (lambda: CommandStarted.of(command_id="c1", started_at_ms=1, at=2), r"unknown field 'at'"),
+        (
+            lambda: CommandQueued.of(command_id="c1", command="prompt", created_at_ms=1),
+            r"command_queued.*`data\.command`",
+        ),
+        (
+            lambda: CommandQueued.of(
+                command_id="c1", command=PromptOutcome.of(stop_reason="x"), created_at_ms=1
+            ),
+            r"`data\.command`",
+        ),
+        (lambda: PromptCommand.of(prompt="not a list"), r"PromptCommand\.of.*`data\.prompt`"),
+        (lambda: CommandCompleted.of(command_id="c1", outcome="end_turn"), r"`data\.outcome`"),
+        (
+            lambda: CommandCompleted.of(
+                command_id="c1", command="nope", outcome=ClosedOutcome.of()
+            ),
+            r"`data\.command`",
+        ),
+        (
+            lambda: ApiActivityChanged.of(activity={"state": 1}),
+            r"activity_changed.*`data\.activity\.state`",
+        ),
+        (lambda: SessionRestarted.of(reason="x"), r"session_restarted takes no data"),
+    ],
+)
+def test_variant_of_refuses_a_field_of_the_wrong_type_naming_variant_and_field(
+    build: Any, named: str
+) -> None:
+    with pytest.raises(InvalidInput, match=named):
+        build()
+
+
+def test_variant_of_takes_wire_spellings_of_structs_and_enums() -> None:
+    completed = CommandCompleted.of(
+        command_id="c1", command="prompt", outcome={"type": "prompt", "data": {"stop_reason": "x"}}
+    )
+    assert completed == CommandCompleted.of(
+        command_id="c1",
+        command=RelayCommandKind.PROMPT,
+        outcome=PromptOutcome.of(stop_reason="x"),
+    )
+    assert PromptCommand.of(prompt=({"type": "text", "text": "t"},)).data.prompt == [
+        {"type": "text", "text": "t"}
+    ]
+
+
+def test_variant_of_keeps_given_structs_and_fills_defaults() -> None:
+    command = PromptCommand.of(prompt=[])
+    queued = CommandQueued.of(command_id="c1", command=command, created_at_ms=1)
+    assert queued.data.command is command
+    output = UserShellOutput.of(command_id="c1", command="ls", stdout="", stderr="")
+    assert output.data.stdout_truncated is False
+    assert encode(output) == (
+        b'{"type":"user_shell_output","data":{"command_id":"c1","command":"ls","stdout":"",'
+        b'"stderr":"","stdout_truncated":false,"stderr_truncated":false}}'
+    )
+
+
+def test_a_bad_variant_never_reaches_the_projection_as_an_attribute_error() -> None:
+    # Before the check, a str command was accepted here and failed later, inside the
+    # projector, as an AttributeError.
+    with pytest.raises(InvalidInput, match="CommandQueued"):
+        CommandQueued.of(command_id="c1", command="prompt", created_at_ms=1)

@@ -1,0 +1,525 @@
+"""The test kit: valid relay journals and session records for an embedder's tests.
+
+:class:`JournalBuilder` writes what a worker writes: relay events with their ordinals,
+clock, digests and (format 1) chain computed, from typed observations
+(``CommandQueued.of(...)``) or wire-shaped ones (a dict or JSON text, decoded and checked
+as a journal line's observation is). Its stories add the common runs of events::
+
+    from relaystore.testing import JournalBuilder, example_session
+
+    journal = JournalBuilder()
+    journal.prompt_turn("What does step 1 do?")      # turn_started, turn_ended
+    journal.question("Which directory?")             # input_required, input_resolved
+    store.ask(SaveSession(record=example_session("session-1")))
+    store.ask(ObserveRelayEvents(session_id="session-1", events=journal.events))
+
+``journal.write(path)`` writes a ``.jsonl`` (or gzipped ``.jsonl.gz``) journal and
+``journal.write_worker_root(folder, session_id)`` a worker root that ``relaystore
+replay`` and ``relaystore verify`` read. The pytest fixtures ``relaystore_store`` and
+``relaystore_journal`` are in :mod:`relaystore.pytest_plugin` (opt in with
+``pytest_plugins = ["relaystore.pytest_plugin"]``). This module imports no pytest.
+
+Everything here is deterministic: the same calls give the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from relaystore.domain.chain import GENESIS, checked_frontier
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.relay import (
+    RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
+    CommandCompleted,
+    CommandInterrupted,
+    CommandQueued,
+    CommandStarted,
+    ElicitationRequested,
+    ElicitationResolved,
+    PromptCommand,
+    PromptOutcome,
+    RelayCommandKind,
+    RelayCursor,
+    RelayEvent,
+    RelayObservation,
+    RunUserShellCommand,
+    SessionRestarted,
+    SessionUpdate,
+    UserShellOutcome,
+    UserShellOutput,
+    UserShellResult,
+    UserShellStatus,
+    encode_relay_event,
+)
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.sessions import (
+    DEFAULT_WORKSPACE_ID,
+    AdditionalMount,
+    CheckpointMetadata,
+    ContainerAllocation,
+    LocalPodmanTarget,
+    MountAccess,
+    SessionRecord,
+    SessionState,
+    validate_id,
+)
+from relaystore.domain.wire import JSON, decode_json, encode
+
+__all__ = [
+    "DEFAULT_START_MS",
+    "DEFAULT_STEP_MS",
+    "RELAY_STATE_FORMAT_VERSION",
+    "JournalBuilder",
+    "ObservationInput",
+    "example_session",
+]
+
+DEFAULT_START_MS = 1_790_000_000_000
+"""The clock of a builder's first event, unless told otherwise (2026-09-21)."""
+DEFAULT_STEP_MS = 1_000
+"""How far the clock moves from one event to the next, unless told otherwise."""
+RELAY_STATE_FORMAT_VERSION = 7
+"""The ``format_version`` written into ``relay-state.json`` (the worker's, at the origin)."""
+
+ObservationInput = RelayObservation | Mapping[str, Any] | str | bytes
+"""What :meth:`JournalBuilder.add` takes: a typed observation, or a wire-shaped one (a
+dict such as ``{"type": "notice", "data": {"message": "hi"}}``, or its JSON text)."""
+
+_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
+_FORMATS = (RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2)
+_JOURNAL_DIR = "relay-journal"
+_ACTIVE = "active.jsonl"
+_STATE = "relay-state.json"
+_SEED = "relay-seed.json"
+
+
+def _observation(value: object) -> RelayObservation:
+    """``value`` as a checked observation; wire shapes are decoded as a journal's are."""
+    if isinstance(value, _OBSERVATION_TYPES):
+        observation: RelayObservation = value
+        return observation
+    if isinstance(value, msgspec.Struct):
+        raise InvalidInput(f"{type(value).__name__} is not a relay observation")
+    if isinstance(value, str | bytes):
+        data = value
+    elif isinstance(value, Mapping):
+        try:
+            data = encode(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInput(f"invalid relay observation: not plain JSON ({exc})") from exc
+    else:
+        raise InvalidInput(
+            f"expected a relay observation, a dict or JSON text, got {type(value).__name__}"
+        )
+    return decode_json(data, RelayObservation, what="relay observation")  # type: ignore[arg-type]
+
+
+def _gzip(data: bytes) -> bytes:
+    """``data`` gzipped with no name and no time, so the bytes are reproducible."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as out:
+        out.write(data)
+    return buffer.getvalue()
+
+
+def _text(text: str) -> JSON:
+    return {"type": "text", "text": text}
+
+
+class JournalBuilder:
+    """Builds one session's relay journal, event by event.
+
+    ``format`` is the format of the next event (1: chained by ``previous_digest``; 2:
+    self-describing, what current workers write); change it between events to model a
+    worker upgrade. ``after`` is the frontier the journal continues (default genesis):
+    give a stored session's frontier to continue it, or any cursor (for example ordinal
+    3327) to model a journal whose earlier events were pruned. The clock starts at
+    ``start_ms`` and moves ``step_ms`` per event; ``at_ms`` sets one event's time and the
+    clock carries on from there.
+    """
+
+    def __init__(
+        self,
+        *,
+        format: int = RELAY_EVENT_FORMAT_V2,
+        after: RelayCursor | None = None,
+        start_ms: int = DEFAULT_START_MS,
+        step_ms: int = DEFAULT_STEP_MS,
+    ) -> None:
+        self.format = format
+        self.start = after if after is not None else GENESIS
+        self.step_ms = step_ms
+        self.events: list[RelayEvent] = []
+        """Every event added, oldest first."""
+        self._next_ms = start_ms
+        self._ids: dict[str, int] = {}
+        if after is not None:  # a well-formed cursor: genesis at 0, a 64-hex digest past it
+            checked_frontier(after.ordinal, after.digest)
+
+    # -- position ------------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> RelayCursor:
+        """The cursor of the last event (``after`` before any event)."""
+        return self.events[-1].cursor if self.events else self.start
+
+    @property
+    def next_ordinal(self) -> int:
+        return self.frontier.ordinal + 1
+
+    @property
+    def next_ms(self) -> int:
+        """The time the next event is recorded at, unless ``at_ms`` says otherwise."""
+        return self._next_ms
+
+    def next_id(self, prefix: str) -> str:
+        """A fresh id: ``prompt-1``, ``prompt-2``, … per prefix."""
+        count = self._ids.get(prefix, 0) + 1
+        self._ids[prefix] = count
+        return f"{prefix}-{count}"
+
+    # -- events --------------------------------------------------------------------------
+
+    def add(
+        self,
+        observation: ObservationInput,
+        *,
+        command_id: str | None = None,
+        at_ms: int | None = None,
+    ) -> RelayEvent:
+        """Append one event holding ``observation`` and return it.
+
+        A dict or JSON text is decoded as a journal line's observation is; a malformed one
+        raises :class:`InvalidInput` naming the field.
+        """
+        if self.format not in _FORMATS:
+            raise InvalidInput(f"unknown relay event format {self.format}; use 1 or 2")
+        checked = _observation(observation)
+        recorded_at_ms = self._next_ms if at_ms is None else at_ms
+        chained = self.format == RELAY_EVENT_FORMAT_V1
+        event = RelayEvent.create(
+            format=self.format,
+            ordinal=self.next_ordinal,
+            previous_digest=self.frontier.digest if chained else "",
+            recorded_at_ms=recorded_at_ms,
+            command_id=command_id,
+            observation=checked,
+        )
+        self.events.append(event)
+        self._next_ms = recorded_at_ms + self.step_ms
+        return event
+
+    def extend(
+        self, observations: Sequence[ObservationInput], *, command_id: str | None = None
+    ) -> list[RelayEvent]:
+        """:meth:`add` each of ``observations``; return the events added."""
+        return [self.add(observation, command_id=command_id) for observation in observations]
+
+    # -- output --------------------------------------------------------------------------
+
+    def lines(self) -> list[bytes]:
+        """The journal lines of every event, each ending in its newline."""
+        return [encode_relay_event(event) + b"\n" for event in self.events]
+
+    def to_bytes(self) -> bytes:
+        """The whole journal, as ``active.jsonl`` holds it."""
+        return b"".join(self.lines())
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the journal to ``path`` (gzipped when it ends in ``.gz``); return the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = self.to_bytes()
+        target.write_bytes(_gzip(data) if target.name.endswith(".gz") else data)
+        return target
+
+    def write_worker_root(
+        self,
+        folder: str | os.PathLike[str],
+        session_id: str,
+        *,
+        seal_every: int | None = None,
+        seed: bool = False,
+    ) -> Path:
+        """Write a worker root at ``folder`` as a worker leaves it; return the folder.
+
+        It holds ``relay-journal/active.jsonl`` and ``relay-state.json`` (the session id and
+        the latest ordinal and digest). ``seal_every`` seals every that many events into
+        ``relay-journal/segment-{first:020}-{last:020}.jsonl.gz``, leaving the rest in
+        ``active.jsonl``. ``seed`` also writes ``relay-seed.json`` naming the frontier the
+        journal continues (as a checkpoint restore leaves it).
+        """
+        validate_id("session", session_id)
+        if seal_every is not None and seal_every < 1:
+            raise InvalidInput(f"seal_every must be at least 1, got {seal_every}")
+        root = Path(folder)
+        journal = root / _JOURNAL_DIR
+        journal.mkdir(parents=True, exist_ok=True)
+        lines = self.lines()
+        sealed = 0
+        if seal_every is not None:
+            sealed = len(lines) // seal_every * seal_every
+            for index in range(0, sealed, seal_every):
+                first, last = (
+                    self.events[index].ordinal,
+                    self.events[index + seal_every - 1].ordinal,
+                )
+                name = f"segment-{first:020}-{last:020}.jsonl.gz"
+                (journal / name).write_bytes(_gzip(b"".join(lines[index : index + seal_every])))
+        (journal / _ACTIVE).write_bytes(b"".join(lines[sealed:]))
+        frontier = self.frontier
+        state = {
+            "format_version": RELAY_STATE_FORMAT_VERSION,
+            "session_id": session_id,
+            "latest_ordinal": frontier.ordinal,
+            "latest_digest": frontier.digest,
+        }
+        (root / _STATE).write_text(json.dumps(state, indent=2) + "\n")
+        if seed:
+            restore = {
+                "event_frontier": self.start.ordinal,
+                "event_frontier_digest": self.start.digest,
+                "queued_prompts": [],
+            }
+            (root / _SEED).write_text(json.dumps(restore, indent=2) + "\n")
+        return root
+
+    # -- stories -------------------------------------------------------------------------
+
+    def start_prompt(self, text: str, *, command_id: str | None = None) -> list[RelayEvent]:
+        """A prompt queued and started (``turn_started``); its id is the events' command id."""
+        command_id = command_id or self.next_id("prompt")
+        queued = self.add(
+            CommandQueued.of(
+                command_id=command_id,
+                command=PromptCommand.of(prompt=[_text(text)]),
+                created_at_ms=self._next_ms,
+            ),
+            command_id=command_id,
+        )
+        started = self.add(
+            CommandStarted.of(command_id=command_id, started_at_ms=self._next_ms),
+            command_id=command_id,
+        )
+        return [queued, started]
+
+    def say(self, *chunks: str, message_id: str | None = None) -> list[RelayEvent]:
+        """The agent's answer, streamed as one ``agent_message_chunk`` per text."""
+        message_id = message_id or self.next_id("msg")
+        return [
+            self.add(
+                SessionUpdate.of(
+                    update={
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": _text(chunk),
+                        "messageId": message_id,
+                    }
+                )
+            )
+            for chunk in chunks
+        ]
+
+    def end_prompt(self, command_id: str, *, stop_reason: str = "end_turn") -> list[RelayEvent]:
+        """The prompt ``command_id`` completed with ``stop_reason`` (``turn_ended``)."""
+        completed = self.add(
+            CommandCompleted.of(
+                command=RelayCommandKind.PROMPT,
+                command_id=command_id,
+                outcome=PromptOutcome.of(stop_reason=stop_reason),
+            ),
+            command_id=command_id,
+        )
+        return [completed]
+
+    def prompt_turn(
+        self,
+        text: str,
+        *,
+        command_id: str | None = None,
+        chunks: Sequence[str] = ("Done.",),
+        stop_reason: str = "end_turn",
+    ) -> list[RelayEvent]:
+        """A whole prompt turn: queued, started, the answer's ``chunks``, completed.
+
+        Yields the API events ``turn_started`` and ``turn_ended`` (completed, for the
+        default ``end_turn``).
+        """
+        events = self.start_prompt(text, command_id=command_id)
+        prompt_id = events[0].command_id
+        assert prompt_id is not None
+        events += self.say(*chunks)
+        events += self.end_prompt(prompt_id, stop_reason=stop_reason)
+        return events
+
+    def question(
+        self,
+        message: str = "Which directory?",
+        *,
+        request_id: str | None = None,
+        field: str = "answer",
+        schema: Mapping[str, Any] | None = None,
+        action: str | None = "accept",
+        native_session_id: str = "native-1",
+    ) -> list[RelayEvent]:
+        """An agent's form question, asked and (unless ``action`` is None) answered.
+
+        The question asks for one required string ``field`` unless ``schema`` gives the
+        whole ``requestedSchema``. Yields ``input_required`` and ``input_resolved`` (with
+        ``action``; ``turn_id`` is the active turn's accepted ordinal, if a turn runs).
+        """
+        request = ElicitationRequest.from_acp_params(
+            request_id or self.next_id("question"),
+            {
+                "mode": "form",
+                "sessionId": native_session_id,
+                "message": message,
+                "requestedSchema": dict(schema)
+                if schema is not None
+                else {
+                    "type": "object",
+                    "properties": {field: {"type": "string", "title": field.title()}},
+                    "required": [field],
+                },
+            },
+        )
+        events = [self.add(ElicitationRequested.of(request=request))]
+        if action is not None:
+            events.append(
+                self.add(ElicitationResolved.of(elicitation_id=request.id, action=action))
+            )
+        return events
+
+    def shell_command(
+        self,
+        command: str,
+        *,
+        stdout: str = "",
+        stderr: str = "",
+        exit_code: int = 0,
+        command_id: str | None = None,
+        duration_ms: int = 190,
+    ) -> list[RelayEvent]:
+        """A user shell command queued, started, its output, and its exit.
+
+        Yields ``command_ended`` for ``run_user_shell``: succeeded for exit code 0, else
+        failed (``nonzero_exit``).
+        """
+        command_id = command_id or self.next_id("shell")
+        events = [
+            self.add(
+                CommandQueued.of(
+                    command_id=command_id,
+                    command=RunUserShellCommand.of(command=command),
+                    created_at_ms=self._next_ms,
+                ),
+                command_id=command_id,
+            ),
+            self.add(
+                CommandStarted.of(command_id=command_id, started_at_ms=self._next_ms),
+                command_id=command_id,
+            ),
+            self.add(
+                UserShellOutput.of(
+                    command_id=command_id, command=command, stdout=stdout, stderr=stderr
+                ),
+                command_id=command_id,
+            ),
+        ]
+        result = UserShellResult(
+            command=command,
+            stdout=stdout,
+            stderr=stderr,
+            exit_code=exit_code,
+            duration_ms=duration_ms,
+            status=UserShellStatus.EXITED,
+        )
+        events.append(
+            self.add(
+                CommandCompleted.of(
+                    command=RelayCommandKind.RUN_USER_SHELL,
+                    command_id=command_id,
+                    outcome=UserShellOutcome.of(result=result),
+                ),
+                command_id=command_id,
+            )
+        )
+        return events
+
+    def restart_mid_turn(
+        self,
+        text: str,
+        *,
+        command_id: str | None = None,
+        chunks: Sequence[str] = ("Working on it",),
+        interrupt: bool = True,
+    ) -> list[RelayEvent]:
+        """A prompt turn started, then the worker restarted (``session_restarted``).
+
+        With ``interrupt`` (the default, as a restarted worker journals it) the prompt is
+        then interrupted with ``worker_restarted``. Yields ``turn_started`` and, with
+        ``interrupt``, ``turn_ended`` (interrupted).
+        """
+        events = self.start_prompt(text, command_id=command_id)
+        prompt_id = events[0].command_id
+        assert prompt_id is not None
+        events += self.say(*chunks)
+        events.append(self.add(SessionRestarted.of()))
+        if interrupt:
+            events.append(
+                self.add(
+                    CommandInterrupted.of(
+                        reason=OutcomeReason.WORKER_RESTARTED,
+                        command_id=prompt_id,
+                        command=RelayCommandKind.PROMPT,
+                        message="the worker restarted while this prompt was running",
+                    ),
+                    command_id=prompt_id,
+                )
+            )
+        return events
+
+
+def example_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:
+    """A complete, valid record for examples and tests (the origin's test fixture).
+
+    Workspace ``default``, a stopped Codex session on template ``local`` with 8 CPUs and
+    32 GiB, one copy-on-write mount, a local Podman target and a checkpoint at frontier 6.
+    """
+    return SessionRecord(
+        id=session_id,
+        workspace_id=DEFAULT_WORKSPACE_ID,
+        title="test session",
+        harness_kind=HarnessKind.CODEX,
+        last_profile="codex",
+        bundle_id=bundle_id,
+        target_template_id="local",
+        resource_allocation=ContainerAllocation(cpus=8, memory_bytes=32 * 1024**3),
+        additional_mounts=[
+            AdditionalMount(source="/host/cache", destination="/mnt/cache", access=MountAccess.COW)
+        ],
+        state=SessionState.STOPPED,
+        target=LocalPodmanTarget(container_id="container-1"),
+        native_session_id="native-1",
+        acp_session_title="Agent title",
+        created_at="2026-08-12T00:00:00Z",
+        updated_at="2026-08-12T01:00:00Z",
+        viewed_through_event_ordinal=7,
+        last_checkpoint_error="temporary recovery failure",
+        checkpoint=CheckpointMetadata(
+            archive_path="sessions/test.hel.zip",
+            sha256="a" * 64,
+            created_at="2026-08-12T01:00:00Z",
+            event_frontier=6,
+        ),
+    )
