@@ -451,7 +451,10 @@ class EventStore:
             if ref is None or not ref.is_alive():
                 # A projector that died is restarted from the stored projection.
                 ref = ProjectorActor.start(
-                    session_id, load=self._load_projection, write_page=self._write_page
+                    session_id,
+                    load=self._load_projection,
+                    write_page=self._write_page,
+                    capacity=self._capacity,
                 )
                 self._projectors[session_id] = ref
             return ref

@@ -6,8 +6,8 @@ prints relay events per second for
 
 * ``decode``: ``msgspec.json.decode`` of the lines into plain dicts (the baseline),
 * ``decode_relay_event``: the typed decode of each line,
-* ``project+apply``: :func:`domain.projection.project_and_apply` over decoded events
-  (chain and digest checks included; pure functions only, no storage),
+* ``SessionProjection.apply``: :meth:`domain.projection.SessionProjection.apply` over
+  decoded events (chain and digest checks included; pure domain code, no storage),
 
 and the ratio of the projection to the baseline. Run from the repository root::
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.projection import project_and_apply
+from relaystore.domain.projection import SessionProjection
 from relaystore.domain.relay import (
     CommandCompleted,
     CommandQueued,
@@ -190,10 +190,10 @@ def main() -> None:
     final: list[MaterializedSession] = []
 
     def project() -> None:
-        session = MaterializedSession.empty("bench")
+        projection = SessionProjection(MaterializedSession.empty("bench"))
         for event in events:
-            session, _ = project_and_apply(session, event)
-        final.append(session)
+            projection.apply(event)
+        final.append(projection.session)
 
     n = len(lines)
     baseline = _best(args.repeat, decode_dicts)
@@ -205,7 +205,7 @@ def main() -> None:
     )
     print(f"msgspec.json.decode -> dicts : {n / baseline:>12,.0f} events/s")
     print(f"decode_relay_event           : {n / typed:>12,.0f} events/s")
-    print(f"project_and_apply            : {n / projected:>12,.0f} events/s")
+    print(f"SessionProjection.apply      : {n / projected:>12,.0f} events/s")
     print(f"projection / dict-decode time: {projected / baseline:.1f}x")
 
 

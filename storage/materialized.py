@@ -40,8 +40,8 @@ from relaystore.domain.materialized import (
     TranscriptItem,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome
+from relaystore.domain.projection.streams import merge_content_chunk
 from relaystore.domain.relay import RelayCursor
-from relaystore.domain.transcript import merge_content_chunk
 from relaystore.domain.wire import JSON
 from relaystore.storage.transaction import transaction
 
@@ -246,7 +246,7 @@ def _queued_prompt(row: tuple[Any, ...], session_id: str) -> MaterializedQueuedP
 def _merge_text_chunks(chunks: list[JSON]) -> list[JSON]:
     """Merge runs of text chunks of one stream (older stores kept one chunk per token).
 
-    Uses the projection's own rule (:func:`domain.transcript.merge_content_chunk`), so
+    Uses the projection's own rule (:func:`domain.projection.streams.merge_content_chunk`), so
     chunks that differ in anything but their text keep their boundary.
     """
     if len(chunks) < 2:

@@ -75,7 +75,7 @@ def eventsourcing_rate(path: Path, senders: int, batch: int, seconds: float) -> 
 
 def relaystore_rate(path: Path, senders: int, batch: int, seconds: float) -> float:
     """Events/s of RecordActivities with ``batch`` changed activities per message."""
-    with EventStore.open(path, synchronous="FULL", group_commit=True) as store:
+    with EventStore.open(path, synchronous="FULL") as store:
         sessions = [[f"s{sender}-{k}" for k in range(batch)] for sender in range(senders)]
         for ids in sessions:
             for session_id in ids:

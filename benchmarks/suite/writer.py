@@ -28,7 +28,7 @@ AIM = 5.0
 
 def measure(path: Path, senders: int, group_commit: bool, seconds: float) -> float:
     """Messages/s of ``senders`` threads asking RecordActivities on a new store."""
-    with EventStore.open(path, group_commit=group_commit, synchronous="FULL") as store:
+    with EventStore.open(path, max_batch=256 if group_commit else 1, synchronous="FULL") as store:
         for n in range(senders):
             store.ask(SaveSession(record=example_session(f"session-{n}", "bench")))
         states = [ApiActivityState(state=f"running-{i}") for i in range(2)]

@@ -1,27 +1,36 @@
-"""The projector's working copy: kept across messages, discarded only after a failure.
+"""The projector's projection: kept across messages, discarded only after a failure.
 
-The projector projects events in place into a private working session. These tests run
-it against an in-memory stand-in for the store (it counts loads and applies committed
-pages with the pure projection) to pin down when the working copy is reloaded: never
-on the path of events that commit as projected; after an event fails mid-page, after a
-failed commit, and when the store turns out to be ahead.
+The projector applies events in place to the session its :class:`SessionProjection`
+owns. These tests run it against a stand-in for the writer (a real store on one
+connection that counts loads and commits pages with :func:`storage.projection.commit_page`)
+to pin down when the projection is reloaded: never on the path of events that commit as
+projected; after an event fails mid-page, after a failed commit, and when the store
+turns out to be ahead.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
+import pykka
 import pytest
 from pykka import ActorRef
 
 from relaystore.actors.projector import PAGE_SIZE, ProjectorActor
+from relaystore.actors.told import Envelope
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
-from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
+from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
-from relaystore.domain.projection import apply_committed_projection_event, project_and_apply
-from relaystore.domain.relay import CommandCompleted, RelayEvent, SteeredOutcome
-from relaystore.domain.wire import decode_json, encode
+from relaystore.domain.projection import PageDelta, SessionProjection
+from relaystore.domain.relay import CommandCompleted, RelayCursor, RelayEvent, SteeredOutcome
+from relaystore.domain.sessions import example_session
+from relaystore.domain.wire import encode
+from relaystore.storage.connection import WriterConnection, open_writer
+from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.projection import commit_page
+from relaystore.storage.sessions import save_session
 from tests.domain.test_projection_scenarios import build_events, journal_observations
 
 SESSION = "session-1"
@@ -43,51 +52,66 @@ _TURN = [
 EVENTS = build_events(journal_observations(_TURN * 40))
 
 
-def _replayed(count: int) -> MaterializedSession:
-    session = MaterializedSession.empty(SESSION)
+def _canonical(session: MaterializedSession) -> bytes:
+    """The session as the store orders its transcript (by position, then stable id)."""
+    ordered = sorted(session.transcript, key=lambda item: (item.position, item.stable_id))
+    fields = {name: getattr(session, name) for name in session.__struct_fields__}
+    return encode(MaterializedSession(**{**fields, "transcript": ordered}))
+
+
+def _replayed(count: int) -> bytes:
+    projection = SessionProjection(MaterializedSession.empty(SESSION))
     for event in EVENTS[:count]:
-        session, _ = project_and_apply(session, event)
-    return session
+        projection.apply(event)
+    return _canonical(projection.session)
 
 
 class Store:
-    """The projector's loader and page writer over one in-memory committed session."""
+    """The projector's loader and page writer over a real store on one connection."""
 
-    def __init__(self) -> None:
-        self.stored = MaterializedSession.empty(SESSION)
+    def __init__(self, path: Path) -> None:
+        self.writer: WriterConnection = open_writer(path, synchronous="OFF")
+        save_session(self.writer.connection, example_session(SESSION))
         self.loads = 0
         self.pages: list[int] = []  # the size of each committed page
         self.fail_next_commit = False
 
+    @property
+    def stored(self) -> MaterializedSession:
+        session = load_materialized_session(self.writer.connection, SESSION)
+        assert session is not None
+        return session
+
     def load(self, session_id: str) -> MaterializedSession:
         assert session_id == SESSION
         self.loads += 1
-        return decode_json(encode(self.stored), MaterializedSession)  # a private copy
+        return self.stored
 
-    def write_page(
-        self, session_id: str, page: list[tuple[RelayEvent, MaterializedSessionMutation]]
-    ) -> tuple[int, int]:
+    def write_page(self, session_id: str, page: PageDelta) -> tuple[RelayCursor, int]:
         assert session_id == SESSION
         if self.fail_next_commit:
             self.fail_next_commit = False
             raise WriterStopped("commit failed")
-        applied = 0
-        for event, mutation in page:
-            if event.ordinal <= self.stored.applied_event_ordinal:
-                continue  # already stored (the store was ahead)
-            self.stored = apply_committed_projection_event(self.stored, event, mutation)
-            applied += 1
-        self.pages.append(len(page))
-        return self.stored.applied_event_ordinal, applied
+        stored, applied = commit_page(self.writer.connection, session_id, page)
+        self.pages.append(page.applied)
+        return stored, applied
 
     def advance(self, count: int) -> None:
-        """Commit the first ``count`` events behind the projector's back."""
-        self.stored = _replayed(count)
+        """Commit the events up to ``count`` behind the projector's back."""
+        projection = SessionProjection(self.stored)
+        page = PageDelta.starting_at(SESSION, projection.frontier)
+        for event in EVENTS[:count]:
+            mutation = projection.apply(event)
+            if mutation is not None:
+                page.add(event, mutation)
+        commit_page(self.writer.connection, SESSION, page)
 
 
 @pytest.fixture
-def store() -> Store:
-    return Store()
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "store.sqlite3")
+    yield store
+    store.writer.close()
 
 
 @pytest.fixture
@@ -98,7 +122,9 @@ def projector(store: Store) -> Iterator[ActorRef[ProjectorActor]]:
 
 
 def observe(projector: ActorRef[ProjectorActor], events: list[RelayEvent]) -> ProjectionReport:
-    report = projector.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+    future: pykka.Future[object] = pykka.ThreadingFuture()
+    projector.tell(Envelope(ObserveRelayEvents(session_id=SESSION, events=events), future))
+    report = future.get(timeout=30)
     assert isinstance(report, ProjectionReport)
     return report
 
@@ -117,7 +143,7 @@ def test_the_working_copy_is_loaded_once_and_kept_across_messages_and_pages(
         report = observe(projector, EVENTS[start:end])
         assert (report.applied, report.frontier_ordinal) == (end - start, end)
     assert store.loads == 1
-    assert encode(store.stored) == encode(_replayed(len(EVENTS)))
+    assert _canonical(store.stored) == _replayed(len(EVENTS))
     # Re-delivered events are skipped without touching the store.
     report = observe(projector, EVENTS[-5:])
     assert (report.applied, report.already_applied) == (0, 5)
@@ -134,7 +160,7 @@ def test_an_event_failing_mid_page_discards_the_page_and_reloads(
     report = observe(projector, EVENTS[:10])
     assert (report.applied, report.already_applied, report.frontier_ordinal) == (10, 0, 10)
     assert store.loads == 2
-    assert encode(store.stored) == encode(_replayed(10))
+    assert _canonical(store.stored) == _replayed(10)
 
 
 def test_a_failure_after_a_committed_page_keeps_that_page(
@@ -146,7 +172,7 @@ def test_a_failure_after_a_committed_page_keeps_that_page(
     report = observe(projector, EVENTS[: PAGE_SIZE + 10])
     assert (report.applied, report.already_applied) == (10, PAGE_SIZE)
     assert store.loads == 2
-    assert encode(store.stored) == encode(_replayed(PAGE_SIZE + 10))
+    assert _canonical(store.stored) == _replayed(PAGE_SIZE + 10)
 
 
 def test_an_event_refused_before_its_page_began_keeps_the_working_copy(
@@ -167,7 +193,7 @@ def test_an_event_refused_before_its_page_began_keeps_the_working_copy(
     report = observe(projector, EVENTS[10:20])
     assert (report.applied, report.frontier_ordinal) == (10, 20)
     assert store.loads == 1  # the refused events changed nothing: no reload
-    assert encode(store.stored) == encode(_replayed(20))
+    assert _canonical(store.stored) == _replayed(20)
 
 
 def test_a_failed_commit_discards_the_working_copy(
@@ -181,7 +207,7 @@ def test_a_failed_commit_discards_the_working_copy(
     report = observe(projector, EVENTS[3:8])
     assert (report.applied, report.frontier_ordinal) == (5, 8)
     assert store.loads == 2
-    assert encode(store.stored) == encode(_replayed(8))
+    assert _canonical(store.stored) == _replayed(8)
 
 
 def test_a_store_ahead_of_the_working_copy_is_adopted(
@@ -195,4 +221,18 @@ def test_a_store_ahead_of_the_working_copy_is_adopted(
     report = observe(projector, EVENTS[8:12])
     assert (report.applied, report.frontier_ordinal) == (4, 12)
     assert store.loads == 2
-    assert encode(store.stored) == encode(_replayed(12))
+    assert _canonical(store.stored) == _replayed(12)
+
+
+def test_a_store_already_holding_the_whole_page_writes_nothing_and_is_adopted(
+    store: Store, projector: ActorRef[ProjectorActor]
+) -> None:
+    observe(projector, EVENTS[:2])
+    store.advance(8)  # another writer committed events 3 to 8
+    report = observe(projector, EVENTS[2:8])
+    assert (report.applied, report.frontier_ordinal) == (0, 8)
+    assert store.loads == 2
+    report = observe(projector, EVENTS[8:12])
+    assert (report.applied, report.frontier_ordinal) == (4, 12)
+    assert store.loads == 2
+    assert _canonical(store.stored) == _replayed(12)

@@ -90,7 +90,7 @@ def _test_messages(monkeypatch: pytest.MonkeyPatch) -> None:
 def hold_writer(store: EventStore) -> threading.Event:
     """Block the writer inside a message; returns the gate that releases it."""
     gate, entered = threading.Event(), threading.Event()
-    store._submit(Hold(gate=gate, entered=entered))  # type: ignore[arg-type]
+    store._send(Hold(gate=gate, entered=entered), None)  # type: ignore[arg-type]
     assert entered.wait(5)
     return gate
 
@@ -117,7 +117,7 @@ def test_close_drains_every_accepted_message_in_order(path: Path) -> None:
     futures = []
     for n in range(6):
         future: pykka.Future[object] = pykka.ThreadingFuture()
-        store._submit(activity(n), future)
+        store._send(activity(n), future)
         futures.append(future)
     closer = threading.Thread(target=store.close)
     closer.start()
@@ -258,15 +258,15 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     page(store, turn()[:1])
     import relaystore.actors.projector as projector_module
 
-    real = projector_module.project_in_place
+    real = projector_module.SessionProjection.apply
 
     def explode(*args: object, **kwargs: object) -> object:
         raise RuntimeError("injected projector bug")
 
-    monkeypatch.setattr(projector_module, "project_in_place", explode)
+    monkeypatch.setattr(projector_module.SessionProjection, "apply", explode)
     with pytest.raises(RuntimeError):
         page(store, turn()[1:])
-    monkeypatch.setattr(projector_module, "project_in_place", real)
+    monkeypatch.setattr(projector_module.SessionProjection, "apply", real)
     store._projectors["session-1"].stop()  # and the actor itself dies
     report = page(store, turn()[1:])
     assert (report.applied, report.frontier_ordinal) == (2, 3)
@@ -301,7 +301,7 @@ def test_a_failing_tell_is_logged_and_stops_no_actor(
 
 def test_a_failed_commit_stops_the_writer_for_every_later_message(store: EventStore) -> None:
     future: pykka.Future[object] = pykka.ThreadingFuture()
-    store._submit(ViolateAtCommit(), future)  # type: ignore[arg-type]
+    store._send(ViolateAtCommit(), future)  # type: ignore[arg-type]
     with pytest.raises(WriterStopped, match="commit failed"):
         future.get(timeout=5)
     with pytest.raises(WriterStopped):

@@ -63,12 +63,17 @@ from relaystore.domain.outcomes import (
     TurnResultKind,
     UsageScope,
 )
-from relaystore.domain.projection import (
-    GOAL_STATE_KEY,
-    apply_committed_projection_event,
-    derive_api_events,
-    project_and_apply,
-    project_relay_event,
+from relaystore.domain.projection import GOAL_STATE_KEY, SessionProjection, derive_api_events
+from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
+from relaystore.domain.projection.markers import CONTEXT_BOUNDARY_PREFIX, CONTINUATION_PROMPT
+from relaystore.domain.projection.streams import merge_content_chunk
+from relaystore.domain.projection.text import (
+    materialized_content_text,
+    provisional_session_title,
+    sanitize_terminal_text,
+    strip_hidden_prompt_context,
+    user_shell_result_text,
 )
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
@@ -142,30 +147,26 @@ from relaystore.domain.runtime import (
     RuntimeProvenance,
     RuntimeReceipt,
 )
-from relaystore.domain.transcript import (
-    CONTEXT_BOUNDARY_PREFIX,
-    CONTINUATION_PROMPT,
-    TranscriptIndex,
-    index_for,
-    materialized_content_text,
-    merge_content_chunk,
-    provisional_session_title,
-    sanitize_terminal_text,
-    strip_hidden_prompt_context,
-    user_shell_result_text,
-)
 from relaystore.domain.wire import encode
 
 # --- helpers -------------------------------------------------------------------------------
 
 
 class Journal:
-    """A session and the relay chain it applied; each ``add`` projects and applies one event."""
+    """A session's projection and the relay chain it applied; each ``add`` applies one event."""
 
     def __init__(self, session_id: str = "session-1", *, chained: bool = False) -> None:
-        self.session = MaterializedSession.empty(session_id)
+        self.projection = SessionProjection(MaterializedSession.empty(session_id))
         self.chained = chained
         self.api_events: list[ApiEventData] = []
+
+    @property
+    def session(self) -> MaterializedSession:
+        return self.projection.session
+
+    @session.setter
+    def session(self, session: MaterializedSession) -> None:
+        self.projection = SessionProjection(session)
 
     def next_event(
         self, observation: RelayObservation, *, at_ms: int = 100, command_id: str | None = None
@@ -191,9 +192,8 @@ class Journal:
         self, observation: RelayObservation, *, at_ms: int = 100, command_id: str | None = None
     ) -> MaterializedSessionMutation:
         event = self.next_event(observation, at_ms=at_ms, command_id=command_id)
-        before = self.session
-        mutation = project_relay_event(before, event)
-        self.session = apply_committed_projection_event(before, event, mutation)
+        mutation = self.projection.apply(event)
+        assert mutation is not None
         self.api_events.extend(mutation.api_events)
         return mutation
 
@@ -1675,14 +1675,14 @@ def test_each_observation_changes_what_it_should_and_yields_its_api_events(case:
         journal.add(
             observation, command_id=case.command_id if isinstance(observation, Notice) else None
         )
-    before = journal.session
+    before = journal.projection.snapshot()
     before_bytes = encode(before)
     mutation = journal.add(case.observation, at_ms=150, command_id=case.command_id)
 
     assert kinds(mutation) == case.api
     assert mutation.last_activity_at_ms == 150
     assert journal.session.applied_event_ordinal == before.applied_event_ordinal + 1
-    assert encode(before) == before_bytes, "projecting and applying must not change the old session"
+    assert encode(before) == before_bytes, "applying an event must not change a snapshot"
     case.check(before, mutation, journal.session)
     journal.session.validate()
 
@@ -1797,8 +1797,9 @@ def test_a_message_id_naming_another_kind_of_item_is_a_projection_error() -> Non
         journal.session, transcript=[*journal.session.transcript, impostor]
     )
     event = journal.next_event(chunk("z", "m"))
+    projection = SessionProjection(session)
     with pytest.raises(ProjectionError, match="agent:m") as caught:
-        project_relay_event(session, event)
+        projection.apply(event)
     assert (caught.value.session_id, caught.value.ordinal) == ("session-1", 3)
 
 
@@ -1823,7 +1824,8 @@ def test_close_streams_finishes_agent_streams_before_thought_streams() -> None:
     session = msgspec.structs.replace(
         session, transcript=[session.transcript[0], reopened, session.transcript[2]]
     )
-    mutation = project_relay_event(session, journal2.next_event(finished()))
+    mutation = SessionProjection(session).apply(journal2.next_event(finished()))
+    assert mutation is not None
     closed = [
         change.item.stable_id
         for change in mutation.transcript
@@ -2031,7 +2033,7 @@ def test_an_unsupported_goal_execution_state_is_a_projection_error() -> None:
         update("session_info_update", _meta={"execution": {"version": 2, "status": "running"}})
     )
     with pytest.raises(ProjectionError, match="execution state"):
-        project_relay_event(journal.session, event)
+        journal.projection.apply(event)
 
 
 def test_a_usage_update_records_the_sessions_provider_cost_and_nothing_else() -> None:
@@ -2245,27 +2247,29 @@ def test_shell_completions_map_their_status_to_a_command_result(
 # --- chain strictness and integrity --------------------------------------------------------
 
 
-def test_a_redelivered_event_is_refused_not_applied_twice() -> None:
+def test_a_redelivered_event_is_already_applied_and_changes_nothing() -> None:
     journal = Journal()
     event = journal.next_event(queued())
-    journal.session = apply_committed_projection_event(
-        journal.session, event, project_relay_event(journal.session, event)
-    )
+    assert journal.projection.apply(event) is not None
+    before = encode(journal.session)
 
+    assert journal.projection.apply(event) is None
+    assert encode(journal.session) == before
+    other = msgspec.structs.replace(event, digest="3" * 64)
     with pytest.raises(RelayChainError) as caught:
-        project_relay_event(journal.session, event)
-    assert caught.value.fault is ChainFault.GAP
+        journal.projection.apply(other)
+    assert caught.value.fault is ChainFault.FORK
     assert caught.value.session_id == "session-1"
-    with pytest.raises(RelayChainError):
-        apply_committed_projection_event(journal.session, event, MaterializedSessionMutation())
+    assert encode(journal.session) == before
 
 
-def test_a_gap_a_fork_and_a_forged_digest_are_refused() -> None:
+def test_a_gap_a_fork_and_a_forged_digest_are_refused_and_change_nothing() -> None:
     journal = Journal(chained=True)
     journal.add(queued())
+    before = encode(journal.session)
     ahead = RelayEvent.create(ordinal=3, recorded_at_ms=1, observation=started())
     with pytest.raises(RelayChainError, match="expected ordinal 2, found 3"):
-        project_relay_event(journal.session, ahead)
+        journal.projection.apply(ahead)
 
     fork = RelayEvent.create(
         format=RELAY_EVENT_FORMAT_V1,
@@ -2275,51 +2279,59 @@ def test_a_gap_a_fork_and_a_forged_digest_are_refused() -> None:
         observation=started(),
     )
     with pytest.raises(RelayChainError) as caught:
-        project_relay_event(journal.session, fork)
+        journal.projection.apply(fork)
     assert caught.value.fault is ChainFault.FORK
 
     forged = msgspec.structs.replace(journal.next_event(started()), digest="2" * 64)
     with pytest.raises(RelayChainError) as caught:
-        project_relay_event(journal.session, forged)
+        journal.projection.apply(forged)
     assert caught.value.fault is ChainFault.BAD_DIGEST
+    assert encode(journal.session) == before
 
 
 def test_errors_name_the_session_id_given_by_the_caller() -> None:
-    session = MaterializedSession.empty("session-1")
+    projection = SessionProjection(MaterializedSession.empty("session-1"), session_id="other-name")
     event = RelayEvent.create(ordinal=2, recorded_at_ms=1, observation=started())
     with pytest.raises(RelayChainError) as caught:
-        project_relay_event(session, event, session_id="other-name")
+        projection.apply(event)
     assert caught.value.session_id == "other-name"
 
 
-def test_apply_returns_a_new_session_and_leaves_the_old_one_untouched() -> None:
+def test_apply_changes_the_owned_session_in_place_and_a_snapshot_stays_as_it_was() -> None:
     journal = Journal()
     journal.run(_STREAMING)
-    before = journal.session
-    before_bytes = encode(before)
-    transcript = before.transcript
+    session = journal.session
+    transcript = session.transcript
+    snapshot = journal.projection.snapshot()
+    snapshot_bytes = encode(snapshot)
     event = journal.next_event(chunk(" more", "m1"))
-    after, mutation = project_and_apply(before, event)
+    mutation = journal.projection.apply(event)
 
-    assert after is not before
-    assert encode(before) == before_bytes
-    assert before.transcript is transcript
-    assert after.transcript is not transcript
-    assert (after.applied_event_ordinal, after.applied_event_digest) == (
+    assert mutation is not None
+    assert journal.session is session
+    assert session.transcript is transcript
+    assert (session.applied_event_ordinal, session.applied_event_digest) == (
         event.ordinal,
         event.digest,
     )
-    # unchanged parts are shared, not copied
-    assert after.queued_prompts is before.queued_prompts
-    assert after.transcript[0] is before.transcript[0]
+    assert journal.projection.frontier == RelayCursor(ordinal=event.ordinal, digest=event.digest)
+    assert encode(snapshot) == snapshot_bytes
+    assert snapshot.transcript is not transcript
     assert kinds(mutation) == []
 
 
 def integrity_case(journal: Journal, replacement: TranscriptItem) -> ProjectionError:
-    event = journal.next_event(Warning.of(message="x"))
+    """The rules :class:`SessionProjection` checks, run on a hand-made mutation."""
+    ordinal = journal.session.applied_event_ordinal + 1
     mutation = MaterializedSessionMutation(transcript=[TranscriptUpsert(replacement)])
+    items = {entry.stable_id: entry for entry in journal.session.transcript}
+
+    def check() -> None:
+        check_mutation(mutation, session_id="session-1", ordinal=ordinal)
+        check_transcript_changes(mutation, items.get, session_id="session-1", ordinal=ordinal)
+
     with pytest.raises(ProjectionError) as caught:
-        apply_committed_projection_event(journal.session, event, mutation)
+        check()
     return caught.value
 
 
@@ -2377,25 +2389,65 @@ def test_an_item_from_the_future_is_refused() -> None:
     assert error.ordinal == 1
 
 
-def test_a_failed_apply_leaves_the_session_usable() -> None:
+def test_a_later_change_of_an_item_removed_earlier_in_the_event_starts_it_anew() -> None:
     journal = Journal()
     journal.run(_STREAMING)
     agent = item(journal.session, "agent:m1")
-    integrity_case(journal, msgspec.structs.replace(agent, position=1))
+    ordinal = journal.session.applied_event_ordinal + 1
+    moved = msgspec.structs.replace(agent, position=ordinal, latest_content_event_ordinal=ordinal)
+    mutation = MaterializedSessionMutation(
+        transcript=[TranscriptRemove("agent:m1"), TranscriptUpsert(moved)]
+    )
+    items = {entry.stable_id: entry for entry in journal.session.transcript}
+    check_transcript_changes(mutation, items.get, session_id="session-1", ordinal=ordinal)
+
+
+def test_a_refused_event_changes_nothing_and_the_projection_stays_usable() -> None:
+    journal = Journal()
+    journal.run([*_STREAMING, queued("prompt-2")])
+    before = encode(journal.session)
+    index = TranscriptIndex.build(journal.session.transcript)
+    refused_events = [
+        journal.next_event(
+            completed(
+                "steer-1", SteeredOutcome.of(queued_command_id="ghost"), RelayCommandKind.STEER
+            )
+        ),
+        journal.next_event(
+            update("session_info_update", _meta={"execution": {"version": 2, "status": "x"}})
+        ),
+    ]
+    for event in refused_events:
+        with pytest.raises(ProjectionError):
+            journal.projection.apply(event)
+        assert encode(journal.session) == before
+        assert journal.projection.index == index
     journal.add(chunk(" fine", "m1"))
     assert agent_body(journal.session, "agent:m1").chunks[0]["content"]["text"] == "hi fine"
 
 
-def test_last_activity_never_moves_back_and_remove_drops_an_item() -> None:
+def test_last_activity_never_moves_back_and_a_claimed_terminal_item_is_removed() -> None:
     journal = Journal()
     journal.add(Warning.of(message="a"), at_ms=500)
-    event = journal.next_event(Warning.of(message="b"), at_ms=400)
-    mutation = MaterializedSessionMutation(
-        last_activity_at_ms=400, transcript=[TranscriptRemove("system:1")]
+    journal.add(Warning.of(message="b"), at_ms=400)
+    assert journal.session.last_activity_at_ms == 500
+    journal.add(TerminalOutput.of(terminal_id="t9", output="x", exit_code=0))
+    assert item(journal.session, "terminal:t9") is not None
+    mutation = journal.add(
+        update(
+            "tool_call",
+            toolCallId="c9",
+            title="x",
+            content=[{"type": "terminal", "terminalId": "t9"}],
+        )
     )
-    after = apply_committed_projection_event(journal.session, event, mutation)
-    assert after.last_activity_at_ms == 500
-    assert after.transcript == []
+    assert TranscriptRemove("terminal:t9") in mutation.transcript
+    assert [entry.stable_id for entry in journal.session.transcript] == [
+        "system:1",
+        "system:2",
+        "tool:c9",
+    ]
+    assert journal.projection.index == TranscriptIndex.build(journal.session.transcript)
 
 
 def test_steering_into_a_prompt_missing_from_the_queue_is_a_projection_error() -> None:
@@ -2405,7 +2457,7 @@ def test_steering_into_a_prompt_missing_from_the_queue_is_a_projection_error() -
         completed("steer-1", SteeredOutcome.of(queued_command_id="ghost"), RelayCommandKind.STEER)
     )
     with pytest.raises(ProjectionError, match="'ghost' is missing from the materialized queue"):
-        project_relay_event(journal.session, event)
+        journal.projection.apply(event)
 
 
 def test_steering_into_a_config_change_is_a_projection_error() -> None:
@@ -2413,7 +2465,7 @@ def test_steering_into_a_config_change_is_a_projection_error() -> None:
     journal.run([queued("prompt-1"), started("prompt-1"), _SET_CONFIG])
     event = journal.next_event(completed("steer-1", SteeredOutcome.of(queued_command_id="cfg-1")))
     with pytest.raises(ProjectionError, match="not a prompt"):
-        project_relay_event(journal.session, event)
+        journal.projection.apply(event)
 
 
 # --- derive_api_events directly -------------------------------------------------------------
@@ -2519,9 +2571,7 @@ def test_the_incremental_index_equals_an_index_built_from_scratch() -> None:
     ]
     for observation in observations:
         journal.add(observation)
-        assert index_for(journal.session.transcript) == TranscriptIndex.build(
-            journal.session.transcript
-        )
+        assert journal.projection.index == TranscriptIndex.build(journal.session.transcript)
 
 
 def test_resume_after_quota_runs_as_a_turn_with_the_continuation_text() -> None:

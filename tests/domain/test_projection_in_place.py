@@ -1,10 +1,10 @@
-"""Projecting in place (``project_in_place``) equals the pure path.
+"""A :class:`SessionProjection` changes its session in place, and a refused event nothing.
 
-The projector folds events into its private working session in place, so an event
-costs the same however long the transcript is. These tests hold the in-place path to
-the pure one byte for byte, check that the pure path still leaves its input (and the
-input's cached index) untouched, and that an event that fails leaves an in-place
-session exactly as it was.
+The projector folds events into the session its projection owns, so an event costs the
+same however long the transcript is. These tests hold a projection resumed from a stored
+copy to one that ran the whole journal, byte for byte; keep the incremental index equal
+to one built from scratch; and check that an event refused by the chain, the projection
+or an integrity rule leaves the projection exactly as it was.
 """
 
 from __future__ import annotations
@@ -19,14 +19,20 @@ from hypothesis import strategies as st
 from relaystore.domain.errors import ProjectionError, RelayChainError
 from relaystore.domain.materialized import (
     MaterializedSession,
-    MaterializedSessionMutation,
     PlanBody,
     SystemBody,
     TranscriptItem,
     TranscriptRemove,
     TranscriptUpsert,
 )
-from relaystore.domain.projection import _apply_in_place, project_and_apply, project_in_place
+from relaystore.domain.projection import SessionProjection
+from relaystore.domain.projection.context import ProjectionContext
+from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.markers import (
+    FALLBACK_TERMINAL_META_KEY,
+    FALLBACK_TERMINAL_TOOL_ID_PREFIX,
+)
+from relaystore.domain.projection.observations import HANDLERS
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     CommandCompleted,
@@ -34,14 +40,9 @@ from relaystore.domain.relay import (
     RelayObservation,
     SteeredOutcome,
     TerminalOutput,
+    Warning,
     decode_relay_event,
     encode_relay_event,
-)
-from relaystore.domain.transcript import (
-    FALLBACK_TERMINAL_META_KEY,
-    FALLBACK_TERMINAL_TOOL_ID_PREFIX,
-    TranscriptIndex,
-    index_for,
 )
 from relaystore.domain.wire import decode_json, encode
 from tests.domain.test_projection_scenarios import (
@@ -58,20 +59,6 @@ from tests.domain.test_projection_scenarios import (
 def _loaded(session: MaterializedSession) -> MaterializedSession:
     """A private copy of ``session``, as the projector loads it from the store."""
     return decode_json(encode(session), MaterializedSession)
-
-
-def _index_snapshot(index: TranscriptIndex) -> TranscriptIndex:
-    """A deep copy of ``index`` (to see later whether it changed)."""
-    return TranscriptIndex(
-        positions=dict(index.positions),
-        open_agents=set(index.open_agents),
-        open_thoughts=set(index.open_thoughts),
-        plans=dict(index.plans),
-        turns=dict(index.turns),
-        raw_tools=set(index.raw_tools),
-        parked=set(index.parked),
-        referrers=dict(index.referrers),
-    )
 
 
 def _events(observations: list[RelayObservation]) -> list[RelayEvent]:
@@ -138,56 +125,52 @@ def _journal(
     extra=terminal_steps,
     split=st.integers(),
 )
-def test_in_place_projection_equals_the_pure_path_event_by_event(
+def test_a_projection_resumed_from_the_store_equals_one_that_ran_the_whole_journal(
     steps: list[tuple[str, int, str]], extra: list[tuple[int, str, int, str]], split: int
 ) -> None:
     events = _journal(steps, extra)
     cut = split % (len(events) + 1)
-    pure = MaterializedSession.empty("session-1")
-    # The in-place session starts as a store would hand it over: mid-journal, decoded.
+    whole = SessionProjection(MaterializedSession.empty("session-1"))
     for event in events[:cut]:
-        pure, _ = project_and_apply(pure, event)
-    working = _loaded(pure)
+        whole.apply(event)
+    # The resumed projection starts as a store would hand it over: mid-journal, decoded.
+    resumed = SessionProjection(_loaded(whole.session))
     for event in events[cut:]:
-        before = pure
-        before_bytes = encode(before)
-        before_index = index_for(before.transcript)
-        expected_index = _index_snapshot(before_index)
+        expected = whole.apply(event)
+        mutation = resumed.apply(event)
 
-        pure, expected = project_and_apply(before, event)
-        mutation = project_in_place(working, event)
-
-        assert encode(working) == encode(pure)
+        assert encode(resumed.session) == encode(whole.session)
         assert mutation == expected
+        assert mutation is not None
+        assert expected is not None
         assert [encode(e) for e in mutation.api_events] == [encode(e) for e in expected.api_events]
-        # The pure path changed neither its input nor the index other readers may hold.
-        assert encode(before) == before_bytes
-        assert before_index == expected_index
-        assert before_index == TranscriptIndex.build(before.transcript)
-    assert index_for(working.transcript) == TranscriptIndex.build(working.transcript)
-    assert index_for(pure.transcript) == TranscriptIndex.build(pure.transcript)
-    working.validate()
+        assert resumed.index == TranscriptIndex.build(resumed.session.transcript)
+    assert whole.index == TranscriptIndex.build(whole.session.transcript)
+    resumed.session.validate()
 
 
 def _branch(events: list[RelayEvent], cut: int) -> None:
-    """Two pure sessions continued from one (their indexes fork and must not interfere)."""
-    root = MaterializedSession.empty("session-1")
+    """Two projections continued from one snapshot: neither sees the other's changes."""
+    root = SessionProjection(MaterializedSession.empty("session-1"))
     for event in events[:cut]:
-        root, _ = project_and_apply(root, event)
-    left = right = root
+        root.apply(event)
+    snapshot = root.snapshot()
+    snapshot_bytes = encode(snapshot)
+    left, right = SessionProjection(root.snapshot()), SessionProjection(root.snapshot())
     for event in events[cut:]:
-        left, _ = project_and_apply(left, event)
+        left.apply(event)
+    assert encode(right.session) == snapshot_bytes
     for event in events[cut:]:
-        right, _ = project_and_apply(right, event)
-        assert index_for(right.transcript) == TranscriptIndex.build(right.transcript)
-    assert encode(left) == encode(right)
-    assert index_for(left.transcript) == TranscriptIndex.build(left.transcript)
-    assert index_for(root.transcript) == TranscriptIndex.build(root.transcript)
+        right.apply(event)
+        assert right.index == TranscriptIndex.build(right.session.transcript)
+    assert encode(left.session) == encode(right.session)
+    assert left.index == TranscriptIndex.build(left.session.transcript)
+    assert encode(snapshot) == snapshot_bytes
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps_strategy, extra=terminal_steps, split=st.integers())
-def test_sessions_continued_twice_from_one_pure_session_keep_correct_indexes(
+def test_projections_continued_from_one_snapshot_keep_their_own_state_and_index(
     steps: list[tuple[str, int, str]], extra: list[tuple[int, str, int, str]], split: int
 ) -> None:
     events = _journal(steps, extra)
@@ -197,11 +180,11 @@ def test_sessions_continued_twice_from_one_pure_session_keep_correct_indexes(
 # --- a failing event leaves the session as it was ------------------------------------------
 
 
-def _session(observations: list[RelayObservation]) -> MaterializedSession:
-    session = MaterializedSession.empty("session-1")
+def _projection(observations: list[RelayObservation]) -> SessionProjection:
+    projection = SessionProjection(MaterializedSession.empty("session-1"))
     for event in build_events(observations):
-        project_in_place(session, event)
-    return session
+        projection.apply(event)
+    return projection
 
 
 def _opening() -> list[RelayObservation]:
@@ -228,17 +211,32 @@ def _next_event(
     return RelayEvent.create(**arguments)
 
 
+def _index_snapshot(index: TranscriptIndex) -> TranscriptIndex:
+    """A deep copy of ``index`` (to see later whether it changed)."""
+    return TranscriptIndex(
+        positions=dict(index.positions),
+        open_agents=set(index.open_agents),
+        open_thoughts=set(index.open_thoughts),
+        plans=dict(index.plans),
+        turns=dict(index.turns),
+        raw_tools=set(index.raw_tools),
+        parked=set(index.parked),
+        referrers=dict(index.referrers),
+    )
+
+
 def _assert_untouched(
-    session: MaterializedSession,
+    projection: SessionProjection,
     transcript: list[TranscriptItem],
     snapshot: bytes,
     items: list[TranscriptItem],
     index: TranscriptIndex,
 ) -> None:
+    session = projection.session
     assert encode(session) == snapshot
     assert session.transcript is transcript
     assert all(a is b for a, b in zip(session.transcript, items, strict=True))
-    assert index_for(session.transcript) == index
+    assert projection.index == index
     assert index == TranscriptIndex.build(session.transcript)
 
 
@@ -277,39 +275,48 @@ def _failing_mutations(session: MaterializedSession) -> list[list[object]]:
     ]
 
 
-def test_a_transcript_change_that_breaks_a_rule_changes_nothing_in_place() -> None:
-    session = _session(_opening())
+def test_a_transcript_change_that_breaks_a_rule_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    projection = _projection(_opening())
+    session = projection.session
     transcript = session.transcript
     assert {"terminal:t9", "tool:c1", "agent:m1"} <= {item.stable_id for item in transcript}
     snapshot, items = encode(session), list(transcript)
-    index = index_for(transcript)
-    expected_index = _index_snapshot(index)
-    event = _next_event(session, says("more", "m1"))
-    for changes in _failing_mutations(session):
-        mutation = MaterializedSessionMutation(
-            last_activity_at_ms=20_000,
-            session_title="changed",
-            configuration={"k": "v"},
-            transcript=changes,  # type: ignore[arg-type]
-        )
+    expected_index = _index_snapshot(projection.index)
+    event = _next_event(session, Warning.of(message="changes"))
+    changes: list[object] = []
+
+    def broken(ctx: ProjectionContext, _: Warning) -> None:
+        # A projection bug that writes changes breaking an integrity rule.
+        ctx.mutation.session_title = "changed"
+        ctx.mutation.configuration = {"k": "v"}
+        ctx.mutation.transcript.extend(changes)  # type: ignore[arg-type]
+
+    monkeypatch.setitem(HANDLERS, Warning, broken)
+    for failing in _failing_mutations(session):
+        changes[:] = failing
         with pytest.raises(ProjectionError, match="transcript item"):
-            _apply_in_place(session, event, mutation, index_for(session.transcript))
-        _assert_untouched(session, transcript, snapshot, items, expected_index)
-    # The session goes on as if nothing had been tried.
-    pure, expected = project_and_apply(_loaded(session), event)
-    mutation = project_in_place(session, event)
-    assert encode(session) == encode(pure)
+            projection.apply(event)
+        _assert_untouched(projection, transcript, snapshot, items, expected_index)
+    monkeypatch.undo()
+    # The projection goes on as if nothing had been tried.
+    fresh = SessionProjection(_loaded(session))
+    expected = fresh.apply(event)
+    mutation = projection.apply(event)
+    assert encode(projection.session) == encode(fresh.session)
     assert mutation == expected
 
 
-def test_an_event_refused_by_the_chain_or_the_projection_changes_nothing_in_place() -> None:
-    session = _session(_opening())
+def test_an_event_refused_by_the_chain_or_the_projection_changes_nothing() -> None:
+    projection = _projection(_opening())
+    session = projection.session
     transcript = session.transcript
     snapshot, items = encode(session), list(transcript)
-    expected_index = _index_snapshot(index_for(transcript))
+    expected_index = _index_snapshot(projection.index)
     good = _next_event(session, says("more", "m1"))
     refused: list[tuple[RelayEvent, type[Exception]]] = [
-        # a gap, a re-delivery, a fork of a format 1 chain, a forged digest
+        # a gap, another digest at the frontier, a fork of a format 1 chain, a forged digest
         (_next_event(session, says("more", "m1"), ordinal=good.ordinal + 1), RelayChainError),
         (_next_event(session, says("more", "m1"), ordinal=good.ordinal - 1), RelayChainError),
         (
@@ -332,48 +339,47 @@ def test_an_event_refused_by_the_chain_or_the_projection_changes_nothing_in_plac
     ]
     for event, error in refused:
         with pytest.raises(error):
-            project_in_place(session, event)
-        _assert_untouched(session, transcript, snapshot, items, expected_index)
-    pure, _ = project_and_apply(_loaded(session), good)
-    project_in_place(session, good)
-    assert encode(session) == encode(pure)
+            projection.apply(event)
+        _assert_untouched(projection, transcript, snapshot, items, expected_index)
+    # A re-delivery of an applied event is no error: it is already applied.
+    earlier = build_events(_opening())[-1]
+    assert projection.apply(earlier) is None
+    _assert_untouched(projection, transcript, snapshot, items, expected_index)
+    fresh = SessionProjection(_loaded(session))
+    fresh.apply(good)
+    projection.apply(good)
+    assert encode(projection.session) == encode(fresh.session)
 
 
-def test_a_forked_index_and_its_original_change_independently() -> None:
-    transcript = _session(_opening()).transcript
-    original = TranscriptIndex.build(transcript)
-    copy = list(transcript)
-    fork = original.fork()
-    assert fork == original
-    ordinal = 100
+def test_index_changes_follow_their_list_and_keep_plans_in_list_order() -> None:
+    transcript = list(_projection(_opening()).session.transcript)
+    index = TranscriptIndex.build(transcript)
     added = TranscriptItem(
         stable_id="system:added",
-        position=ordinal,
+        position=100,
         created_at_ms=1,
         last_changed_at_ms=1,
         body=SystemBody(text="a"),
     )
-    # The fork's list loses its parked terminal output and gains an item ...
-    offset = fork.positions["terminal:t9"]
-    fork.remove(copy.pop(offset), offset, copy)
-    copy.append(added)
-    fork.append(added, len(copy) - 1)
+    # The list loses its parked terminal output and gains an item ...
+    offset = index.positions["terminal:t9"]
+    index.remove(transcript.pop(offset), offset, transcript)
+    transcript.append(added)
+    index.append(added, len(transcript) - 1)
     # ... and its first item (the prompt) turns into a plan: the plans stay in list order.
-    first = copy[0]
-    copy[0] = msgspec.structs.replace(first, body=PlanBody(plan=None))
-    fork.replace(first, copy[0])
-    assert list(fork.plans) == ["user:p1", f"plan:{len(_opening())}"]
-    assert fork.turns == {}
-    # ... while the original's list loses its tool and its plan stops being a plan.
-    offset = original.positions["tool:c1"]
-    original.remove(transcript.pop(offset), offset, transcript)
-    offset = original.positions[f"plan:{len(_opening())}"]
+    first = transcript[0]
+    transcript[0] = msgspec.structs.replace(first, body=PlanBody(plan=None))
+    index.replace(first, transcript[0])
+    assert list(index.plans) == ["user:p1", f"plan:{len(_opening())}"]
+    assert index.turns == {}
+    assert "terminal:t9" not in index.parked
+    assert index == TranscriptIndex.build(transcript)
+    # ... then loses its tool, and its newest plan stops being a plan.
+    offset = index.positions["tool:c1"]
+    index.remove(transcript.pop(offset), offset, transcript)
+    offset = index.positions[f"plan:{len(_opening())}"]
     before = transcript[offset]
     transcript[offset] = msgspec.structs.replace(before, body=SystemBody(text="p"))
-    original.replace(before, transcript[offset])
-    assert original == TranscriptIndex.build(transcript)
-    assert fork == TranscriptIndex.build(copy)
-    assert "terminal:t9" in original.parked
-    assert "terminal:t9" not in fork.parked
-    assert original.plans == {}
-    assert len(original.turns) == 1
+    index.replace(before, transcript[offset])
+    assert index == TranscriptIndex.build(transcript)
+    assert list(index.plans) == ["user:p1"]

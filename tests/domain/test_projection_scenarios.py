@@ -23,6 +23,7 @@ from relaystore.domain.materialized import (
     ExecutionIdle,
     ExecutionRunning,
     MaterializedSession,
+    MaterializedSessionMutation,
     SystemBody,
     ThoughtBody,
     ToolBody,
@@ -35,7 +36,9 @@ from relaystore.domain.outcomes import (
     OutcomeReason,
     TurnResultKind,
 )
-from relaystore.domain.projection import GOAL_STATE_KEY, project_and_apply
+from relaystore.domain.projection import GOAL_STATE_KEY, SessionProjection
+from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.markers import CONTEXT_BOUNDARY_PREFIX
 from relaystore.domain.relay import (
     BeginCheckpointCommand,
     CancelledOutcome,
@@ -79,7 +82,6 @@ from relaystore.domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
-from relaystore.domain.transcript import CONTEXT_BOUNDARY_PREFIX, TranscriptIndex, index_for
 from relaystore.domain.wire import decode_json, encode
 from tests.paths import REAL_EXCERPT
 
@@ -87,11 +89,21 @@ FIXTURE = REAL_EXCERPT
 
 
 class Session:
-    """Feeds observations through :func:`project_and_apply`, keeping the feed it yields."""
+    """Feeds observations through a :class:`SessionProjection`, keeping the feed it yields."""
 
     def __init__(self, session_id: str = "session-1") -> None:
-        self.state = MaterializedSession.empty(session_id)
+        self.projection = SessionProjection(MaterializedSession.empty(session_id))
         self.feed: list[ApiEventData] = []
+
+    @property
+    def state(self) -> MaterializedSession:
+        return self.projection.session
+
+    def apply(self, event: RelayEvent) -> MaterializedSessionMutation:
+        mutation = self.projection.apply(event)
+        assert mutation is not None
+        self.feed.extend(mutation.api_events)
+        return mutation
 
     def observe(
         self, observation: RelayObservation, *, at_ms: int = 1_000, command_id: str | None = None
@@ -102,8 +114,7 @@ class Session:
             command_id=command_id,
             observation=observation,
         )
-        self.state, mutation = project_and_apply(self.state, event)
-        self.feed.extend(mutation.api_events)
+        mutation = self.apply(event)
         return [api_event.kind for api_event in mutation.api_events]
 
     def observe_all(self, observations: Iterable[Any], *, at_ms: int = 1_000) -> list[str]:
@@ -523,8 +534,7 @@ def test_the_real_kimi_excerpt_projects_into_one_tool_call_and_one_pending_quest
             recorded_at_ms=original.recorded_at_ms,
             observation=original.observation,
         )
-        session.state, mutation = project_and_apply(session.state, event)
-        session.feed.extend(mutation.api_events)
+        session.apply(event)
 
     (tool,) = session.state.transcript
     assert tool.stable_id == "tool:0:tool_e1qsMMuvHL3sGrvLgCU9U6Ml"
@@ -728,11 +738,15 @@ def build_events(observations: list[RelayObservation]) -> list[RelayEvent]:
 def replay(
     session: MaterializedSession, events: Iterable[RelayEvent]
 ) -> tuple[MaterializedSession, list[bytes]]:
+    """``session`` (handed over) with ``events`` applied, and the feed they yield."""
+    projection = SessionProjection(session)
     feed: list[bytes] = []
     for event in events:
-        session, mutation = project_and_apply(session, event)
+        mutation = projection.apply(event)
+        assert mutation is not None
         feed.extend(encode(api_event) for api_event in mutation.api_events)
-    return session, feed
+    assert projection.index == TranscriptIndex.build(projection.session.transcript)
+    return projection.session, feed
 
 
 # Streaming and turns dominate real journals, so they are drawn more often.
@@ -776,5 +790,4 @@ def test_a_generated_journal_projects_the_same_however_it_is_split(
     assert head_feed + tail_feed == feed
 
     whole.validate()
-    assert index_for(whole.transcript) == TranscriptIndex.build(whole.transcript)
     assert whole.applied_event_ordinal == len(events)

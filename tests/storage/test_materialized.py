@@ -40,21 +40,19 @@ from relaystore.domain.outcomes import (
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from relaystore.storage.connection import open_reader
 from relaystore.storage.materialized import load_frontier, load_materialized_session
-from relaystore.storage.projection import ProjectionPage, apply_projection_page
+from relaystore.storage.projection import commit_page
 from tests.storage.builders import event_digest as digest
+from tests.storage.test_projection_pages import add, new_page
 
 SESSION = "session-1"
 
 
 def apply(connection: apsw.Connection, mutations: list[MaterializedSessionMutation]) -> None:
-    """Apply ``mutations`` as the next relay events, in one page."""
-
-    def fill(page: ProjectionPage) -> None:
-        for mutation in mutations:
-            ordinal = page.frontier.ordinal + 1
-            page.apply(ordinal, digest(ordinal - 1), digest(ordinal), mutation)
-
-    apply_projection_page(connection, SESSION, fill)
+    """Commit ``mutations`` as the next relay events, in one page."""
+    page = new_page(connection)
+    for mutation in mutations:
+        add(page, mutation)
+    commit_page(connection, SESSION, page)
 
 
 def item(

@@ -1,7 +1,14 @@
-"""Projection pages: chain checks, idempotent re-delivery, coalescing, all-or-nothing."""
+"""Writing projection pages: compare-and-set on the frontier, all-or-nothing, coalescing.
+
+Pages are :class:`~domain.projection.page.PageDelta` values (pure: the chain rule through
+:func:`domain.chain.advance`, the mutation rules, the coalescing); these tests write them
+with :func:`storage.projection.commit_page` and read back what the store holds.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
@@ -14,9 +21,9 @@ from relaystore.domain.api_events import (
     MaterializedTurn,
     decode_api_event_data,
 )
+from relaystore.domain.chain import GENESIS, Step
 from relaystore.domain.errors import (
     ChainFault,
-    InvalidInput,
     ProjectionError,
     RelayChainError,
     UnknownSession,
@@ -38,9 +45,10 @@ from relaystore.domain.outcomes import (
     ProviderCost,
     TurnOutcomeCompleted,
 )
-from relaystore.domain.projection import apply_committed_projection_event, project_relay_event
+from relaystore.domain.projection import PageDelta, SessionProjection
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
     CommandCompleted,
     CommandQueued,
@@ -50,19 +58,73 @@ from relaystore.domain.relay import (
     RelayCursor,
     RelayEvent,
     RelayObservation,
+    Warning,
 )
 from relaystore.storage.connection import WriterConnection, open_writer
 from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.paging import load_api_events
-from relaystore.storage.projection import (
-    ApplyOutcome,
-    ProjectionPage,
-    apply_projection_event,
-    apply_projection_page,
-)
+from relaystore.storage.projection import commit_page
 from tests.storage.builders import event_digest as digest
 
 SESSION = "session-1"
+
+
+def synthetic_event(
+    ordinal: int, *, recorded_at_ms: int = 0, format: int = RELAY_EVENT_FORMAT_V1
+) -> RelayEvent:
+    """An event at ``ordinal`` whose digests are the builders' ``digest(n)``.
+
+    Its digest is not its content's, so pages take it with ``digest_checked=True``.
+    """
+    return RelayEvent(
+        format=format,
+        ordinal=ordinal,
+        previous_digest=digest(ordinal - 1) if format == RELAY_EVENT_FORMAT_V1 else "",
+        digest=digest(ordinal),
+        recorded_at_ms=recorded_at_ms,
+        observation=Warning.of(message=f"event {ordinal}"),
+    )
+
+
+def new_page(connection: apsw.Connection, session_id: str = SESSION) -> PageDelta:
+    """An empty page starting at the stored frontier."""
+    frontier = load_frontier(connection, session_id)
+    assert frontier is not None
+    return PageDelta.starting_at(session_id, frontier)
+
+
+def add(page: PageDelta, mutation: MaterializedSessionMutation, **event: int) -> Step:
+    """Fold ``mutation`` into ``page`` as the event after the page's end."""
+    return page.add(synthetic_event(page.end.ordinal + 1, **event), mutation, digest_checked=True)
+
+
+@contextmanager
+def refused_session_update(connection: apsw.Connection) -> Iterator[None]:
+    """Make the store refuse the page's last write (its session row): a late failure."""
+    connection.execute(
+        "CREATE TEMP TRIGGER refuse BEFORE UPDATE ON main.materialized_sessions "
+        "BEGIN SELECT RAISE(ABORT, 'injected rollback'); END"
+    )
+    try:
+        yield
+    finally:
+        connection.execute("DROP TRIGGER temp.refuse")
+
+
+def chain(
+    connection: apsw.Connection,
+    mutations: list[MaterializedSessionMutation],
+    *,
+    fail: bool = False,
+) -> tuple[RelayCursor, int]:
+    """Commit ``mutations`` as the next events of the chain, in one page."""
+    page = new_page(connection)
+    for mutation in mutations:
+        assert add(page, mutation) is Step.NEXT
+    if fail:
+        with refused_session_update(connection):
+            return commit_page(connection, SESSION, page)
+    return commit_page(connection, SESSION, page)
 
 
 def fault(message: str) -> ApiSessionFault:
@@ -94,26 +156,6 @@ def agent(stable_id: str, position: int, latest: int | None, text: str) -> Trans
     )
 
 
-def chain(
-    connection: apsw.Connection,
-    mutations: list[MaterializedSessionMutation],
-    *,
-    fail: bool = False,
-) -> list[ApplyOutcome]:
-    """Apply ``mutations`` as the next events of the chain, in one page."""
-
-    def fill(page: ProjectionPage) -> list[ApplyOutcome]:
-        outcomes = []
-        for mutation in mutations:
-            ordinal = page.frontier.ordinal + 1
-            outcomes.append(page.apply(ordinal, digest(ordinal - 1), digest(ordinal), mutation))
-        if fail:
-            raise RuntimeError("injected rollback")
-        return outcomes
-
-    return apply_projection_page(connection, SESSION, fill)
-
-
 def stored_events(connection: apsw.Connection) -> list[tuple[int, int, ApiEventData]]:
     rows = connection.execute("SELECT seq, recorded_at_ms, body FROM api_events ORDER BY seq")
     return [(seq, at, decode_api_event_data(body)) for seq, at, body in rows]
@@ -131,15 +173,20 @@ def stored_items(connection: apsw.Connection) -> dict[str, tuple[int, int, str]]
     return {sid: (position, created, body) for sid, position, created, body in rows}
 
 
-# -- chain checks ---------------------------------------------------------------------
+def messages(connection: apsw.Connection) -> list[str]:
+    return [event.data.message for _, _, event in stored_events(connection)]  # type: ignore[union-attr]
+
+
+# -- the chain: each event through domain.chain, the page through compare-and-set ---------
 
 
 def test_a_page_applies_events_in_order_and_commits_only_its_last_frontier(
     store: apsw.Connection,
 ) -> None:
-    outcomes = chain(store, [MaterializedSessionMutation() for _ in range(3)])
-
-    assert outcomes == [ApplyOutcome.APPLIED] * 3
+    assert chain(store, [MaterializedSessionMutation() for _ in range(3)]) == (
+        RelayCursor(ordinal=3, digest=digest(3)),
+        3,
+    )
     assert load_frontier(store, SESSION) == RelayCursor(ordinal=3, digest=digest(3))
 
 
@@ -149,175 +196,187 @@ def test_redelivered_events_at_or_below_the_frontier_are_already_applied_and_wri
     chain(store, [MaterializedSessionMutation(api_events=[fault("once")]) for _ in range(3)])
     duplicate = MaterializedSessionMutation(api_events=[fault("again")], session_title="Changed")
 
-    def fill(page: ProjectionPage) -> list[ApplyOutcome]:
-        return [
-            # Below the frontier the digest is not even compared.
-            page.apply(1, "", "f" * 64, duplicate),
-            page.apply(2, digest(1), digest(2), duplicate),
-            # At the frontier with the frontier's digest (the seed's re-delivery probe).
-            page.apply(3, "", digest(3), duplicate),
-        ]
+    # A page projected from an older frontier, which the store already holds whole.
+    stale = PageDelta.starting_at(SESSION, GENESIS)
+    for _ in range(3):
+        add(stale, duplicate)
+    assert commit_page(store, SESSION, stale) == (RelayCursor(ordinal=3, digest=digest(3)), 0)
 
-    assert apply_projection_page(store, SESSION, fill) == [ApplyOutcome.ALREADY_APPLIED] * 3
-    assert [event.data.message for _, _, event in stored_events(store)] == ["once"] * 3  # type: ignore[union-attr]
+    # Events at or below the page's end fold nothing (the chain rule).
+    page = new_page(store)
+    below = RelayEvent(
+        ordinal=1, digest="f" * 64, recorded_at_ms=0, observation=Warning.of(message="x")
+    )
+    assert page.add(below, duplicate, digest_checked=True) is Step.ALREADY_APPLIED
+    assert page.add(synthetic_event(2), duplicate, digest_checked=True) is Step.ALREADY_APPLIED
+    # At the frontier with the frontier's digest (the seed's re-delivery probe).
+    at_frontier = synthetic_event(3, format=RELAY_EVENT_FORMAT_V2)
+    assert page.add(at_frontier, duplicate, digest_checked=True) is Step.ALREADY_APPLIED
+    assert page.applied == 0
+    assert commit_page(store, SESSION, page) == (RelayCursor(ordinal=3, digest=digest(3)), 0)
+
+    assert messages(store) == ["once"] * 3
     loaded = load_materialized_session(store, SESSION)
     assert loaded is not None
     assert loaded.session_title is None
     assert loaded.applied_event_ordinal == 3
 
 
-def test_apply_projection_event_reports_already_applied_for_the_committed_frontier(
-    store: apsw.Connection,
-) -> None:
-    chain(store, [MaterializedSessionMutation(api_events=[fault("once")])])
+def test_a_page_committed_twice_is_written_once(store: apsw.Connection) -> None:
+    page = new_page(store)
+    add(page, MaterializedSessionMutation(api_events=[fault("once")]))
 
-    outcome = apply_projection_event(
-        store, SESSION, 1, "", digest(1), MaterializedSessionMutation(api_events=[fault("dup")])
-    )
-
-    assert outcome is ApplyOutcome.ALREADY_APPLIED
+    assert commit_page(store, SESSION, page) == (RelayCursor(ordinal=1, digest=digest(1)), 1)
+    assert commit_page(store, SESSION, page) == (RelayCursor(ordinal=1, digest=digest(1)), 0)
     assert len(stored_events(store)) == 1
 
 
 def test_an_event_repeated_inside_one_page_is_already_applied(store: apsw.Connection) -> None:
     once = MaterializedSessionMutation(api_events=[fault("once")])
+    page = new_page(store)
 
-    def fill(page: ProjectionPage) -> list[ApplyOutcome]:
-        return [page.apply(1, digest(0), digest(1), once) for _ in range(2)]
-
-    assert apply_projection_page(store, SESSION, fill) == [
-        ApplyOutcome.APPLIED,
-        ApplyOutcome.ALREADY_APPLIED,
+    assert [page.add(synthetic_event(1), once, digest_checked=True) for _ in range(2)] == [
+        Step.NEXT,
+        Step.ALREADY_APPLIED,
     ]
+    assert commit_page(store, SESSION, page)[1] == 1
     assert len(stored_events(store)) == 1
 
 
 def test_a_different_digest_at_the_frontier_is_a_fork(store: apsw.Connection) -> None:
     chain(store, [MaterializedSessionMutation()] * 2)
-    other = "e" * 64
+    page = new_page(store)
+    other = RelayEvent(
+        format=RELAY_EVENT_FORMAT_V2,
+        ordinal=2,
+        digest="e" * 64,
+        recorded_at_ms=0,
+        observation=Warning.of(message="x"),
+    )
 
     with pytest.raises(RelayChainError) as caught:
-        apply_projection_event(store, SESSION, 2, digest(1), other, MaterializedSessionMutation())
+        page.add(other, MaterializedSessionMutation(), digest_checked=True)
 
     error = caught.value
     assert error.fault is ChainFault.FORK
     assert (error.session_id, error.ordinal) == (SESSION, 2)
-    assert "relay event digest mismatch" in str(error)
-    assert f"projection has {digest(2)}, received {other}" in str(error)
+    assert "fork at ordinal 2" in str(error)
     assert SESSION in str(error)
 
 
 def test_a_skipped_ordinal_is_a_gap_naming_the_expected_one(store: apsw.Connection) -> None:
     chain(store, [MaterializedSessionMutation()] * 3)
+    page = new_page(store)
 
     with pytest.raises(RelayChainError) as caught:
-        apply_projection_event(
-            store, SESSION, 5, digest(4), digest(5), MaterializedSessionMutation()
-        )
+        page.add(synthetic_event(5), MaterializedSessionMutation(), digest_checked=True)
 
     assert caught.value.fault is ChainFault.GAP
     assert (caught.value.session_id, caught.value.ordinal) == (SESSION, 5)
-    assert "expected ordinal 4, received 5" in str(caught.value)
+    assert "expected ordinal 4, found 5" in str(caught.value)
 
 
 def test_a_previous_digest_that_does_not_continue_the_frontier_is_a_fork(
     store: apsw.Connection,
 ) -> None:
     chain(store, [MaterializedSessionMutation()] * 2)
-    stranger = "a" * 64
+    page = new_page(store)
+    stranger = RelayEvent(
+        ordinal=3,
+        previous_digest="a" * 64,
+        digest=digest(3),
+        recorded_at_ms=0,
+        observation=Warning.of(message="x"),
+    )
 
     with pytest.raises(RelayChainError) as caught:
-        apply_projection_event(
-            store, SESSION, 3, stranger, digest(3), MaterializedSessionMutation()
-        )
+        page.add(stranger, MaterializedSessionMutation(), digest_checked=True)
 
     assert caught.value.fault is ChainFault.FORK
-    assert "chain diverged before ordinal 3" in str(caught.value)
-    assert f"projection has {digest(2)}, event follows {stranger}" in str(caught.value)
+    assert "it follows aaaaaaaaaaaa" in str(caught.value)
+    assert (page.applied, page.end) == (0, RelayCursor(ordinal=2, digest=digest(2)))
     assert load_frontier(store, SESSION) == RelayCursor(ordinal=2, digest=digest(2))
 
 
 def test_an_unchained_event_is_checked_by_ordinal_only(store: apsw.Connection) -> None:
     chain(store, [MaterializedSessionMutation()])
+    page = new_page(store)
 
-    outcome = apply_projection_event(
-        store, SESSION, 2, "", digest(2), MaterializedSessionMutation()
-    )
+    assert add(page, MaterializedSessionMutation(), format=RELAY_EVENT_FORMAT_V2) is Step.NEXT
+    commit_page(store, SESSION, page)
 
-    assert outcome is ApplyOutcome.APPLIED
     assert load_frontier(store, SESSION) == RelayCursor(ordinal=2, digest=digest(2))
 
 
 @pytest.mark.parametrize(
-    ("ordinal", "previous", "event_digest", "error", "fault", "text"),
+    ("fields", "expected"),
     [
-        (0, "", digest(1), InvalidInput, None, "ordinal must be positive"),
-        (
-            1,
-            "ABC",
-            digest(1),
-            RelayChainError,
-            ChainFault.BAD_DIGEST,
-            "previous relay event digest",
-        ),
-        (
-            1,
-            digest(0),
-            digest(1).upper(),
-            RelayChainError,
-            ChainFault.BAD_DIGEST,
-            "frontier must be",
-        ),
-        (1, digest(0), "abc", RelayChainError, ChainFault.BAD_DIGEST, "frontier must be"),
-        (
-            1,
-            digest(0),
-            RELAY_EVENT_GENESIS_DIGEST,
-            RelayChainError,
-            ChainFault.BAD_DIGEST,
-            "inconsistent ordinal 1",
-        ),
+        ({"ordinal": 0}, ChainFault.ORDINAL_OUT_OF_RANGE),
+        ({"digest": "abc"}, ChainFault.BAD_DIGEST),
+        ({"digest": RELAY_EVENT_GENESIS_DIGEST}, ChainFault.BAD_DIGEST),
     ],
 )
-def test_malformed_events_are_refused_before_any_frontier_comparison(
-    store: apsw.Connection,
-    ordinal: int,
-    previous: str,
-    event_digest: str,
-    error: type[Exception],
-    fault: ChainFault | None,
-    text: str,
+def test_a_malformed_event_is_refused_by_the_chain_rule_and_nothing_is_written(
+    store: apsw.Connection, fields: dict[str, object], expected: ChainFault
 ) -> None:
-    with pytest.raises(error, match=text) as caught:
-        apply_projection_event(
-            store, SESSION, ordinal, previous, event_digest, MaterializedSessionMutation()
-        )
-
-    if fault is not None:
-        assert isinstance(caught.value, RelayChainError)
-        assert caught.value.fault is fault
-    assert load_frontier(store, SESSION) == RelayCursor(
-        ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST
+    good = RelayEvent.create(
+        format=RELAY_EVENT_FORMAT_V1,
+        ordinal=1,
+        previous_digest=RELAY_EVENT_GENESIS_DIGEST,
+        recorded_at_ms=0,
+        observation=Warning.of(message="x"),
     )
+    arguments = {name: getattr(good, name) for name in good.__struct_fields__}
+    bad = RelayEvent(**{**arguments, **fields})  # type: ignore[arg-type]
+    page = new_page(store)
+
+    with pytest.raises(RelayChainError) as caught:
+        page.add(bad, MaterializedSessionMutation(api_events=[fault("never")]))
+
+    assert caught.value.fault is expected
+    assert commit_page(store, SESSION, page) == (GENESIS, 0)
+    assert load_frontier(store, SESSION) == GENESIS
+    assert stored_events(store) == []
+
+
+def test_a_page_from_a_frontier_the_store_is_not_at_is_refused(store: apsw.Connection) -> None:
+    chain(store, [MaterializedSessionMutation()] * 2)
+    # The store is behind the page: a gap.
+    ahead = PageDelta.starting_at(SESSION, RelayCursor(ordinal=3, digest=digest(3)))
+    add(ahead, MaterializedSessionMutation(api_events=[fault("ahead")]))
+    with pytest.raises(RelayChainError) as caught:
+        commit_page(store, SESSION, ahead)
+    assert caught.value.fault is ChainFault.GAP
+    # The store holds part of the page: a fork of the page's start.
+    overlapping = PageDelta.starting_at(SESSION, RelayCursor(ordinal=1, digest=digest(1)))
+    for _ in range(3):
+        add(overlapping, MaterializedSessionMutation(api_events=[fault("overlap")]))
+    with pytest.raises(RelayChainError) as caught:
+        commit_page(store, SESSION, overlapping)
+    assert caught.value.fault is ChainFault.FORK
+    assert (caught.value.session_id, caught.value.ordinal) == (SESSION, 2)
+    assert stored_events(store) == []
+    assert load_frontier(store, SESSION) == RelayCursor(ordinal=2, digest=digest(2))
 
 
 def test_a_page_for_a_session_without_a_projection_is_an_unknown_session(
     store: apsw.Connection,
 ) -> None:
-    called: list[ProjectionPage] = []
+    page = PageDelta.starting_at("missing", GENESIS)
+    add(page, MaterializedSessionMutation())
 
     with pytest.raises(UnknownSession) as caught:
-        apply_projection_page(store, "missing", called.append)
+        commit_page(store, "missing", page)
 
     assert caught.value.session_id == "missing"
-    assert called == []
 
 
-def test_a_page_cannot_be_used_after_it_was_written(store: apsw.Connection) -> None:
-    page = apply_projection_page(store, SESSION, lambda page: page)
+def test_a_page_of_one_session_is_not_written_to_another(store: apsw.Connection) -> None:
+    page = PageDelta.starting_at("other", GENESIS)
+    add(page, MaterializedSessionMutation())
 
-    with pytest.raises(InvalidInput, match="already written"):
-        page.apply(1, digest(0), digest(1), MaterializedSessionMutation())
+    with pytest.raises(ProjectionError, match="cannot be written to session session-1"):
+        commit_page(store, SESSION, page)
 
 
 # -- all or nothing -------------------------------------------------------------------
@@ -333,14 +392,13 @@ def test_a_failed_page_leaves_no_events_no_frontier_and_no_used_sequence_numbers
         ),
     ]
 
-    with pytest.raises(RuntimeError, match="injected rollback"):
+    with pytest.raises(ProjectionError, match="injected rollback") as caught:
         chain(store, turn, fail=True)
 
+    assert (caught.value.session_id, caught.value.ordinal) == (SESSION, 2)
     assert stored_events(store) == []
     assert latest_seq(store) == 0
-    assert load_frontier(store, SESSION) == RelayCursor(
-        ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST
-    )
+    assert load_frontier(store, SESSION) == GENESIS
 
     chain(store, turn)
 
@@ -348,17 +406,17 @@ def test_a_failed_page_leaves_no_events_no_frontier_and_no_used_sequence_numbers
     assert load_frontier(store, SESSION) == RelayCursor(ordinal=2, digest=digest(2))
 
 
-def test_a_chain_error_late_in_a_page_rolls_back_its_earlier_events(
+def test_a_chain_error_late_in_a_page_leaves_the_page_as_it_was(
     store: apsw.Connection,
 ) -> None:
-    def fill(page: ProjectionPage) -> None:
-        page.apply(1, digest(0), digest(1), MaterializedSessionMutation(api_events=[fault("a")]))
-        page.apply(2, digest(1), digest(2), MaterializedSessionMutation(session_title="T"))
-        page.apply(4, digest(3), digest(4), MaterializedSessionMutation())
+    page = new_page(store)
+    add(page, MaterializedSessionMutation(api_events=[fault("a")]))
+    add(page, MaterializedSessionMutation(session_title="T"))
 
     with pytest.raises(RelayChainError):
-        apply_projection_page(store, SESSION, fill)
+        page.add(synthetic_event(4), MaterializedSessionMutation(), digest_checked=True)
 
+    assert (page.applied, page.end) == (2, RelayCursor(ordinal=2, digest=digest(2)))
     assert stored_events(store) == []
     loaded = load_materialized_session(store, SESSION)
     assert loaded is not None
@@ -368,28 +426,28 @@ def test_a_chain_error_late_in_a_page_rolls_back_its_earlier_events(
 def test_a_page_inside_an_open_transaction_rolls_back_alone(store: apsw.Connection) -> None:
     with store:
         chain(store, [MaterializedSessionMutation(api_events=[fault("kept")])])
-        with pytest.raises(RuntimeError):
+        with pytest.raises(ProjectionError):
             chain(store, [MaterializedSessionMutation(api_events=[fault("dropped")])], fail=True)
         chain(store, [MaterializedSessionMutation(api_events=[fault("kept too")])])
 
-    assert [event.data.message for _, _, event in stored_events(store)] == ["kept", "kept too"]  # type: ignore[union-attr]
+    assert messages(store) == ["kept", "kept too"]
     assert load_frontier(store, SESSION) == RelayCursor(ordinal=2, digest=digest(2))
 
 
-def test_an_apply_that_raises_leaves_the_page_as_it_was(store: apsw.Connection) -> None:
-    def fill(page: ProjectionPage) -> None:
-        bad = MaterializedSessionMutation(
-            session_title="Bad",
-            transcript=[TranscriptUpsert(system("late", 9, "position beyond the event"))],
-            api_events=[fault("bad")],
-        )
-        with pytest.raises(ProjectionError, match="position 9 outside"):
-            page.apply(1, digest(0), digest(1), bad)
-        page.apply(1, digest(0), digest(1), MaterializedSessionMutation(api_events=[fault("good")]))
+def test_an_add_that_raises_leaves_the_page_as_it_was(store: apsw.Connection) -> None:
+    page = new_page(store)
+    bad = MaterializedSessionMutation(
+        session_title="Bad",
+        transcript=[TranscriptUpsert(system("late", 9, "position beyond the event"))],
+        api_events=[fault("bad")],
+    )
+    with pytest.raises(ProjectionError, match="position 9 outside"):
+        add(page, bad)
+    add(page, MaterializedSessionMutation(api_events=[fault("good")]))
 
-    apply_projection_page(store, SESSION, fill)
+    commit_page(store, SESSION, page)
 
-    assert [event.data.message for _, _, event in stored_events(store)] == ["good"]  # type: ignore[union-attr]
+    assert messages(store) == ["good"]
     loaded = load_materialized_session(store, SESSION)
     assert loaded is not None
     assert (loaded.session_title, loaded.transcript) == (None, [])
@@ -432,10 +490,13 @@ def test_a_mutation_the_projection_cannot_hold_is_a_projection_error(
 ) -> None:
     mutation.api_events.append(fault("never"))
 
+    page = new_page(store)
     with pytest.raises(ProjectionError, match=text) as caught:
-        chain(store, [mutation])
+        add(page, mutation)
 
     assert (caught.value.session_id, caught.value.ordinal) == (SESSION, 1)
+    assert page.applied == 0
+    commit_page(store, SESSION, page)
     assert stored_events(store) == []
 
 
@@ -707,31 +768,20 @@ def test_api_events_keep_their_order_across_a_page_with_their_event_time(
     started = ApiTurnStarted.of(
         turn=MaterializedTurn(command_id="prompt-1", turn_start_position=1, started_at_ms=2)
     )
+    page = new_page(store)
+    add(
+        page,
+        MaterializedSessionMutation(last_activity_at_ms=100, api_events=[started, fault("a")]),
+    )
+    add(page, MaterializedSessionMutation(api_events=[fault("b")]))
+    add(page, MaterializedSessionMutation(api_events=[fault("c")]), recorded_at_ms=777)
+    add(
+        page,
+        MaterializedSessionMutation(last_activity_at_ms=50, api_events=[fault("d")]),
+        recorded_at_ms=999,
+    )
 
-    def fill(page: ProjectionPage) -> None:
-        page.apply(
-            1,
-            digest(0),
-            digest(1),
-            MaterializedSessionMutation(last_activity_at_ms=100, api_events=[started, fault("a")]),
-        )
-        page.apply(2, digest(1), digest(2), MaterializedSessionMutation(api_events=[fault("b")]))
-        page.apply(
-            3,
-            digest(2),
-            digest(3),
-            MaterializedSessionMutation(api_events=[fault("c")]),
-            recorded_at_ms=777,
-        )
-        page.apply(
-            4,
-            digest(3),
-            digest(4),
-            MaterializedSessionMutation(last_activity_at_ms=50, api_events=[fault("d")]),
-            recorded_at_ms=999,
-        )
-
-    apply_projection_page(store, SESSION, fill)
+    commit_page(store, SESSION, page)
 
     assert stored_events(store) == [
         (1, 100, started),
@@ -761,35 +811,34 @@ def turn() -> list[RelayObservation]:
 def relay_page(
     connection: apsw.Connection, observations: list[RelayObservation], *, fail: bool = False
 ) -> MaterializedSession:
-    """The seed's ``page()``: format 1 events projected and applied as one page."""
-    current = load_materialized_session(connection, SESSION)
-    assert current is not None
-
-    def fill(page: ProjectionPage) -> MaterializedSession:
-        nonlocal current
-        assert current is not None
-        for observation in observations:
-            event = RelayEvent.create(
-                format=RELAY_EVENT_FORMAT_V1,
-                ordinal=current.applied_event_ordinal + 1,
-                previous_digest=current.applied_event_digest,
-                recorded_at_ms=100,
-                observation=observation,
-            )
-            mutation = project_relay_event(current, event)
-            page.apply(event.ordinal, event.previous_digest, event.digest, mutation)
-            current = apply_committed_projection_event(current, event, mutation)
-        if fail:
-            raise RuntimeError("injected rollback")
-        return current
-
-    return apply_projection_page(connection, SESSION, fill)
+    """The seed's ``page()``: format 1 events projected and committed as one page."""
+    loaded = load_materialized_session(connection, SESSION)
+    assert loaded is not None
+    projection = SessionProjection(loaded)
+    page = PageDelta.starting_at(SESSION, projection.frontier)
+    for observation in observations:
+        frontier = projection.frontier
+        event = RelayEvent.create(
+            format=RELAY_EVENT_FORMAT_V1,
+            ordinal=frontier.ordinal + 1,
+            previous_digest=frontier.digest,
+            recorded_at_ms=100,
+            observation=observation,
+        )
+        mutation = projection.apply(event)
+        assert mutation is not None
+        page.add(event, mutation, digest_checked=True)
+    if fail:
+        with refused_session_update(connection):
+            commit_page(connection, SESSION, page)
+    commit_page(connection, SESSION, page)
+    return projection.session
 
 
 def test_api_events_survive_coalescing_rollback_and_reopen(
     writer: WriterConnection, store_path: Path, store: apsw.Connection
 ) -> None:
-    with pytest.raises(RuntimeError, match="injected rollback"):
+    with pytest.raises(ProjectionError, match="injected rollback"):
         relay_page(store, turn(), fail=True)
     assert load_api_events(store, after_seq=0).events == []
 
@@ -813,16 +862,16 @@ def test_api_events_survive_coalescing_rollback_and_reopen(
             digest="a6aff09e636ffa8e59dcb3548acbeebddd663a1a0f75068cbe781d5ec9c7ac2a",
         )
 
-        outcome = apply_projection_event(
-            connection,
-            SESSION,
-            current.applied_event_ordinal,
-            "",
-            current.applied_event_digest,
-            MaterializedSessionMutation(),
+        probe = RelayEvent(
+            format=RELAY_EVENT_FORMAT_V2,
+            ordinal=current.applied_event_ordinal,
+            digest=current.applied_event_digest,
+            recorded_at_ms=0,
+            observation=Warning.of(message="probe"),
         )
-
-        assert outcome is ApplyOutcome.ALREADY_APPLIED
+        page = PageDelta.starting_at(SESSION, current.frontier)
+        assert page.add(probe, MaterializedSessionMutation()) is Step.ALREADY_APPLIED
+        assert commit_page(connection, SESSION, page) == (current.frontier, 0)
         assert len(load_api_events(connection, after_seq=0).events) == 2
         assert load_api_events(connection, after_seq=None).events == []
     finally:

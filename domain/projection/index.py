@@ -1,0 +1,186 @@
+"""The transcript index: lookups over one transcript list, changed together with it.
+
+A :class:`~domain.projection.session.SessionProjection` owns one transcript list and its
+one index; nothing else holds either, so there is no cache and no sharing to manage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from relaystore.domain.materialized import (
+    AgentBody,
+    PlanBody,
+    TerminalOutputBody,
+    ThoughtBody,
+    ToolBody,
+    TranscriptItem,
+    UserBody,
+)
+from relaystore.domain.projection.calls import (
+    is_fallback_terminal_call,
+    raw_result_candidate,
+    tool_call_terminal_ids,
+)
+from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
+
+__all__ = ["TranscriptIndex"]
+
+_OPEN_AGENTS = "open_agents"
+_OPEN_THOUGHTS = "open_thoughts"
+_RAW_TOOLS = "raw_tools"
+_PARKED = "parked"
+_PLANS = "plans"
+_TURNS = "turns"
+_ID_SETS = (_OPEN_AGENTS, _OPEN_THOUGHTS, _RAW_TOOLS, _PARKED)
+_ORDERED = (_PLANS, _TURNS)
+
+
+@dataclass(slots=True)
+class TranscriptIndex:
+    """Lookups over one transcript list, so projecting an event does not walk it.
+
+    ``positions`` maps stable ids to list offsets; the id sets hold open agent and
+    thought streams, provider tools whose raw result can claim a terminal
+    (``raw_tools``) and terminal output not yet owned by a provider tool (``parked``);
+    ``plans`` and ``turns`` (the items that start a turn: user prompts and harness
+    turns) keep their ids in transcript order, so the newest is the last;
+    ``referrers`` maps terminal ids to the tool items referring to them.
+
+    An index describes exactly one list and changes only together with it: applying an
+    event changes the list and its index step by step (:meth:`append`, :meth:`replace`,
+    :meth:`remove`), so the cost follows the change, not the length of the transcript.
+    """
+
+    positions: dict[str, int]
+    open_agents: set[str]
+    open_thoughts: set[str]
+    raw_tools: set[str]
+    parked: set[str]
+    plans: dict[str, None]
+    turns: dict[str, None]
+    referrers: dict[str, frozenset[str]]
+
+    @classmethod
+    def build(cls, transcript: list[TranscriptItem]) -> TranscriptIndex:
+        """Index ``transcript`` from scratch (one pass)."""
+        positions: dict[str, int] = {}
+        sets: dict[str, set[str]] = {name: set() for name in _ID_SETS}
+        ordered: dict[str, dict[str, None]] = {name: {} for name in _ORDERED}
+        referrers: dict[str, set[str]] = {}
+        for offset, item in enumerate(transcript):
+            stable_id = item.stable_id
+            positions[stable_id] = offset
+            for name in _sets_of(item):
+                if name in ordered:
+                    ordered[name][stable_id] = None
+                else:
+                    sets[name].add(stable_id)
+            for terminal_id in _item_terminal_ids(item.body):
+                referrers.setdefault(terminal_id, set()).add(stable_id)
+        return cls(
+            positions=positions,
+            open_agents=sets[_OPEN_AGENTS],
+            open_thoughts=sets[_OPEN_THOUGHTS],
+            raw_tools=sets[_RAW_TOOLS],
+            parked=sets[_PARKED],
+            plans=ordered[_PLANS],
+            turns=ordered[_TURNS],
+            referrers={key: frozenset(value) for key, value in referrers.items()},
+        )
+
+    def append(self, item: TranscriptItem, offset: int) -> None:
+        """Index ``item``, just appended to the list at ``offset``."""
+        self.positions[item.stable_id] = offset
+        self._enter(item.stable_id, _sets_of(item), _item_terminal_ids(item.body), at_end=True)
+
+    def replace(self, before: TranscriptItem, after: TranscriptItem) -> None:
+        """Re-index the item whose offset now holds ``after`` instead of ``before``."""
+        stable_id = after.stable_id
+        was, now = _sets_of(before), _sets_of(after)
+        if was != now:
+            self._leave(stable_id, [name for name in was if name not in now], [])
+            self._enter(stable_id, [name for name in now if name not in was], [], at_end=False)
+        if type(before.body) is ToolBody or type(after.body) is ToolBody:
+            old_refs, new_refs = _item_terminal_ids(before.body), _item_terminal_ids(after.body)
+            if old_refs != new_refs:
+                self._leave(stable_id, [], old_refs)
+                self._enter(stable_id, [], new_refs, at_end=False)
+
+    def remove(self, item: TranscriptItem, offset: int, transcript: list[TranscriptItem]) -> None:
+        """Un-index ``item``, just deleted from ``transcript`` at ``offset``.
+
+        The items after it moved up one place; they are re-indexed, so a removal costs
+        the number of items after it (the items removed are recent ones: parked
+        terminal output and interim tools).
+        """
+        positions = self.positions
+        del positions[item.stable_id]
+        for later in range(offset, len(transcript)):
+            positions[transcript[later].stable_id] = later
+        self._leave(item.stable_id, _sets_of(item), _item_terminal_ids(item.body))
+
+    def _enter(
+        self, stable_id: str, sets: Iterable[str], terminal_ids: list[str], *, at_end: bool
+    ) -> None:
+        for name in sets:
+            ids = getattr(self, name)
+            if isinstance(ids, set):
+                ids.add(stable_id)
+                continue
+            ids[stable_id] = None
+            if not at_end and len(ids) > 1:
+                # Joined in the middle of the list (an item changed into a plan): re-sort.
+                positions = self.positions
+                setattr(self, name, dict.fromkeys(sorted(ids, key=positions.__getitem__)))
+        referrers = self.referrers
+        for terminal_id in terminal_ids:
+            referrers[terminal_id] = referrers.get(terminal_id, frozenset()) | {stable_id}
+
+    def _leave(self, stable_id: str, sets: Iterable[str], terminal_ids: list[str]) -> None:
+        for name in sets:
+            ids = getattr(self, name)
+            if isinstance(ids, set):
+                ids.discard(stable_id)
+            else:
+                ids.pop(stable_id, None)
+        referrers = self.referrers
+        for terminal_id in terminal_ids:
+            remaining = referrers.get(terminal_id, frozenset()) - {stable_id}
+            if remaining:
+                referrers[terminal_id] = remaining
+            else:
+                referrers.pop(terminal_id, None)
+
+
+def _sets_of(item: TranscriptItem) -> tuple[str, ...]:
+    """The index id sets ``item`` belongs to."""
+    if isinstance(item.body, UserBody) or item.stable_id.startswith(HARNESS_TURN_ITEM_PREFIX):
+        return (*_body_sets(item.body), _TURNS)
+    return _body_sets(item.body)
+
+
+def _body_sets(body: Any) -> tuple[str, ...]:
+    if isinstance(body, AgentBody):
+        return (_OPEN_AGENTS,) if body.streaming else ()
+    if isinstance(body, ThoughtBody):
+        return (_OPEN_THOUGHTS,) if body.streaming else ()
+    if isinstance(body, PlanBody):
+        return (_PLANS,)
+    if isinstance(body, TerminalOutputBody):
+        return (_PARKED,)
+    if isinstance(body, ToolBody):
+        if is_fallback_terminal_call(body.call):
+            return (_PARKED,) if body.terminal_outputs else ()
+        return (_RAW_TOOLS,) if raw_result_candidate(body.call) else ()
+    return ()
+
+
+def _item_terminal_ids(body: Any) -> list[str]:
+    if type(body) is not ToolBody:
+        return []
+    ids = tool_call_terminal_ids(body.call)
+    ids.extend(body.terminal_refs)
+    return ids

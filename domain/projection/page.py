@@ -1,0 +1,185 @@
+"""A page of projected relay events coalesced into one delta: what a page writes.
+
+A projector folds each event it applied, with its mutation, into a :class:`PageDelta`
+(:meth:`PageDelta.add`); the store writes the delta as one transaction
+(:func:`storage.projection.commit_page`). Coalescing is pure: several events of a page
+touching the same field or transcript item leave one value, the last; API events, turn
+outcomes and configuration results keep every value, in order.
+
+The delta knows the frontier it starts at and the one it ends at. The store writes it
+only when its own frontier is the start (:meth:`PageDelta.write_needed` says what a
+stored frontier means for the page), so a page is never written over another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from relaystore.domain.api_events import ApiEventData, MaterializedTurn
+from relaystore.domain.chain import Step, advance
+from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.errors import ChainFault, RelayChainError
+from relaystore.domain.materialized import (
+    UNCHANGED,
+    MaterializedExecutionState,
+    MaterializedQueuedPrompt,
+    MaterializedSessionMutation,
+    TranscriptRemove,
+    TranscriptUpsert,
+    _Unset,
+)
+from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from relaystore.domain.projection.integrity import check_mutation
+from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.wire import JSON
+
+__all__ = ["PageDelta", "PendingItem"]
+
+
+@dataclass(slots=True)
+class PendingItem:
+    """The last transcript change of one stable id in the page."""
+
+    change: TranscriptUpsert | TranscriptRemove
+    remove_first: bool
+    """A removal came before the final upsert: the stored row is deleted, then inserted."""
+    ordinal: int
+    """The event that made ``change``, for error messages."""
+
+
+@dataclass(slots=True)
+class PageDelta:
+    """The coalesced changes of a page of relay events; ``None`` / ``UNCHANGED``: keep.
+
+    Start one with :meth:`starting_at` and fold events into it with :meth:`add`.
+    """
+
+    session_id: str
+    start: RelayCursor
+    """The frontier the page was projected from: the store must be there to write it."""
+    end: RelayCursor
+    """The frontier after the page's last event (``start`` while the page is empty)."""
+    applied: int = 0
+    """How many events the page folded."""
+    last_activity_at_ms: int | None = None
+    execution: MaterializedExecutionState | None = None
+    session_title: str | _Unset | None = UNCHANGED
+    configuration: dict[str, JSON] | None = None
+    transcript: dict[str, PendingItem] = field(default_factory=dict)
+    queued_prompts: list[MaterializedQueuedPrompt] | None = None
+    pending_elicitations: list[ElicitationRequest] | None = None
+    active_turn: MaterializedTurn | _Unset | None = UNCHANGED
+    clear_turn_outcome: bool = False
+    last_turn_outcome: MaterializedTurnOutcome | None = None
+    finished_turns: list[MaterializedTurnOutcome] = field(default_factory=list)
+    config_results: dict[str, str | None] = field(default_factory=dict)
+    provider_cost: ProviderCost | None = None
+    api_events: list[tuple[str, int, ApiEventData]] = field(default_factory=list)
+    """``(session_id, recorded_at_ms, event)`` in the order the events yielded them."""
+
+    @classmethod
+    def starting_at(cls, session_id: str, frontier: RelayCursor) -> PageDelta:
+        """An empty page projected from ``frontier``."""
+        return cls(session_id=session_id, start=frontier, end=frontier)
+
+    def add(
+        self,
+        event: RelayEvent,
+        mutation: MaterializedSessionMutation,
+        *,
+        digest_checked: bool = False,
+    ) -> Step:
+        """Fold ``event``'s ``mutation`` into the page; return where the event stood.
+
+        The chain rule (:func:`domain.chain.advance`) places the event against the page's
+        end: an event already in the page (or before it) is ``ALREADY_APPLIED`` and
+        folds nothing; a gap, a fork or a bad digest raises :class:`RelayChainError`.
+        The mutation's own rules (:func:`domain.projection.integrity.check_mutation`) are
+        checked next. An add that raises leaves the page as it was. API events are
+        recorded at the mutation's activity time, else at the event's.
+        """
+        step = advance(self.end, event, session_id=self.session_id, digest_checked=digest_checked)
+        if step is Step.ALREADY_APPLIED:
+            return step
+        check_mutation(mutation, session_id=self.session_id, ordinal=event.ordinal)
+        self._fold(event, mutation)
+        self.end = RelayCursor(ordinal=event.ordinal, digest=event.digest)
+        self.applied += 1
+        return step
+
+    def write_needed(self, stored: RelayCursor) -> bool:
+        """What the stored frontier ``stored`` means for this page.
+
+        True when the store is at the page's start: write the page. False when the store
+        already holds the whole page (at or past its end): write nothing. Anything else
+        means the page was projected from a frontier the store is not at, and raises
+        :class:`RelayChainError`: ``GAP`` when the store is behind the page's start,
+        ``FORK`` when it holds other events at the page's ordinals.
+        """
+        start, end = self.start, self.end
+        if stored == start:
+            return True
+        if stored.ordinal > end.ordinal or stored == end:
+            return False
+        session_id, ordinal = self.session_id, stored.ordinal
+        if stored.ordinal < start.ordinal:
+            raise RelayChainError(
+                ChainFault.GAP,
+                f"the stored frontier is at ordinal {stored.ordinal}, behind the page, "
+                f"which starts after ordinal {start.ordinal}",
+                session_id=session_id,
+                ordinal=ordinal,
+            )
+        raise RelayChainError(
+            ChainFault.FORK,
+            f"the stored frontier ({stored.ordinal}, {stored.digest[:12]}…) is neither the "
+            f"page's start ({start.ordinal}, {start.digest[:12]}…) nor at or past its end "
+            f"({end.ordinal}, {end.digest[:12]}…)",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
+
+    def _fold(self, event: RelayEvent, mutation: MaterializedSessionMutation) -> None:
+        ordinal = event.ordinal
+        activity = mutation.last_activity_at_ms
+        if activity is not None:
+            current = self.last_activity_at_ms
+            self.last_activity_at_ms = activity if current is None else max(current, activity)
+        if mutation.execution is not None:
+            self.execution = mutation.execution
+        if not isinstance(mutation.session_title, _Unset):
+            self.session_title = mutation.session_title
+        if mutation.configuration is not None:
+            self.configuration = mutation.configuration
+        transcript = self.transcript
+        for change in mutation.transcript:
+            stable_id = (
+                change.item.stable_id if isinstance(change, TranscriptUpsert) else change.stable_id
+            )
+            entry = transcript.get(stable_id)
+            if entry is None:
+                transcript[stable_id] = PendingItem(change, False, ordinal)
+                continue
+            if isinstance(change, TranscriptUpsert) and isinstance(entry.change, TranscriptRemove):
+                entry.remove_first = True
+            entry.change, entry.ordinal = change, ordinal
+        if mutation.queued_prompts is not None:
+            self.queued_prompts = mutation.queued_prompts
+        if mutation.pending_elicitations is not None:
+            self.pending_elicitations = mutation.pending_elicitations
+        for command_id, error in mutation.config_results:
+            self.config_results.pop(command_id, None)  # keep write order = last result order
+            self.config_results[command_id] = error
+        if not isinstance(mutation.active_turn, _Unset):
+            self.active_turn = mutation.active_turn
+        if mutation.clear_turn_outcome:
+            self.clear_turn_outcome = True
+            self.last_turn_outcome = None
+        if mutation.last_turn_outcome is not None:
+            self.finished_turns.append(mutation.last_turn_outcome)
+            self.last_turn_outcome = mutation.last_turn_outcome
+        if mutation.provider_cost is not None:
+            self.provider_cost = mutation.provider_cost
+        if mutation.api_events:
+            at = activity if activity is not None else event.recorded_at_ms
+            self.api_events.extend((self.session_id, at, item) for item in mutation.api_events)

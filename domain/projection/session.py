@@ -1,0 +1,191 @@
+"""One session's projection: a relay event in, the session changed and its mutation out.
+
+:class:`SessionProjection` owns one :class:`MaterializedSession` and the
+:class:`~domain.projection.index.TranscriptIndex` of its transcript. :meth:`~SessionProjection.apply`
+places the event on the chain (:func:`domain.chain.advance`), projects it into a
+:class:`MaterializedSessionMutation` (with the API events it yields, in the origin's
+order), checks every rule (:mod:`domain.projection.integrity`) and only then changes the
+session and its index in place, so an event costs the same however long the transcript
+has grown, and an event that raises leaves the projection exactly as it was.
+
+Decisions where the origin is unclear (each is tested):
+
+* The line a context clear leaves is ``system:context-cleared:{command_id}``
+  (:data:`domain.projection.markers.CONTEXT_BOUNDARY_PREFIX`).
+* ``resume_after_quota`` is queued like ``continue_authorized_work`` (a prompt with
+  the worker's continuation text, without the "Continuing…" line): it is a prompt
+  command, so its start opens a turn and its completion ends that turn.
+* Replacing the adapter configuration (``session_configured``, ``config_option_update``)
+  keeps the projected goal state; an adapter option named ``mj_goal_state`` is ignored.
+* Tool presentations are not derived here: a cached presentation is kept only while the
+  inputs it summarizes (title, kind, raw input and output) are unchanged.
+* In memory, ``clear_turn_outcome`` clears the last outcome before a new one is written,
+  as the durable flush does.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from relaystore.domain.chain import Step, advance
+from relaystore.domain.materialized import (
+    MaterializedSession,
+    MaterializedSessionMutation,
+    TranscriptItem,
+    TranscriptRemove,
+    _Unset,
+)
+from relaystore.domain.projection.context import ProjectionContext
+from relaystore.domain.projection.feed import derive_api_events
+from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
+from relaystore.domain.projection.observations import HANDLERS
+from relaystore.domain.relay import RelayCursor, RelayEvent
+
+__all__ = ["SessionProjection"]
+
+
+class SessionProjection:
+    """Owns one session's projection and its transcript index; applies relay events to it.
+
+    The session handed in becomes the projection's own: no other object, thread or
+    reader may hold it or its lists afterwards. :attr:`session` shows it; callers must
+    not change it, nor hand it out (copy it with :meth:`snapshot`).
+    """
+
+    __slots__ = ("_index", "_session", "_session_id")
+
+    def __init__(self, session: MaterializedSession, *, session_id: str | None = None) -> None:
+        self._session = session
+        self._session_id = session_id or session.session_id
+        self._index = TranscriptIndex.build(session.transcript)
+
+    @property
+    def session_id(self) -> str:
+        """The session named in errors."""
+        return self._session_id
+
+    @property
+    def session(self) -> MaterializedSession:
+        """The projected session, live: read it, never change it or hand it out."""
+        return self._session
+
+    @property
+    def index(self) -> TranscriptIndex:
+        """The index of the session's transcript, live: read it, never change it."""
+        return self._index
+
+    @property
+    def frontier(self) -> RelayCursor:
+        """The last event applied (ordinal 0 with the genesis digest before any)."""
+        return self._session.frontier
+
+    def snapshot(self) -> MaterializedSession:
+        """A copy of the session that later events leave alone, safe to hand out.
+
+        Items are never changed in place (a changed item is a new item), so copying the
+        session's lists and its configuration is enough.
+        """
+        session = self._session
+        return msgspec.structs.replace(
+            session,
+            configuration=dict(session.configuration),
+            transcript=list(session.transcript),
+            queued_prompts=list(session.queued_prompts),
+            pending_elicitations=list(session.pending_elicitations),
+        )
+
+    def apply(
+        self, event: RelayEvent, *, digest_checked: bool = False
+    ) -> MaterializedSessionMutation | None:
+        """Apply ``event``; return its mutation, or None when it was already applied.
+
+        The chain rule (:func:`domain.chain.advance`) decides first: an event at or
+        below the frontier (with the frontier's digest, at the frontier itself) is
+        already applied and changes nothing; a gap, a fork or a bad digest raises
+        :class:`RelayChainError`. ``digest_checked`` skips hashing an event whose digest
+        the caller already verified. An event the projection cannot apply raises
+        :class:`ProjectionError`. Every rule is checked before anything changes.
+        """
+        sid = self._session_id
+        step = advance(self.frontier, event, session_id=sid, digest_checked=digest_checked)
+        if step is Step.ALREADY_APPLIED:
+            return None
+        mutation = self._project(event)
+        check_mutation(mutation, session_id=sid, ordinal=event.ordinal)
+        check_transcript_changes(mutation, self._get, session_id=sid, ordinal=event.ordinal)
+        self._write(event, mutation)
+        return mutation
+
+    def _get(self, stable_id: str) -> TranscriptItem | None:
+        offset = self._index.positions.get(stable_id)
+        return None if offset is None else self._session.transcript[offset]
+
+    def _project(self, event: RelayEvent) -> MaterializedSessionMutation:
+        """The mutation of ``event`` against the session as it is (nothing changes)."""
+        current = self._session
+        mutation = MaterializedSessionMutation(last_activity_at_ms=event.recorded_at_ms)
+        ctx = ProjectionContext(
+            current=current,
+            index=self._index,
+            event=event,
+            mutation=mutation,
+            session_id=self._session_id,
+        )
+        handler = HANDLERS.get(type(event.observation))
+        if handler is not None:
+            handler(ctx, event.observation)
+        mutation.api_events = derive_api_events(current, event, mutation)
+        return mutation
+
+    def _write(self, event: RelayEvent, mutation: MaterializedSessionMutation) -> None:
+        """Apply a checked ``mutation`` to the session and its index; nothing here raises."""
+        session = self._session
+        self._write_transcript(mutation)
+        if mutation.execution is not None:
+            session.execution = mutation.execution
+        if not isinstance(mutation.session_title, _Unset):
+            session.session_title = mutation.session_title
+        if mutation.configuration is not None:
+            session.configuration = mutation.configuration
+        if mutation.queued_prompts is not None:
+            session.queued_prompts = mutation.queued_prompts
+        if mutation.pending_elicitations is not None:
+            session.pending_elicitations = mutation.pending_elicitations
+        if not isinstance(mutation.active_turn, _Unset):
+            session.active_turn = mutation.active_turn
+        if mutation.clear_turn_outcome:
+            session.last_turn_outcome = None
+        if mutation.last_turn_outcome is not None:
+            session.last_turn_outcome = mutation.last_turn_outcome
+        activity = mutation.last_activity_at_ms
+        if activity is not None:
+            previous = session.last_activity_at_ms
+            session.last_activity_at_ms = activity if previous is None else max(previous, activity)
+        session.applied_event_ordinal = event.ordinal
+        session.applied_event_digest = event.digest
+
+    def _write_transcript(self, mutation: MaterializedSessionMutation) -> None:
+        """Apply checked transcript changes to the transcript and its index together.
+
+        An upsert replaces the item at its id's offset or appends a new one; a removal
+        deletes the item (a removed id upserted again later is appended anew).
+        """
+        transcript, index = self._session.transcript, self._index
+        positions = index.positions
+        for change in mutation.transcript:
+            if isinstance(change, TranscriptRemove):
+                offset = positions.get(change.stable_id)
+                if offset is not None:
+                    removed = transcript.pop(offset)
+                    index.remove(removed, offset, transcript)
+                continue
+            item = change.item
+            offset = positions.get(item.stable_id)
+            if offset is None:
+                transcript.append(item)
+                index.append(item, len(transcript) - 1)
+            else:
+                before = transcript[offset]
+                transcript[offset] = item
+                index.replace(before, item)
