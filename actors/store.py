@@ -23,6 +23,7 @@ from typing import Any, TypeVar, get_args
 import pykka
 from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
+from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import ProjectorActor
 from relaystore.actors.reader import ReaderActor
@@ -130,6 +131,8 @@ class EventStore:
         synchronous: Synchronous = "FULL",
         read_only: bool = False,
         max_batch: int = 256,
+        max_projectors: int = 256,
+        projector_idle_seconds: float = 300.0,
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
@@ -138,12 +141,17 @@ class EventStore:
         for writing. ``read_only`` starts readers only: no migration, no lock.
         ``max_batch`` caps how many waiting messages one commit takes (1 turns group
         commit off). ``queue_capacity`` bounds every actor's inbox: the writer's, each
-        reader's and each projector's; a full inbox blocks the sender.
+        reader's and each projector's; a full inbox blocks the sender. At most
+        ``max_projectors`` sessions keep a projector (a thread and the session's
+        projection in memory); the least recently used idle one, and any unused for
+        ``projector_idle_seconds``, is stopped and reloads from the store on its next
+        event.
         """
         for name, value in (
             ("readers", readers),
             ("queue_capacity", queue_capacity),
             ("max_batch", max_batch),
+            ("max_projectors", max_projectors),
         ):
             if type(value) is not int or value < 1:
                 raise InvalidInput(f"EventStore.open: {name} must be an int of at least 1")
@@ -151,7 +159,18 @@ class EventStore:
             raise InvalidInput(
                 f"EventStore.open: synchronous must be one of {', '.join(get_args(Synchronous))}"
             )
-        return cls(Path(path), readers, queue_capacity, synchronous, bool(read_only), max_batch)
+        if type(projector_idle_seconds) not in (int, float) or not projector_idle_seconds > 0:
+            raise InvalidInput("EventStore.open: projector_idle_seconds must be a number > 0")
+        return cls(
+            Path(path),
+            readers,
+            queue_capacity,
+            synchronous,
+            bool(read_only),
+            max_batch,
+            max_projectors,
+            float(projector_idle_seconds),
+        )
 
     def __init__(
         self,
@@ -161,13 +180,17 @@ class EventStore:
         synchronous: Synchronous,
         read_only: bool,
         max_batch: int,
+        max_projectors: int,
+        projector_idle_seconds: float,
     ) -> None:
         self.path = path
         self.read_only = read_only
         self._capacity = capacity
         self._closed = False
         self._lock = threading.Lock()
-        self._projectors: dict[str, ActorRef[ProjectorActor]] = {}
+        self._projectors = LiveProjectors(
+            self._start_projector, limit=max_projectors, idle_seconds=projector_idle_seconds
+        )
         self._writer: ActorRef[WriterActor] | None = None
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
@@ -345,7 +368,8 @@ class EventStore:
         writer = self._writer
         depth = writer.actor_inbox.qsize() if writer is not None else 0  # type: ignore[attr-defined]
         with self._lock:
-            live, followers = len(self._projectors), self._followers
+            followers = self._followers
+        live = len(self._projectors)
         return StoreMetrics(
             writer_inbox_depth=depth,
             live_projectors=live,
@@ -379,11 +403,8 @@ class EventStore:
             if self._closed:
                 return
             self._closed = True
-            projectors = list(self._projectors.values())
-            self._projectors.clear()
         self._commits.close()
-        for projector in projectors:
-            _stop(projector)
+        self._projectors.stop_all()
         for reader in self._readers:
             _stop(reader)
         if self._writer is not None:
@@ -445,25 +466,19 @@ class EventStore:
             raise InvalidInput(
                 "ObserveRelayEvents needs the writer, but the store was opened read_only"
             )
-        with self._lock:
-            self._check_open()
-            ref = self._projectors.get(session_id)
-            if ref is None or not ref.is_alive():
-                # A projector that died is restarted from the stored projection.
-                ref = ProjectorActor.start(
-                    session_id,
-                    load=self._load_projection,
-                    write_page=self._write_page,
-                    capacity=self._capacity,
-                )
-                self._projectors[session_id] = ref
-            return ref
+        self._check_open()
+        return self._projectors.get(session_id)
+
+    def _start_projector(self, session_id: str) -> ActorRef[ProjectorActor]:
+        return ProjectorActor.start(
+            session_id,
+            load=self._load_projection,
+            write_page=self._write_page,
+            capacity=self._capacity,
+        )
 
     def _retire_projector(self, session_id: str) -> None:
-        with self._lock:
-            ref = self._projectors.pop(session_id, None)
-        if ref is not None:
-            _stop(ref)
+        self._projectors.retire(session_id)
 
     def _writer_ask(self, message: ProjectorWriterMessage) -> Any:
         future: pykka.Future[Any] = ThreadingFuture()

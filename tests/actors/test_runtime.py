@@ -31,7 +31,7 @@ from relaystore.domain.messages import (
     SaveLifecycleSession,
     SaveSession,
 )
-from relaystore.domain.sessions import example_session
+from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, page, turn
 
 
@@ -267,7 +267,7 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     with pytest.raises(RuntimeError):
         page(store, turn()[1:])
     monkeypatch.setattr(projector_module.SessionProjection, "apply", real)
-    store._projectors["session-1"].stop()  # and the actor itself dies
+    store._projectors.get("session-1").stop()  # and the actor itself dies
     report = page(store, turn()[1:])
     assert (report.applied, report.frontier_ordinal) == (2, 3)
     assert [e.kind for e in all_events(store)] == ["turn_started", "turn_ended"]
