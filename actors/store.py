@@ -41,7 +41,6 @@ from relaystore.domain.messages import (
     ProjectorWriterMessage,
     ReaderMessage,
     Request,
-    WriterMessage,
 )
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
@@ -56,7 +55,6 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
-_WRITER_TYPES: tuple[type[Request[Any]], ...] = get_args(WriterMessage)
 
 _DEAD_CHECK_SECONDS = 0.5
 """How often a waiting ``ask`` checks that the actor it waits on is still alive."""

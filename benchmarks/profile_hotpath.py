@@ -140,7 +140,7 @@ def _writer(args: argparse.Namespace, scratch: Path) -> str:
     from relaystore.actors.store import EventStore
     from relaystore.domain.api_events import ApiActivityState
     from relaystore.domain.messages import RecordActivities, SaveSession
-    from relaystore.domain.sessions import example_session
+    from relaystore.testing import example_session
 
     threading.Thread.run = _profiled_run  # type: ignore[method-assign]
     senders = 8

@@ -83,7 +83,6 @@ __all__ = [
     "TargetLocator",
     "TargetRuntimeSettings",
     "VolumeStorage",
-    "example_session",
     "validate_id",
 ]
 
@@ -821,41 +820,3 @@ class State(Wire, kw_only=True):
         """Raise :class:`InvalidInput` unless every record is valid under its own id."""
         for key, record in self.sessions.items():
             record.validate(key)
-
-
-# --- examples ------------------------------------------------------------------------------
-
-
-def example_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:
-    """A complete, valid record for examples and tests (the origin's test fixture).
-
-    Workspace ``default``, a stopped Codex session on template ``local`` with 8 CPUs and
-    32 GiB, one copy-on-write mount, a local Podman target and a checkpoint at frontier 6.
-    """
-    return SessionRecord(
-        id=session_id,
-        workspace_id=DEFAULT_WORKSPACE_ID,
-        title="test session",
-        harness_kind=HarnessKind.CODEX,
-        last_profile="codex",
-        bundle_id=bundle_id,
-        target_template_id="local",
-        resource_allocation=ContainerAllocation(cpus=8, memory_bytes=32 * 1024**3),
-        additional_mounts=[
-            AdditionalMount(source="/host/cache", destination="/mnt/cache", access=MountAccess.COW)
-        ],
-        state=SessionState.STOPPED,
-        target=LocalPodmanTarget(container_id="container-1"),
-        native_session_id="native-1",
-        acp_session_title="Agent title",
-        created_at="2026-08-12T00:00:00Z",
-        updated_at="2026-08-12T01:00:00Z",
-        viewed_through_event_ordinal=7,
-        last_checkpoint_error="temporary recovery failure",
-        checkpoint=CheckpointMetadata(
-            archive_path="sessions/test.hel.zip",
-            sha256="a" * 64,
-            created_at="2026-08-12T01:00:00Z",
-            event_frontier=6,
-        ),
-    )

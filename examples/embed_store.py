@@ -12,18 +12,18 @@ import tempfile
 import threading
 from pathlib import Path
 
-from relaystore.actors import EventStore
-from relaystore.actors.journal import read_journal
-from relaystore.domain import (
+from relaystore import (
     ApiActivityState,
     ApiEventFilter,
+    EventStore,
     LoadApiEvents,
     LoadMaterializedSession,
     ObserveRelayEvents,
     RecordActivities,
     SaveSession,
-    example_session,
 )
+from relaystore.actors.journal import read_journal
+from relaystore.testing import example_session
 
 WORKER = Path(__file__).parent / "worker-root" / "b4d2f0e8-1a6c-4e39-8f57-2c9d3b7e6a04"
 

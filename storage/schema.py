@@ -5,7 +5,7 @@ Revisions (relaystore's own numbering):
 1. *Legacy.* Event bodies of the origin's pre-typed era: ``error`` events, written by
    triggers whenever ``sessions.last_error`` becomes a new non-null value, and
    ``turn_ended`` bodies carrying the old ``MaterializedTurnOutcome``. No
-   ``checkpoint_operations``. :mod:`storage.legacy` builds one for tests.
+   ``checkpoint_operations``. `tests/storage/legacy.py` builds one for tests.
 2. *Current* (:data:`SCHEMA_VERSION`). Typed bodies: ``error`` became ``legacy_notice``
    and ``turn_ended`` carries an ``ApiTurnOutcome``; the triggers are gone (the store
    emits ``session_fault`` itself); one ``checkpoint_operations`` row per session.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import relaystore
-from relaystore import domain
+import relaystore.domain.sessions as domain_sessions
+from relaystore import actors, domain, storage, testing
 from tests.paths import ROOT
 
 CONTRACT_NAMES = [
@@ -19,9 +21,12 @@ CONTRACT_NAMES = [
     "ApiEventData",
     "ApiEventFilter",
     "ApiEventPage",
+    "AskTimeout",
     "BeginCheckpoint",
+    "ChainFault",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
+    "EventStore",
     "FinishFailedCheckpoint",
     "InvalidInput",
     "LifecycleConflict",
@@ -38,6 +43,7 @@ CONTRACT_NAMES = [
     "RecoverInterruptedCheckpoints",
     "RelayChainError",
     "RelayEvent",
+    "Request",
     "RuntimeReceipt",
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
@@ -50,27 +56,56 @@ CONTRACT_NAMES = [
     "StoreLocked",
     "UnknownSession",
     "WriterStopped",
+    "__version__",
     "decode_relay_event",
     "encode",
     "encode_relay_event",
     "relay_event_digest",
 ]
+"""The contract (``relaystore-api.md``): what ``relaystore`` exports, and nothing else."""
+
+DOMAIN_CONTRACT_NAMES = [
+    name for name in CONTRACT_NAMES if name not in {"EventStore", "__version__"}
+]
+"""The contract's names that live in the domain: all that ``relaystore.domain`` re-exports."""
+
+TEST_SEAMS = ["example_session"]
+"""Test kit names (``relaystore.testing``) that no layer of the product may offer."""
 
 
-def test_every_contract_name_imports_from_domain() -> None:
-    missing = [name for name in CONTRACT_NAMES if not hasattr(domain, name)]
-    assert missing == []
-
-
-def test_domain_all_is_sorted_and_complete() -> None:
-    assert domain.__all__ == sorted(domain.__all__, key=str.casefold)
-    assert all(hasattr(domain, name) for name in domain.__all__)
-
-
-def test_relaystore_exports_the_contract() -> None:
+def test_relaystore_all_is_the_contract() -> None:
+    assert relaystore.__all__ == sorted(relaystore.__all__)
+    assert relaystore.__all__ == CONTRACT_NAMES
     missing = [name for name in CONTRACT_NAMES if not hasattr(relaystore, name)]
     assert missing == []
     assert relaystore.EventStore.__module__ == "relaystore.actors.store"
+
+
+def test_every_contract_name_imports() -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from relaystore import {', '.join(CONTRACT_NAMES)}", namespace)
+    assert all(namespace[name] is getattr(relaystore, name) for name in CONTRACT_NAMES)
+
+
+def test_domain_offers_only_the_contract() -> None:
+    assert domain.__all__ == sorted(domain.__all__)
+    assert domain.__all__ == DOMAIN_CONTRACT_NAMES
+    assert all(getattr(domain, name) is getattr(relaystore, name) for name in domain.__all__)
+
+
+def test_no_layer_offers_a_test_seam() -> None:
+    for seam in TEST_SEAMS:
+        assert seam not in domain.__all__
+        assert not hasattr(domain, seam)
+        assert not hasattr(domain_sessions, seam)
+        assert seam not in relaystore.__all__
+        assert hasattr(testing, seam)  # the test kit has it instead
+
+
+def test_storage_and_actors_packages_are_minimal() -> None:
+    assert storage.__all__ == []
+    assert actors.__all__ == ["EventStore"]
+    assert actors.EventStore is relaystore.EventStore
 
 
 def test_every_error_derives_from_store_error() -> None:
@@ -104,6 +139,22 @@ _ALLOWED = {
         "relaystore.actors",
     },
 }
+
+
+@pytest.mark.parametrize("layer", sorted(_LAYERS))
+def test_every_layer_module_lists_its_names(layer: str) -> None:
+    """Each module of a layer declares ``__all__``, and every listed name exists."""
+    wrong = []
+    for path in sorted(_LAYERS[layer].rglob("*.py")):
+        module_name = "relaystore." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module_name = module_name.removesuffix(".__init__")
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None)
+        if names is None:
+            wrong.append(f"{module_name}: no __all__")
+        else:
+            wrong.extend(f"{module_name}: {name}" for name in names if not hasattr(module, name))
+    assert wrong == []
 
 
 def _imports(path: Path) -> Iterator[tuple[int, str]]:

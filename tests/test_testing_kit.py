@@ -508,9 +508,7 @@ def test_example_session_is_a_complete_valid_record() -> None:
     record.validate()
     assert decode_json(encode(record), type(record)) == record
     assert example_session() == example_session("session-1", "project-1")
-    legacy = getattr(domain_sessions, "example_session", None)
-    if legacy is not None and legacy is not example_session:  # until the domain's goes
-        assert legacy("session-9", "bundle-9") == record
+    assert not hasattr(domain_sessions, "example_session")  # a test seam, not product API
 
 
 # -- the pytest plugin ----------------------------------------------------------------------------

@@ -39,8 +39,8 @@ from relaystore.domain.outcomes import (
     TurnOutcomeCompleted,
     UsageScope,
 )
-from relaystore.domain.sessions import example_session
 from relaystore.storage.events import encode_event_body
+from relaystore.testing import example_session
 from suite.common import Context, log
 
 WORKSPACES = ("default", "team", "lab")

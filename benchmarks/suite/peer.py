@@ -26,8 +26,8 @@ from uuid import UUID, uuid4
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiActivityChanged, ApiActivityState
 from relaystore.domain.messages import RecordActivities, SaveSession
-from relaystore.domain.sessions import example_session
 from relaystore.storage.events import encode_event_body
+from relaystore.testing import example_session
 from suite.common import Context, Figure, drive, log, median
 
 NAME = "peer"

@@ -18,7 +18,7 @@ from pathlib import Path
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.messages import RecordActivities, SaveSession
-from relaystore.domain.sessions import example_session
+from relaystore.testing import example_session
 from suite.common import Context, Figure, drive, log, median
 
 NAME = "writer"

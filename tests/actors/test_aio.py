@@ -23,7 +23,7 @@ from relaystore import (
     StoreClosed,
 )
 from relaystore.aio import AsyncEventStore
-from relaystore.domain.sessions import example_session
+from relaystore.testing import example_session
 
 
 def activity(n: int) -> RecordActivities:

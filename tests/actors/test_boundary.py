@@ -40,7 +40,7 @@ from relaystore import (
 )
 from relaystore.domain import messages as message_module
 from relaystore.domain.api_events import ApiEvent
-from relaystore.domain.sessions import example_session
+from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, turn
 
 

@@ -20,7 +20,7 @@ from relaystore import (
     SaveSession,
 )
 from relaystore.domain.messages import BackupStore, CompactStore
-from relaystore.domain.sessions import example_session
+from relaystore.testing import example_session
 
 
 def activity(n: int, session_id: str = "session-1") -> RecordActivities:

@@ -25,8 +25,8 @@ from relaystore.domain.messages import (
     SaveSession,
 )
 from relaystore.domain.relay import decode_relay_event, encode_relay_event
-from relaystore.domain.sessions import example_session
 from relaystore.domain.wire import encode
+from relaystore.testing import example_session
 from tests.domain.test_projection_scenarios import (
     build_events,
     journal_observations,

@@ -25,12 +25,12 @@ from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
 from relaystore.domain.projection import PageDelta, SessionProjection
 from relaystore.domain.relay import CommandCompleted, RelayCursor, RelayEvent, SteeredOutcome
-from relaystore.domain.sessions import example_session
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import WriterConnection, open_writer
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.projection import commit_page
 from relaystore.storage.sessions import save_session
+from relaystore.testing import example_session
 from tests.domain.test_projection_scenarios import build_events, journal_observations
 
 SESSION = "session-1"

@@ -40,10 +40,10 @@ from relaystore.domain.sessions import (
     State,
     TargetRuntimeSettings,
     VolumeStorage,
-    example_session,
     validate_id,
 )
 from relaystore.domain.wire import decode_json, encode
+from relaystore.testing import example_session
 
 # --- the fixture ---------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ import apsw
 import pytest
 
 from relaystore.storage.connection import WriterConnection, open_writer
-from relaystore.storage.legacy import create_legacy_store
 from relaystore.storage.sessions import save_session
 from tests.storage.builders import running_session
+from tests.storage.legacy import create_legacy_store
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from pathlib import Path
 import apsw
 import pytest
 
-from relaystore.domain.sessions import example_session
 from relaystore.storage.connection import WriterConnection, open_reader, open_writer
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.sessions import save_session
+from relaystore.testing import example_session
 from tests.storage.builders import turn_started
 
 EVENTS = 300

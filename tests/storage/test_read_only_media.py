@@ -25,11 +25,11 @@ import pytest
 
 import relaystore.storage.connection as connection_module
 from relaystore.domain.errors import StoreError
-from relaystore.domain.sessions import example_session
 from relaystore.storage.connection import choose_read_mode, open_reader, open_writer
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.sessions import load_session, save_session
+from relaystore.testing import example_session
 from tests.storage.builders import turn_started
 
 CANT_OPEN = apsw.CantOpenError("unable to open database file")

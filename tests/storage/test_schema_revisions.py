@@ -17,10 +17,8 @@ from relaystore.domain.outcomes import (
     TurnOutcomeRejected,
     TurnResultKind,
 )
-from relaystore.domain.sessions import example_session
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
-from relaystore.storage.legacy import create_legacy_store
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
     SCHEMA_VERSION,
@@ -30,7 +28,9 @@ from relaystore.storage.schema import (
     read_schema_state,
 )
 from relaystore.storage.sessions import save_session
+from relaystore.testing import example_session
 from tests.storage.builders import old_turn_outcome, scan, turn_started
+from tests.storage.legacy import create_legacy_store
 
 # -- helpers -----------------------------------------------------------------------------
 

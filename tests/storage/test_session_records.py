@@ -17,7 +17,6 @@ from relaystore.domain.sessions import (
     SessionRecord,
     SessionState,
     State,
-    example_session,
 )
 from relaystore.storage.activity import record_activities
 from relaystore.storage.checkpoints import begin_checkpoint
@@ -29,6 +28,7 @@ from relaystore.storage.sessions import (
     save_lifecycle_session,
     save_session,
 )
+from relaystore.testing import example_session
 from tests.storage.builders import (
     count_rows,
     idle_activity,

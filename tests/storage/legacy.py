@@ -1,4 +1,4 @@
-"""The legacy revision-1 store, kept as a fixture builder for migration tests.
+"""The legacy revision-1 store: a fixture builder for migration tests.
 
 Revision 1 is the shape of the origin's pre-typed event era: the shared tables of
 ``storage/tables.sql``, no ``checkpoint_operations``, and two triggers that append an
@@ -6,10 +6,10 @@ Revision 1 is the shape of the origin's pre-typed event era: the shared tables o
 ``sessions.last_error`` is inserted non-null or changes to a new non-null value. Bodies
 written at this revision are in the old shape (``error``; ``turn_ended`` carrying a
 ``MaterializedTurnOutcome``). Opening such a store for writing migrates it to the
-current revision (:mod:`storage.schema`).
+current revision (:mod:`relaystore.storage.schema`).
 
-Nothing in the product writes revision 1; this module exists so tests can build the
-stores that real users upgrade from.
+Nothing in the product writes revision 1, so this lives with the tests (it used to be
+``relaystore.storage.legacy``): it builds the stores that real users upgrade from.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def create_legacy_store(path: str | os.PathLike[str]) -> None:
 
     The file must not hold a store already. Fill it through a plain apsw connection
     (the ``sessions`` operations work on revision 1 too), then open it with
-    :func:`storage.connection.open_writer` to migrate it.
+    :func:`relaystore.storage.connection.open_writer` to migrate it.
     """
     connection = apsw.Connection(os.fspath(path))
     try:
