@@ -32,7 +32,7 @@ from relaystore.actors.store import EventStore
 from relaystore.actors.told import ExcInfo
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
-from relaystore.domain.messages import DeleteSession, LoadApiEvents, Request
+from relaystore.domain.messages import DeleteSession, LoadApiEvents, Request, SeedProjection
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.paging import MAX_PAGE_LIMIT
@@ -140,7 +140,7 @@ class AsyncEventStore:
 
     async def _send(self, message: Request[Any], reply: _LoopReply | None) -> None:
         store = self._store
-        if isinstance(message, DeleteSession):  # retires a projector: may wait for it
+        if isinstance(message, DeleteSession | SeedProjection):  # may wait for a projector
             await asyncio.to_thread(store._send, message, reply)
             return
         actor = store._route(message)

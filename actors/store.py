@@ -41,6 +41,7 @@ from relaystore.domain.messages import (
     ProjectorWriterMessage,
     ReaderMessage,
     Request,
+    SeedProjection,
 )
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
@@ -253,9 +254,9 @@ class EventStore:
             raise InvalidInput(
                 f"{type(message).__name__} needs the writer, but the store was opened read_only"
             )
-        if isinstance(message, DeleteSession):
+        if isinstance(message, DeleteSession | SeedProjection):
             # The session's projector holds its projection in memory: retire it first,
-            # so the next event of a session by that id starts from the store.
+            # so the session's next event starts from what the store then holds.
             self._retire_projector(message.session_id)
         return self._writer
 

@@ -37,6 +37,7 @@ from relaystore.domain.messages import (
     SaveLifecycleSession,
     SaveRequestedCheckpoint,
     SaveSession,
+    SeedProjection,
     WriterMessage,
 )
 from relaystore.storage import activity, checkpoints, projection, sessions
@@ -90,6 +91,10 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             return session
         case CommitPage(session_id=session_id, page=page):
             return projection.commit_page(connection, session_id, page)
+        case SeedProjection(
+            session_id=session_id, start=start, queued_prompts=queue, source=source
+        ):
+            return projection.seed_projection(connection, session_id, start, queue, source)
     raise TypeError(f"{type(message).__name__} is not a writer message")
 
 

@@ -21,6 +21,7 @@ from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, Rel
 from relaystore.domain.wire import JSON, Wire, emitted
 
 __all__ = [
+    "HistoryStart",
     "AgentBody",
     "ExecutionClosed",
     "ExecutionClosing",
@@ -191,6 +192,19 @@ class MaterializedQueuedPrompt(Wire, kw_only=True, forbid_unknown_fields=True):
             self.kind = None  # the origin omits the prompt kind
 
 
+class HistoryStart(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Where a session's history starts when it does not start at ordinal 1.
+
+    ``ordinal`` is the first relay event the store holds. ``source`` says why: ``"seed"``
+    (a checkpoint restore left ``relay-seed.json`` naming the frontier to continue from)
+    or ``"first_event"`` (the journal's earlier segments are gone and ``replay
+    --from-first`` adopted its first event's position).
+    """
+
+    ordinal: int
+    source: Literal["seed", "first_event"]
+
+
 # -- the session ----------------------------------------------------------------------
 
 
@@ -209,6 +223,9 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
     pending_elicitations: list[ElicitationRequest] = msgspec.field(default_factory=list)
     active_turn: MaterializedTurn | None = None
     last_turn_outcome: MaterializedTurnOutcome | None = None
+    history_start: HistoryStart | None = None
+    """Set only for a session that does not start at ordinal 1 (never written otherwise,
+    so the origin's JSON reads and writes back unchanged)."""
 
     @property
     def frontier(self) -> RelayCursor:

@@ -7,12 +7,12 @@ is a :class:`State` to the type checker.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
 from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
-from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.reports import BackupReport, VacuumReport
@@ -43,6 +43,7 @@ __all__ = [
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
     "SaveSession",
+    "SeedProjection",
     "WriterMessage",
 ]
 
@@ -125,6 +126,22 @@ class RecoverInterruptedCheckpoints(Request[int], frozen=True, kw_only=True):
     updated_at: str
 
 
+class SeedProjection(Request[RelayCursor], frozen=True, kw_only=True):
+    """Start a session whose history does not start at ordinal 1 at frontier ``start``.
+
+    For a session whose stored projection is still empty: its frontier becomes
+    ``start``, its queue ``queued_prompts``, and its projection records where its
+    history starts (``source``: ``"seed"`` for a checkpoint restore's
+    ``relay-seed.json``, ``"first_event"`` for ``replay --from-first``). A session
+    already at or past ``start`` is left as it is. Reply: the stored frontier.
+    """
+
+    session_id: str
+    start: RelayCursor
+    queued_prompts: list[MaterializedQueuedPrompt] = []
+    source: Literal["seed", "first_event"] = "seed"
+
+
 class CompactStore(Request[VacuumReport], frozen=True, kw_only=True):
     """Rewrite the store without the free pages deletes left (SQLite ``VACUUM``).
 
@@ -145,6 +162,7 @@ WriterMessage = (
     | CorrelateCheckpointBarrier
     | RecoverInterruptedCheckpoints
     | CompactStore
+    | SeedProjection
 )
 
 

@@ -31,6 +31,7 @@ from relaystore.domain.materialized import (
     ExecutionClosing,
     ExecutionIdle,
     ExecutionRunning,
+    HistoryStart,
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
     MaterializedSession,
@@ -63,6 +64,9 @@ SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_ch
        body_json
 FROM materialized_transcript_items WHERE session_id = ?
 ORDER BY position, stable_id
+"""
+_HISTORY_START_ROW = """
+SELECT first_ordinal, source FROM materialized_history_start WHERE session_id = ?
 """
 _QUEUE_ROWS = """
 SELECT command_id, kind_json, content_json, queued_at_ms, accepted_ordinal
@@ -148,6 +152,7 @@ def load_materialized_session(
             return None
         transcript_rows = connection.execute(_TRANSCRIPT_ROWS, (session_id,)).fetchall()
         queue_rows = connection.execute(_QUEUE_ROWS, (session_id,)).fetchall()
+        start_row = connection.execute(_HISTORY_START_ROW, (session_id,)).fetchone()
     (
         ordinal,
         digest,
@@ -182,6 +187,9 @@ def load_materialized_session(
             None
             if outcome_json is None
             else _decode(_OUTCOME, outcome_json, "last turn outcome", session_id)
+        ),
+        history_start=(
+            None if start_row is None else HistoryStart(ordinal=start_row[0], source=start_row[1])
         ),
     )
     try:

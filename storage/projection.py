@@ -24,8 +24,14 @@ from __future__ import annotations
 import apsw
 
 from relaystore.domain.chain import checked_frontier
-from relaystore.domain.errors import ProjectionError, RelayChainError, UnknownSession
-from relaystore.domain.materialized import TranscriptRemove, _Unset
+from relaystore.domain.errors import (
+    ChainFault,
+    InvalidInput,
+    ProjectionError,
+    RelayChainError,
+    UnknownSession,
+)
+from relaystore.domain.materialized import MaterializedQueuedPrompt, TranscriptRemove, _Unset
 from relaystore.domain.projection.integrity import StoredItem, check_item_change
 from relaystore.domain.projection.page import PageDelta, PendingItem
 from relaystore.domain.relay import RelayCursor
@@ -34,7 +40,7 @@ from relaystore.storage.events import insert_api_events
 from relaystore.storage.materialized import execution_columns, load_frontier
 from relaystore.storage.transaction import transaction
 
-__all__ = ["commit_page"]
+__all__ = ["commit_page", "seed_projection"]
 
 
 def commit_page(
@@ -165,7 +171,12 @@ def _write_transcript(
 
 
 def _write_queue(connection: apsw.Connection, session_id: str, page: PageDelta) -> None:
-    queue = page.queued_prompts or []
+    _replace_queue(connection, session_id, page.queued_prompts or [])
+
+
+def _replace_queue(
+    connection: apsw.Connection, session_id: str, queue: list[MaterializedQueuedPrompt]
+) -> None:
     connection.execute(
         "DELETE FROM materialized_queued_prompts WHERE session_id = ?", (session_id,)
     )
@@ -186,6 +197,54 @@ def _write_queue(connection: apsw.Connection, session_id: str, page: PageDelta) 
             for index, entry in enumerate(queue)
         ],
     )
+
+
+def seed_projection(
+    connection: apsw.Connection,
+    session_id: str,
+    start: RelayCursor,
+    queued_prompts: list[MaterializedQueuedPrompt],
+    source: str,
+) -> RelayCursor:
+    """Start an empty projection at ``start`` with ``queued_prompts``; return the frontier.
+
+    One transaction. A projection already at or past ``start`` is left as it is (a second
+    replay of a seeded worker root); one that holds events before ``start`` cannot
+    continue there and raises :class:`RelayChainError` (``GAP``). Raises
+    :class:`UnknownSession` when the session has no projection row.
+    """
+    if start.ordinal < 1:
+        raise InvalidInput(
+            f"a seeded history starts after a frontier of ordinal 1 or more, got {start.ordinal}",
+            session_id=session_id,
+        )
+    checked_frontier(start.ordinal, start.digest, session_id=session_id)
+    with transaction(connection, f"seed the projection of session {session_id}"):
+        stored = load_frontier(connection, session_id)
+        if stored is None:
+            raise UnknownSession(session_id)
+        if stored.ordinal >= start.ordinal:
+            return stored
+        if stored.ordinal != 0:
+            raise RelayChainError(
+                ChainFault.GAP,
+                f"the store holds this session up to ordinal {stored.ordinal}; its history "
+                f"cannot start again at {start.ordinal + 1}",
+                session_id=session_id,
+                ordinal=start.ordinal + 1,
+            )
+        connection.execute(
+            "UPDATE materialized_sessions SET applied_event_ordinal = ?, "
+            "applied_event_digest = ? WHERE session_id = ?",
+            (start.ordinal, start.digest, session_id),
+        )
+        _replace_queue(connection, session_id, queued_prompts)
+        connection.execute(
+            "INSERT OR REPLACE INTO materialized_history_start(session_id, first_ordinal, source) "
+            "VALUES (?, ?, ?)",
+            (session_id, start.ordinal + 1, source),
+        )
+    return start
 
 
 def _write_side_tables(connection: apsw.Connection, session_id: str, page: PageDelta) -> None:

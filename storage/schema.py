@@ -6,16 +6,19 @@ Revisions (relaystore's own numbering):
    triggers whenever ``sessions.last_error`` becomes a new non-null value, and
    ``turn_ended`` bodies carrying the old ``MaterializedTurnOutcome``. No
    ``checkpoint_operations``. `tests/storage/legacy.py` builds one for tests.
-2. *Current* (:data:`SCHEMA_VERSION`). Typed bodies: ``error`` became ``legacy_notice``
-   and ``turn_ended`` carries an ``ApiTurnOutcome``; the triggers are gone (the store
-   emits ``session_fault`` itself); one ``checkpoint_operations`` row per session.
+2. Typed bodies: ``error`` became ``legacy_notice`` and ``turn_ended`` carries an
+   ``ApiTurnOutcome``; the triggers are gone (the store emits ``session_fault`` itself);
+   one ``checkpoint_operations`` row per session.
+3. *Current* (:data:`SCHEMA_VERSION`). ``materialized_history_start``: where a session's
+   history starts when it does not start at ordinal 1 (a seeded or pruned journal).
+   Additive, so the floor stays 2: a revision-2 build may still read and write it.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
 row of ``schema_compatibility``, whose ``minimum_compatible_version`` (the *floor*) is
 the oldest build revision that may read and write the store (``1 <= floor <=
-revision``). A fresh store is created directly at revision 2 with ledger row 2 and
-floor 2. Each migration step is one ``BEGIN IMMEDIATE`` transaction that changes the
+revision``). A fresh store is created directly at the current revision with one ledger
+row and floor 2. Each migration step is one ``BEGIN IMMEDIATE`` transaction that changes the
 schema, raises the floor, adds its ledger row and sets ``user_version``; a failure
 rolls the step back and leaves the store exactly as it was.
 
@@ -43,6 +46,8 @@ from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
     "CHECKPOINT_OPERATIONS_DDL",
+    "COMPATIBILITY_FLOOR",
+    "HISTORY_START_DDL",
     "SCHEMA_VERSION",
     "SchemaState",
     "check_writer_schema",
@@ -54,8 +59,11 @@ __all__ = [
     "tables_ddl",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The revision this build reads and writes."""
+
+COMPATIBILITY_FLOOR = 2
+"""The oldest build revision that may read and write a store this build creates."""
 
 CHECKPOINT_OPERATIONS_DDL = """
 CREATE TABLE IF NOT EXISTS checkpoint_operations (
@@ -66,6 +74,16 @@ CREATE TABLE IF NOT EXISTS checkpoint_operations (
 ) STRICT;
 """
 """At most one in-flight checkpoint operation per session; a command id owns at most one."""
+
+HISTORY_START_DDL = """
+CREATE TABLE IF NOT EXISTS materialized_history_start (
+    session_id TEXT PRIMARY KEY
+        REFERENCES materialized_sessions(session_id) ON DELETE CASCADE,
+    first_ordinal INTEGER NOT NULL CHECK(first_ordinal > 1),
+    source TEXT NOT NULL CHECK(source IN ('seed', 'first_event'))
+) STRICT;
+"""
+"""Where a session's history starts, for the sessions that do not start at ordinal 1."""
 
 
 @functools.cache
@@ -215,7 +233,13 @@ def _create_baseline(connection: apsw.Connection) -> None:
     with _step(connection, "create the relaystore schema"):
         if int(connection.pragma("user_version")) != 0:
             return  # another connection created it while we waited for the lock
-        create_store_schema(connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL)
+        create_store_schema(
+            connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL
+        )
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
+            (COMPATIBILITY_FLOOR,),
+        )
 
 
 def _migrate_to_typed_events(connection: apsw.Connection) -> None:
@@ -235,7 +259,16 @@ def _migrate_to_typed_events(connection: apsw.Connection) -> None:
         _record_revision(connection, 2)
 
 
-_MIGRATIONS = {2: _migrate_to_typed_events}
+def _add_history_start(connection: apsw.Connection) -> None:
+    """Revision 3: where a seeded or pruned session's history starts (additive)."""
+    with _step(connection, "migrate the relaystore schema to revision 3"):
+        if int(connection.pragma("user_version")) != 2:
+            return
+        connection.execute(HISTORY_START_DDL)
+        _record_revision(connection, 3)
+
+
+_MIGRATIONS = {2: _migrate_to_typed_events, 3: _add_history_start}
 
 
 class _LegacyErrorData(msgspec.Struct, kw_only=True):
