@@ -1,145 +1,457 @@
-"""The ``relaystore`` command: replay journals, verify them, print or follow the feed.
+"""The ``relaystore`` command: replay journals, verify them, print, follow, serve and keep
+the store.
 
-Exit status 0 on success, 1 when the input or the store is bad (one line on stderr),
-2 on a usage error.
+Exit status 0 on success, 1 when the input or the store is bad (one line on stderr, never
+a traceback), 2 on a usage error (argparse's usage line: an unknown command, a missing
+argument, an option value out of range), 130 when interrupted (Ctrl-C).
+
+``--db PATH`` may come before or after the command; without it the store is
+``$RELAYSTORE_DB``, else ``relaystore.sqlite3`` in the current folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import math
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from relaystore.actors.journal import resolve_source, verify_sources
-from relaystore.actors.replay import BATCH, replay_source
+from relaystore.actors.journal.sources import worker_roots
+from relaystore.actors.replay import ReplayReport, replay_source
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession
+from relaystore.domain.messages import (
+    BackupStore,
+    CompactStore,
+    LoadApiEvents,
+    LoadMaterializedSession,
+)
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.sessions import validate_id
+from relaystore.domain.validation import INT64_MAX
 from relaystore.storage.connection import open_reader
 from relaystore.storage.stats import load_stats
 
 __all__ = ["main"]
 
 DEFAULT_DB = "relaystore.sqlite3"
-_PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar above this much journal
+_PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar on a terminal above this much journal
+_HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
+_COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
+_DEBUG_ENV = "RELAYSTORE_DEBUG"  # set to 1 to see the traceback of an unexpected error
+# How shtab completes a path argument, per shell (shtab.FILE, spelled out so that building
+# the parser never needs shtab).
+_FILE_COMPLETION = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+
+
+def _version() -> str:
+    """The installed distribution's version: what ``relaystore.__version__`` says (the
+    command line is below the facade, so it asks the same metadata)."""
+    try:
+        return importlib.metadata.version("relaystore")
+    except importlib.metadata.PackageNotFoundError:  # a bare source tree
+        return "0+unknown"
+
+
+# -- option values: bad ones are usage errors (exit 2) -----------------------------------
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _seq(text: str) -> int:
+    """A sequence number: 0 up to SQLite's largest integer."""
+    value = _whole(text)
+    if not 0 <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (and at most {INT64_MAX}), got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A positive count (``--limit``): 1 up to SQLite's largest integer."""
+    value = _whole(text)
+    if not 1 <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1 to 65535, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _host(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the host must not be empty")
+    return text
+
+
+def _path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("the path must not be empty")
+    return text
+
+
+def _id(kind: str) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        try:
+            validate_id(kind, text)
+        except InvalidInput as exc:
+            raise argparse.ArgumentTypeError(exc.detail) from None
+        return text
+
+    check.__name__ = f"{kind} id"
+    return check
+
+
+# -- the parser ---------------------------------------------------------------------------
+
+
+def _file_argument(action: argparse.Action) -> None:
+    action.complete = _FILE_COMPLETION  # type: ignore[attr-defined]  # read by shtab
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="relaystore", description="Replay, verify and read relaystore event stores."
+        prog="relaystore",
+        description="Replay, verify, read, serve and keep relaystore event stores.",
+        epilog="--db may also follow the command. Exit status: 0 success, 1 bad input or "
+        "store (one line on stderr), 2 usage error, 130 interrupted.",
     )
-    parser.add_argument(
-        "--db",
-        default=os.environ.get("RELAYSTORE_DB", DEFAULT_DB),
-        help=f"the store (default ${{RELAYSTORE_DB}} or {DEFAULT_DB})",
+    parser.add_argument("--version", action="version", version=f"relaystore {_version()}")
+    db_help = f"the store (default ${{RELAYSTORE_DB}}, else {DEFAULT_DB})"
+    _file_argument(
+        parser.add_argument("--db", type=_path, default=None, metavar="PATH", help=db_help)
+    )
+    # The same option after the command; SUPPRESS keeps the value given before it.
+    after = argparse.ArgumentParser(add_help=False)
+    _file_argument(
+        after.add_argument(
+            "--db", type=_path, default=argparse.SUPPRESS, metavar="PATH", help=db_help
+        )
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    replay = commands.add_parser("replay", help="replay relay journals into the store")
-    replay.add_argument("sources", nargs="+", metavar="SOURCE")
-    replay.add_argument(
-        "--session", help="session id (default: relay-state.json, else the file stem)"
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=text, description=text, parents=[after])
+
+    replay = command(
+        "replay",
+        "replay relay journals into the store: worker roots, folders of worker roots, "
+        "relay-journal/ folders or .jsonl / .jsonl.gz files",
     )
-    replay.add_argument("--workspace", help="workspace of a session the store lacks")
-    verify = commands.add_parser("verify", help="check digests and chain continuity")
-    verify.add_argument("sources", nargs="+", metavar="SOURCE")
-    verify.add_argument("--session", help="session id for the sources")
-    events = commands.add_parser("events", help="print API events as JSON lines")
-    events.add_argument("--after", type=int, default=0)
-    events.add_argument("--limit", type=int, default=None, help="print at most N events")
-    events.add_argument("--session")
-    events.add_argument("--workspace")
+    _file_argument(replay.add_argument("sources", nargs="+", metavar="SOURCE", type=_path))
+    replay.add_argument(
+        "--session",
+        type=_id("session"),
+        help="session id (default: relay-state.json, else the folder or file name)",
+    )
+    replay.add_argument(
+        "--workspace", type=_id("workspace"), help="workspace of a session the store lacks"
+    )
+    replay.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar on stderr (default: on a terminal, for journals over 4 MiB)",
+    )
+
+    verify = command("verify", "check digests and chain continuity, without a store")
+    _file_argument(verify.add_argument("sources", nargs="+", metavar="SOURCE", type=_path))
+    verify.add_argument("--session", type=_id("session"), help="session id for the sources")
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+
+    events = command("events", "print API events as JSON lines, oldest first")
+    events.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="start after SEQ")
+    events.add_argument("--limit", type=_count, default=None, metavar="N", help="at most N")
+    events.add_argument("--session", type=_id("session"))
+    events.add_argument("--workspace", type=_id("workspace"))
     events.add_argument("--follow", action="store_true", help="keep printing new events")
-    show = commands.add_parser("show", help="print a session's materialized projection")
-    show.add_argument("session")
-    commands.add_parser("stats", help="print the store's revision, sessions and event counts")
+
+    show = command("show", "print a session's materialized projection as JSON")
+    show.add_argument("session", type=_id("session"))
+
+    stats = command("stats", "print the store's revision, sessions and event counts")
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+
+    serve = command("serve", "serve GET /api/v1/events (server-sent events) over HTTP, read-only")
+    serve.add_argument("--host", type=_host, default="127.0.0.1", help="(default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8040, help="(default 8040)")
+    _file_argument(
+        serve.add_argument(
+            "--token-file",
+            type=_path,
+            default=None,
+            metavar="PATH",
+            help="bearer token file, created 0600 on first start (default: DB.api-token)",
+        )
+    )
+    serve.add_argument(
+        "--keepalive",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="keepalive comment interval of idle streams (default 15)",
+    )
+
+    backup = command("backup", "write a consistent copy of the store (safe while it is written)")
+    _file_argument(backup.add_argument("destination", metavar="DEST", type=_path))
+
+    command("vacuum", "compact the store after deletes (needs the store's write lock)")
+
+    completion = command("completion", "print a shell completion script (needs shtab)")
+    completion.add_argument("shell", choices=_COMPLETION_SHELLS)
     return parser
+
+
+# -- running ------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
     try:
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "verify":
-            return _verify(args)
-        if args.command == "events":
-            return _events(args)
-        if args.command == "show":
-            return _show(args)
-        return _stats(args)
+        parser = _parser()
+        args = parser.parse_args(argv)
+        if args.db is None:
+            args.db = os.environ.get("RELAYSTORE_DB") or DEFAULT_DB
+        handler: Callable[[argparse.Namespace], int] = _COMMANDS[args.command]
+        if args.command == "completion":
+            return _completion(parser, args)
+        return handler(args)
     except StoreError as exc:
-        print(f"relaystore: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # The reader went away (``relaystore events | head``): stop quietly, and keep
+        # Python from complaining when it flushes stdout on the way out.
+        _silence_stdout()
         return 0
+    except OSError as exc:
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename is not None else ""
+        return _fail(f"{where}{exc.strerror or exc}")
+    except Exception as exc:  # a bug must still end in one line (re-raised on request)
+        if os.environ.get(_DEBUG_ENV):
+            raise
+        return _fail(
+            f"unexpected {type(exc).__name__}: {exc} (set {_DEBUG_ENV}=1 for the traceback)"
+        )
 
 
-# -- replay -----------------------------------------------------------------------------
+def _fail(message: str) -> int:
+    print(f"relaystore: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+@dataclass
+class _SessionTotals:
+    read: int = 0
+    applied: int = 0
+    already: int = 0
+    written: int = 0
+    frontier: RelayCursor | None = None
+
+    def add(self, report: ReplayReport) -> None:
+        self.read += report.read
+        self.applied += report.applied
+        self.already += report.already_applied
+        self.written += report.written
+        if report.frontier is not None:
+            self.frontier = report.frontier
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    """The sources, with each folder of worker roots replaced by its worker roots."""
+    expanded: list[str] = []
+    for path in paths:
+        roots = worker_roots(path)
+        expanded.extend(map(str, roots) if roots else [path])
+    return expanded
+
+
+def _sources(args: argparse.Namespace) -> list[str]:
+    sources = _expand(args.sources)
+    if args.session is not None and len(sources) > len(args.sources):
+        sessions = {resolve_source(path).session_id for path in sources}
+        if len(sessions) > 1:
+            raise InvalidInput(
+                f"--session {args.session} would merge {len(sessions)} sessions of a folder "
+                "of worker roots into one; leave --session out, or give one worker root"
+            )
+    return sources
 
 
 def _replay(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    read = applied = already = 0
+    sources = _sources(args)
+    sessions: dict[str, _SessionTotals] = {}
     with EventStore.open(args.db) as store:
-        first_seq = store.latest_seq
-        for path in args.sources:
+        for path in sources:
             source = resolve_source(path, session_id=args.session)
-            progress = _progress(source.size_bytes, source.session_id)
+            progress = _Progress(args.progress, source.size_bytes, source.session_id)
             try:
                 report = replay_source(
                     store,
                     source,
                     workspace=args.workspace,
-                    on_batch=None if progress is None else _advance(progress),
+                    on_start=progress.start,
+                    on_batch=progress.advance,
                 )
             finally:
-                if progress is not None:
-                    progress.close()
-            read, applied = read + report.read, applied + report.applied
-            already += report.already_applied
+                progress.close()
+            sessions.setdefault(source.session_id, _SessionTotals()).add(report)
             for tail in report.torn_tails:
                 print(
                     f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
                     f"({tail.byte_count} bytes without a newline) was not applied",
                     file=sys.stderr,
                 )
-        written = store.latest_seq - first_seq
     elapsed = max(time.monotonic() - started, 1e-9)
+    for session_id, totals in sessions.items():
+        frontier = (
+            "none"
+            if totals.frontier is None
+            else f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
+        )
+        print(
+            f"session {session_id}: {totals.read} read, {totals.applied} applied, "
+            f"{totals.already} already applied, {totals.written} API events written, "
+            f"frontier {frontier}",
+            file=sys.stderr,
+        )
+    read = sum(totals.read for totals in sessions.values())
     print(
-        f"replayed {read} events: {applied} applied, {already} already "
-        f"applied, {written} API events written ({read / elapsed:,.0f} events/s)",
+        f"replayed {read} events: "
+        f"{sum(totals.applied for totals in sessions.values())} applied, "
+        f"{sum(totals.already for totals in sessions.values())} already applied, "
+        f"{sum(totals.written for totals in sessions.values())} API events written "
+        f"({read / elapsed:,.0f} events/s, {len(sessions)} "
+        f"{'session' if len(sessions) == 1 else 'sessions'})",
         file=sys.stderr,
     )
     return 0
 
 
-def _advance(progress: Any) -> Callable[[object], None]:
-    return lambda _report: progress.update(BATCH)
+class _Progress:
+    """A tqdm bar on stderr for one source, sized once the replay knows its total.
+
+    ``wanted`` is ``--progress`` (True), ``--no-progress`` (False) or neither (None: a bar
+    on a terminal for a journal over 4 MiB).
+    """
+
+    def __init__(self, wanted: bool | None, size: int, session_id: str) -> None:
+        self.enabled = wanted is True or (
+            wanted is None and size >= _PROGRESS_BYTES and _tty(sys.stderr)
+        )
+        self.session_id = session_id
+        self.bar: Any = None
+
+    def start(self, report: ReplayReport) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        self.bar = tqdm(
+            desc=self.session_id,
+            total=report.expected,
+            unit="ev",
+            file=sys.stderr,
+            disable=False,
+            dynamic_ncols=True,
+        )
+
+    def advance(self, report: ReplayReport) -> None:
+        if self.bar is not None:
+            self.bar.update(report.read - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
-def _progress(size: int, session_id: str) -> Any:
-    if size < _PROGRESS_BYTES:
-        return None
-    from tqdm import tqdm
+def _tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
-    return tqdm(desc=session_id, unit="ev", file=sys.stderr, disable=None)
 
-
-# -- verify, events, show, stats --------------------------------------------------------
+# -- verify -------------------------------------------------------------------------------
 
 
 def _verify(args: argparse.Namespace) -> int:
-    report = verify_sources(args.sources, session_id=args.session)
+    report = verify_sources(_sources(args), session_id=args.session)
+    if args.json:
+        document = {
+            "ok": report.ok,
+            "records": report.records,
+            "valid_digests": report.valid_digests,
+            "already_applied": report.already_applied,
+            "problem_count": len(report.problems),
+            "problems": [
+                {
+                    "file": str(problem.path),
+                    "line": problem.line,
+                    "ordinal": problem.ordinal,
+                    "fault": problem.kind.value,
+                    "message": problem.message,
+                }
+                for problem in report.problems
+            ],
+            "torn_tails": [
+                {"file": str(tail.path), "line": tail.line, "bytes": tail.byte_count}
+                for tail in report.torn_tails
+            ],
+            "frontiers": {
+                session: {"ordinal": cursor.ordinal, "digest": cursor.digest}
+                for session, cursor in report.frontiers.items()
+            },
+        }
+        print(json.dumps(document, indent=2))
+        return 0 if report.ok else 1
     for problem in report.problems:
         print(str(problem))
     for tail in report.torn_tails:
@@ -156,9 +468,16 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _open_read_only(db: str) -> EventStore:
+# -- events, show, stats ------------------------------------------------------------------
+
+
+def _require_store(db: str) -> None:
     if not Path(db).exists():
         raise InvalidInput(f"no store at {db}; replay a journal into it first")
+
+
+def _open_read_only(db: str) -> EventStore:
+    _require_store(db)
     return EventStore.open(db, read_only=True, readers=1)
 
 
@@ -196,19 +515,118 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
-        raise InvalidInput(f"no store at {args.db}; replay a journal into it first")
+    _require_store(args.db)
     connection = open_reader(args.db)
     try:
         stats = load_stats(connection)
     finally:
         connection.close()
+    if args.json:
+        document = {
+            "schema_revision": stats.revision,
+            "sessions": stats.sessions,
+            "latest_seq": stats.latest_seq,
+            "events_by_kind": stats.events_by_kind,
+        }
+        print(json.dumps(document, indent=2))
+        return 0
     print(f"schema revision {stats.revision}")
     print(f"sessions {stats.sessions}")
     print(f"latest seq {stats.latest_seq}")
     for kind, total in stats.events_by_kind.items():
         print(f"{kind} {total}")
     return 0
+
+
+# -- serve, backup, vacuum, completion -----------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    missing = [name for name in _HTTP_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise InvalidInput(
+            f"serve needs {', '.join(missing)}, which are not installed: "
+            'pip install "relaystore[http]"'
+        )
+    # Refuse a missing or foreign store here, in one line, before the server starts.
+    with _open_read_only(args.db):
+        pass
+    from relaystore.actors import http
+
+    token_file = Path(args.token_file) if args.token_file else Path(f"{args.db}.api-token")
+    keepalive = http.KEEPALIVE_SECONDS if args.keepalive is None else args.keepalive
+    print(
+        f"relaystore: serving {args.db} at http://{args.host}:{args.port}/api/v1/events "
+        f"(bearer token in {token_file}); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
+    # uvicorn shuts down cleanly on Ctrl-C, then raises it again: a normal stop.
+    with contextlib.suppress(KeyboardInterrupt):
+        http.serve(
+            Path(args.db),
+            host=args.host,
+            port=args.port,
+            token_file=token_file,
+            keepalive=keepalive,
+        )
+    return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    folder = Path(args.destination).absolute().parent
+    if not folder.is_dir():
+        raise InvalidInput(
+            f"the backup's folder {folder} does not exist; create it first",
+            path=args.destination,
+        )
+    with _open_read_only(args.db) as store:
+        report = store.ask(BackupStore(destination=args.destination))
+    print(
+        f"backed up {args.db} to {report.path}: {report.pages} pages, "
+        f"latest seq {report.latest_seq}, schema revision {report.schema_revision}"
+    )
+    return 0
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    _require_store(args.db)
+    with EventStore.open(args.db, readers=1) as store:
+        report = store.ask(CompactStore())
+    print(
+        f"vacuumed {args.db}: {report.pages_before} pages before, {report.pages_after} after "
+        f"({report.pages_before - report.pages_after} reclaimed)"
+    )
+    return 0
+
+
+def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        shtab = importlib.import_module("shtab")  # optional: relaystore[completion]
+    except ImportError:
+        raise InvalidInput(
+            'completion needs shtab, which is not installed: pip install "relaystore[completion]"'
+        ) from None
+    script: str = shtab.complete(parser, shell=args.shell)
+    sys.stdout.write(script if script.endswith("\n") else script + "\n")
+    return 0
+
+
+def _no_handler(args: argparse.Namespace) -> int:  # pragma: no cover - main dispatches it
+    raise AssertionError(args.command)
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "replay": _replay,
+    "verify": _verify,
+    "events": _events,
+    "show": _show,
+    "stats": _stats,
+    "serve": _serve,
+    "backup": _backup,
+    "vacuum": _vacuum,
+    "completion": _no_handler,
+}
 
 
 if __name__ == "__main__":

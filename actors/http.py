@@ -213,13 +213,23 @@ async def _frames(
         )
 
 
-def serve(store_path: Path, *, host: str, port: int, token_file: Path | None) -> None:
-    """Run the server until SIGINT/SIGTERM (streams are ended within a couple of seconds)."""
+def serve(
+    store_path: Path,
+    *,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    keepalive: float = KEEPALIVE_SECONDS,
+) -> None:
+    """Run the server until SIGINT/SIGTERM (streams are ended within a couple of seconds).
+
+    ``keepalive`` is the interval, in seconds, of the keepalive comments of idle streams.
+    """
     import uvicorn
 
     token = ensure_token(token_file or Path(f"{store_path}.api-token"))
     config = uvicorn.Config(
-        create_app(store_path, token),
+        create_app(store_path, token, keepalive=keepalive),
         host=host,
         port=port,
         log_level="warning",

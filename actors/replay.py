@@ -8,6 +8,11 @@ in batches of :data:`BATCH` to the session's projector, which hashes, projects a
 commits them a page at a time. An exact duplicate line is already applied, as in
 ``verify``.
 
+:class:`ReplayReport` says what one replay did, for the command's per-session summary:
+events read, applied and already applied, API events written, the frontier it left, and
+(before reading, when the journal's files or ``relay-state.json`` tell it) how many
+events it expects to send, for a progress bar's total.
+
 A bad event or line raises its typed error, located at its file and line: the first
 problem in reading order, as ``verify`` reports it. Every complete page before it stays
 committed and nothing of the page that holds it does. A refused replay leaves the store
@@ -34,7 +39,7 @@ from relaystore.domain.messages import (
     ObserveRelayEvents,
     SaveSession,
 )
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
@@ -46,12 +51,21 @@ BATCH = 4 * PAGE_SIZE
 
 @dataclass
 class ReplayReport:
-    """What one replay did: events read from the journal and what became of them."""
+    """What one replay did: events read from the journal and what became of them.
+
+    ``written`` counts the API events committed; ``frontier`` is the session's frontier
+    when the replay ended (None while the store lacks the session); ``expected`` is the
+    number of events past the starting frontier the journal holds, when its files or its
+    ``relay-state.json`` tell it (a progress bar's total: ``read`` runs up to it).
+    """
 
     session_id: str
     read: int = 0
     applied: int = 0
     already_applied: int = 0
+    written: int = 0
+    frontier: RelayCursor | None = None
+    expected: int | None = None
     torn_tails: list[TornTail] = field(default_factory=list)
 
 
@@ -85,18 +99,29 @@ def replay_source(
     *,
     workspace: str | None = None,
     on_batch: Callable[[ReplayReport], object] | None = None,
+    on_start: Callable[[ReplayReport], object] | None = None,
 ) -> ReplayReport:
     """Replay ``source`` into ``store`` from the store's frontier; see the module doc.
 
-    ``workspace`` is the workspace of a session the store lacks; ``on_batch`` gets the
-    running report after each committed batch (for progress).
+    ``workspace`` is the workspace of a session the store lacks. For progress,
+    ``on_start`` gets the report before the first event is read (its ``expected`` and
+    starting ``frontier`` set), and ``on_batch`` the running report after each committed
+    batch, the last one included.
     """
     report = ReplayReport(session_id=source.session_id)
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
+    start = GENESIS if current is None else current.frontier
+    report.frontier = None if current is None else start
+    last = source.last_ordinal
+    if last is not None:
+        report.expected = max(0, last - start.ordinal)
+    first_seq = store.latest_seq
+    if on_start is not None:
+        on_start(report)
     sender = _Sender(store, report, missing=current is None, workspace=workspace)
     reader = JournalReader(
         source,
-        after=GENESIS if current is None else current.frontier,
+        after=start,
         on_torn_tail=report.torn_tails.append,
     )
     batch: list[RelayEvent] = []
@@ -128,9 +153,12 @@ def replay_source(
                 batch, where = [], {}
         if batch:
             sender.observe(batch, where)
+            if on_batch is not None:
+                on_batch(report)
     finally:
         report.read += reader.already_applied
         report.already_applied += reader.already_applied
+        report.written = store.latest_seq - first_seq
     return report
 
 
@@ -198,3 +226,4 @@ def _observe(
         raise
     report.applied += result.applied
     report.already_applied += result.already_applied
+    report.frontier = RelayCursor(ordinal=result.frontier_ordinal, digest=result.frontier_digest)

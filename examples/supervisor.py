@@ -57,6 +57,22 @@ async def follow(store: AsyncEventStore, done: asyncio.Event) -> int:
     return seen
 
 
+async def _until_listening(port: int, seconds: float = 20.0) -> None:
+    """Wait until the server accepts connections (it answers 401 without a token)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+        else:
+            writer.close()
+            await writer.wait_closed()
+            return
+
+
 async def main(store_path: Path, port: int | None) -> None:
     server: asyncio.subprocess.Process | None = None
     async with AsyncEventStore.open(store_path) as store:
@@ -65,6 +81,7 @@ async def main(store_path: Path, port: int | None) -> None:
                 sys.executable, "-m", "relaystore.actors.cli", "--db", str(store_path),
                 "serve", "--port", str(port),
             )  # fmt: skip
+            await _until_listening(port)
             print(f"serving http://127.0.0.1:{port}/api/v1/events (token: {store_path}.api-token)")
         done = asyncio.Event()
         follower = asyncio.create_task(follow(store, done))

@@ -88,16 +88,17 @@ CREATE TABLE IF NOT EXISTS materialized_history_start (
 
 @functools.cache
 def tables_ddl() -> str:
-    """The DDL of the tables revisions 1 and 2 share (``storage/tables.sql``)."""
+    """The DDL of the tables every revision shares (``storage/tables.sql``)."""
     return resources.files("relaystore.storage").joinpath("tables.sql").read_text(encoding="utf-8")
 
 
 def create_store_schema(connection: apsw.Connection, revision: int, ddl: str) -> None:
     """Create the shared tables plus ``ddl`` in an empty store and stamp it ``revision``.
 
-    The floor and the one ledger row are ``revision`` too. Runs inside the caller's
-    transaction; revision 2 passes :data:`CHECKPOINT_OPERATIONS_DDL`, the legacy
-    fixture its triggers.
+    The floor and the one ledger row are ``revision`` too (a fresh current store then
+    lowers its floor to :data:`COMPATIBILITY_FLOOR`). Runs inside the caller's
+    transaction; the current baseline passes :data:`CHECKPOINT_OPERATIONS_DDL` and
+    :data:`HISTORY_START_DDL`, the legacy fixture its triggers.
     """
     connection.execute(tables_ddl())
     connection.execute(ddl)
@@ -209,7 +210,8 @@ def check_writer_schema(connection: apsw.Connection, observed_revision: int) -> 
 def migrate_schema(connection: apsw.Connection) -> int:
     """Bring the store to :data:`SCHEMA_VERSION` and return the revision it is at.
 
-    An empty store gets the baseline; a revision-1 store is migrated in place; a store
+    An empty store gets the baseline; an older store is migrated in place, one step per
+    revision; a store
     at or above this build is left untouched (only checked). Raises ``SchemaMismatch``
     for a store this build must not touch, and :class:`~domain.errors.InvalidInput`
     (store unchanged) when a legacy event body cannot be migrated.

@@ -47,12 +47,14 @@ __all__ = [
     "lines",
     "open_journal_file",
     "resolve_source",
+    "worker_roots",
 ]
 
 JOURNAL_DIR_NAME = "relay-journal"
 """The journal folder inside a worker root."""
 RELAY_STATE_NAME = "relay-state.json"
-"""The worker's snapshot beside the journal folder; only its ``session_id`` is read."""
+"""The worker's snapshot beside the journal folder: its ``session_id`` names the session;
+its ``latest_ordinal`` only sizes a progress bar."""
 ACTIVE_JOURNAL_NAME = "active.jsonl"
 """The append-only journal file the worker writes to."""
 
@@ -101,11 +103,22 @@ class JournalSource:
     files: tuple[JournalFile, ...]
     folder: bool
     ignored: tuple[Path, ...] = ()
+    state_ordinal: int | None = None
+    """The ``latest_ordinal`` of the worker root's ``relay-state.json``, when it has one."""
 
     @property
     def size_bytes(self) -> int:
         """The files' size on disk (compressed for segments), for progress display."""
         return sum(_size(file.path) for file in self.files)
+
+    @property
+    def last_ordinal(self) -> int | None:
+        """The last ordinal the source holds, for progress display: the files' ranges
+        when they tell it, else ``relay-state.json``'s ``latest_ordinal``, else None."""
+        known = [file.last for file in self.files if file.last is not None]
+        if known and self.folder:
+            return max(known)
+        return self.state_ordinal
 
 
 def _size(path: Path) -> int:
@@ -226,6 +239,25 @@ def _read_session_id(state_path: Path) -> str:
     return state.session_id
 
 
+class _StateOrdinal(msgspec.Struct):
+    latest_ordinal: int
+
+
+_STATE_ORDINAL_DECODER = msgspec.json.Decoder(_StateOrdinal)
+
+
+def _state_ordinal(root: Path) -> int | None:
+    """``latest_ordinal`` of ``root``'s ``relay-state.json``; None when it cannot tell.
+
+    Only a progress bar's total depends on it, so nothing here ever refuses a source.
+    """
+    try:
+        state = _STATE_ORDINAL_DECODER.decode((root / RELAY_STATE_NAME).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    return state.latest_ordinal if state.latest_ordinal >= 0 else None
+
+
 def _file_stem(path: Path) -> str:
     name = path.name
     for suffix in (".jsonl.gz", ".jsonl", ".gz"):
@@ -276,17 +308,22 @@ def _resolve(source: Path, session_id: str | None) -> JournalSource:
                 path=str(source),
             )
         files, ignored = _folder_files(folder)
+        resolved = folder.resolve()
         return JournalSource(
             path=source,
-            session_id=session_id or _session_of_folder(folder.resolve()),
+            session_id=session_id or _session_of_folder(resolved),
             files=files,
             folder=True,
             ignored=ignored,
+            state_ordinal=_state_ordinal(resolved.parent)
+            if resolved.name == JOURNAL_DIR_NAME
+            else None,
         )
     if source.is_file():
+        parent = source.parent
+        in_root = parent.name == JOURNAL_DIR_NAME
         if session_id is None:
-            parent = source.parent
-            if parent.name == JOURNAL_DIR_NAME:
+            if in_root:
                 session_id = _session_of_root(parent.parent, default=_file_stem(source))
             else:
                 session_id = _file_stem(source)
@@ -295,6 +332,10 @@ def _resolve(source: Path, session_id: str | None) -> JournalSource:
             session_id=session_id,
             files=(JournalFile(path=source),),
             folder=False,
+            # Only the active journal ends where the worker's state says it does.
+            state_ordinal=_state_ordinal(parent.parent)
+            if in_root and source.name == ACTIVE_JOURNAL_NAME
+            else None,
         )
     if source.is_symlink():
         raise InvalidInput(
@@ -313,6 +354,33 @@ def _resolve(source: Path, session_id: str | None) -> JournalSource:
         ".jsonl / .jsonl.gz files",
         path=str(source),
     )
+
+
+def _is_worker_root(path: Path) -> bool:
+    return (path / JOURNAL_DIR_NAME).is_dir() or (path / RELAY_STATE_NAME).is_file()
+
+
+def worker_roots(path: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The worker roots in ``path`` when it is a folder of worker roots, sorted by name.
+
+    A folder of worker roots is a folder that is neither a worker root nor a journal
+    folder itself and whose children include worker roots (folders holding
+    ``relay-journal/`` or ``relay-state.json``); its other entries are left alone.
+    Anything else (a file, a worker root, a journal folder, a missing or unreadable
+    path, a folder holding no worker root) gives ``()``: :func:`resolve_source` judges it.
+    """
+    folder = Path(path)
+    try:
+        if not folder.is_dir() or _is_worker_root(folder) or _is_journal_folder(folder):
+            return ()
+        return tuple(
+            sorted(
+                (child for child in folder.iterdir() if child.is_dir() and _is_worker_root(child)),
+                key=lambda child: child.name,
+            )
+        )
+    except OSError:
+        return ()
 
 
 def _session_of_folder(folder: Path) -> str:

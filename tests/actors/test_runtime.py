@@ -31,6 +31,7 @@ from relaystore.domain.messages import (
     SaveLifecycleSession,
     SaveSession,
 )
+from relaystore.storage.schema import COMPATIBILITY_FLOOR, SCHEMA_VERSION
 from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, page, turn
 
@@ -192,7 +193,8 @@ def test_the_writer_refuses_an_incompatible_store_without_writing(
     _tamper(
         path,
         "DELETE FROM schema_migrations WHERE version = 99;"
-        "UPDATE schema_compatibility SET minimum_compatible_version = 2; PRAGMA user_version = 2;",
+        f"UPDATE schema_compatibility SET minimum_compatible_version = {COMPATIBILITY_FLOOR};"
+        f"PRAGMA user_version = {SCHEMA_VERSION};",
     )
     assert all_events(store) == []
 
@@ -200,12 +202,18 @@ def test_the_writer_refuses_an_incompatible_store_without_writing(
 def test_the_writer_refuses_a_store_rolled_back_underneath_it(
     store: EventStore, path: Path
 ) -> None:
+    future = SCHEMA_VERSION + 1
     _tamper(
         path,
-        "INSERT INTO schema_migrations(version, applied_at) VALUES (3, 'x'); PRAGMA user_version = 3;",
+        f"INSERT INTO schema_migrations(version, applied_at) VALUES ({future}, 'x');"
+        f"PRAGMA user_version = {future};",
     )
     store.ask(activity(1))  # a compatible future revision is usable, and now observed
-    _tamper(path, "DELETE FROM schema_migrations WHERE version = 3; PRAGMA user_version = 2;")
+    _tamper(
+        path,
+        f"DELETE FROM schema_migrations WHERE version = {future};"
+        f"PRAGMA user_version = {SCHEMA_VERSION};",
+    )
     with pytest.raises(SchemaMismatch) as caught:
         store.ask(activity(2))
     assert caught.value.reason is SchemaMismatchReason.ROLLBACK

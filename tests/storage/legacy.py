@@ -1,4 +1,4 @@
-"""The legacy revision-1 store: a fixture builder for migration tests.
+"""Stores of older revisions: fixture builders for migration tests.
 
 Revision 1 is the shape of the origin's pre-typed event era: the shared tables of
 ``storage/tables.sql``, no ``checkpoint_operations``, and two triggers that append an
@@ -10,6 +10,11 @@ current revision (:mod:`relaystore.storage.schema`).
 
 Nothing in the product writes revision 1, so this lives with the tests (it used to be
 ``relaystore.storage.legacy``): it builds the stores that real users upgrade from.
+
+Revision 2 (typed bodies, ``checkpoint_operations``, no ``materialized_history_start``)
+is the previous current revision; :func:`create_revision_2_store` builds one by stepping
+a fresh store back (:func:`step_back_to_revision_2`), which is exact because revision 3
+only adds that table.
 """
 
 from __future__ import annotations
@@ -18,9 +23,16 @@ import os
 
 import apsw
 
+from relaystore.storage.connection import open_writer
 from relaystore.storage.schema import create_store_schema
 
-__all__ = ["LEGACY_SCHEMA_VERSION", "LEGACY_TRIGGERS_DDL", "create_legacy_store"]
+__all__ = [
+    "LEGACY_SCHEMA_VERSION",
+    "LEGACY_TRIGGERS_DDL",
+    "create_legacy_store",
+    "create_revision_2_store",
+    "step_back_to_revision_2",
+]
 
 LEGACY_SCHEMA_VERSION = 1
 
@@ -61,5 +73,42 @@ def create_legacy_store(path: str | os.PathLike[str]) -> None:
                 msg = f"{os.fspath(path)} already holds a store"
                 raise FileExistsError(msg)
             create_store_schema(connection, LEGACY_SCHEMA_VERSION, LEGACY_TRIGGERS_DDL)
+    finally:
+        connection.close()
+
+
+def create_revision_2_store(path: str | os.PathLike[str]) -> None:
+    """Create an empty revision-2 store at ``path`` (floor 2, ledger row 2).
+
+    The file must not hold a store already. A fresh store stepped back with
+    :func:`step_back_to_revision_2`; open it with
+    :func:`relaystore.storage.connection.open_writer` to migrate it.
+    """
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        msg = f"{os.fspath(path)} already holds a store"
+        raise FileExistsError(msg)
+    open_writer(path).close()
+    step_back_to_revision_2(path)
+
+
+def step_back_to_revision_2(path: str | os.PathLike[str]) -> None:
+    """Turn the revision-3 store at ``path`` into what a revision-2 build wrote.
+
+    In one transaction through a plain connection: drop ``materialized_history_start``,
+    turn the ledger's single row 3 into row 2 (a fresh store records only the revision
+    it was created at) and set ``user_version`` to 2. The floor (2) and every row of the
+    shared tables stay as they are.
+    """
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            connection.execute(
+                "DROP TABLE materialized_history_start;"
+                "DELETE FROM schema_migrations WHERE version = 3;"
+                "INSERT INTO schema_migrations(version, applied_at)"
+                " VALUES (2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 2;"
+            )
     finally:
         connection.close()

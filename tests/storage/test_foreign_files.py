@@ -203,9 +203,12 @@ def test_a_newer_incompatible_store_in_rollback_mode_is_refused_unchanged(
     connection = apsw.Connection(str(path))
     connection.pragma("journal_mode", "delete")  # e.g. a copy made by another tool
     with connection:
-        connection.execute("INSERT INTO schema_migrations VALUES (3, 'later')")
-        connection.execute("UPDATE schema_compatibility SET minimum_compatible_version = 3")
-        connection.execute("PRAGMA user_version = 3")
+        future = SCHEMA_VERSION + 1
+        connection.execute("INSERT INTO schema_migrations VALUES (?, 'later')", (future,))
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = ?", (future,)
+        )
+        connection.execute(f"PRAGMA user_version = {future}")
     connection.close()
     before = snapshot(tmp_path)
     for opener in (open_writer, open_reader):

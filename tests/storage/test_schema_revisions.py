@@ -1,4 +1,4 @@
-"""Schema revisions: the fresh baseline, migrating revision 1 in place, and every refusal."""
+"""Schema revisions: the fresh baseline, migrating revisions 1 and 2 in place, and every refusal."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
+    COMPATIBILITY_FLOOR,
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
@@ -30,9 +31,16 @@ from relaystore.storage.schema import (
 from relaystore.storage.sessions import save_session
 from relaystore.testing import example_session
 from tests.storage.builders import old_turn_outcome, scan, turn_started
-from tests.storage.legacy import create_legacy_store
+from tests.storage.legacy import (
+    create_legacy_store,
+    create_revision_2_store,
+    step_back_to_revision_2,
+)
 
-# -- helpers -----------------------------------------------------------------------------
+FUTURE = SCHEMA_VERSION + 1
+"""A revision a newer build may have migrated the store to."""
+
+# -- helpers ---------------------------------------------------------------------------
 
 
 def raw(path: Path) -> apsw.Connection:
@@ -95,15 +103,17 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
     return {(str(t), str(n), " ".join(str(s).split())) for t, n, s in rows}
 
 
-# -- fresh stores ------------------------------------------------------------------------
+# -- fresh stores ----------------------------------------------------------------------
 
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == 2
-    assert metadata(store_path) == (2, [2], [(1, 2)])
+        assert writer.revision == SCHEMA_VERSION == 3
+    assert COMPATIBILITY_FLOOR == 2  # revision 3 is additive: revision-2 builds still fit
+    assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
     objects = {name for kind, name, _ in schema_objects(store_path)}
     assert "checkpoint_operations" in objects
+    assert "materialized_history_start" in objects
     assert "api_session_error_updated" not in objects
     assert "api_session_error_inserted" not in objects
 
@@ -129,6 +139,7 @@ def test_every_table_is_strict_except_the_origins_three_side_tables(store_path: 
         "materialized_sessions",
         "materialized_transcript_items",
         "materialized_queued_prompts",
+        "materialized_history_start",
         "schema_migrations",
         "schema_compatibility",
     }
@@ -141,17 +152,111 @@ def test_reopening_a_current_store_changes_nothing(store_path: Path) -> None:
     assert metadata(store_path) == before
 
 
-# -- migrating revision 1 ----------------------------------------------------------------
+# -- migrating older revisions ---------------------------------------------------------
+
+OLDER_STORES = {1: create_legacy_store, 2: create_revision_2_store}
 
 
-def test_a_migrated_store_has_exactly_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("revision", "create"), OLDER_STORES.items(), ids=[f"{r}-to-current" for r in OLDER_STORES]
+)
+def test_a_migrated_store_has_exactly_the_schema_of_a_fresh_one(
+    tmp_path: Path, revision: int, create: Callable[[Path], None]
+) -> None:
     fresh, migrated = tmp_path / "fresh.sqlite3", tmp_path / "migrated.sqlite3"
     open_writer(fresh).close()
-    create_legacy_store(migrated)
-    open_writer(migrated).close()
+    create(migrated)
+    assert metadata(migrated)[0] == revision
+    with open_writer(migrated) as writer:
+        assert writer.revision == SCHEMA_VERSION
     assert schema_objects(migrated) == schema_objects(fresh)
     version, ledger, floor = metadata(migrated)
-    assert (version, ledger, floor) == (2, [1, 2], [(1, 2)])
+    assert (version, ledger, floor) == (
+        SCHEMA_VERSION,
+        list(range(revision, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- revision 2 ------------------------------------------------------------------------
+
+
+def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table(
+    tmp_path: Path,
+) -> None:
+    fresh, old = tmp_path / "fresh.sqlite3", tmp_path / "old.sqlite3"
+    open_writer(fresh).close()
+    create_revision_2_store(old)
+    assert metadata(old) == (2, [2], [(1, 2)])
+    missing = schema_objects(fresh) - schema_objects(old)
+    assert {name for _, name, _ in missing} == {"materialized_history_start"}
+    assert schema_objects(old) < schema_objects(fresh)
+
+
+def test_a_revision_2_store_is_migrated_in_place_on_the_first_writable_open(
+    store_path: Path,
+) -> None:
+    create_revision_2_store(store_path)
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        tables = {
+            str(name)
+            for (name,) in writer.connection.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table'"
+            )
+        }
+    assert "materialized_history_start" in tables
+    # Revision 3 is additive: it adds its ledger row and leaves the floor at 2.
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        list(range(2, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+def test_migrating_revision_2_keeps_every_row(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session())
+        writer.connection.execute(
+            "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES ('session-1', 7, ?)",
+            (encode(turn_started()).decode(),),
+        )
+    step_back_to_revision_2(store_path)
+    assert metadata(store_path) == (2, [2], [(1, 2)])
+    with open_writer(store_path) as writer:
+        page = load_api_events(writer.connection, None, 0, 100)
+        sessions = [str(s) for (s,) in writer.connection.execute("SELECT session_id FROM sessions")]
+    assert sessions == ["session-1"]
+    assert [(e.seq, e.recorded_at_ms) for e in page.events] == [(1, 7)]
+    assert isinstance(page.events[0].event, ApiTurnStarted)
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        list(range(2, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+def test_a_revision_1_store_is_migrated_all_the_way_to_the_current_revision(
+    store_path: Path,
+) -> None:
+    create_legacy_store(store_path)
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        tables = {
+            str(name)
+            for (name,) in writer.connection.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'table'"
+            )
+        }
+    assert {"checkpoint_operations", "materialized_history_start"} <= tables
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        list(range(1, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- migrating revision 1 --------------------------------------------------------------
 
 
 def test_event_migration_preserves_cursors_and_keeps_unknown_history_explicit(
@@ -316,7 +421,7 @@ def test_the_legacy_fixture_writes_error_events_from_its_triggers(store_path: Pa
     assert bodies == ['{"type":"error","data":{"message":"first","command_id":null}}']
 
 
-# -- readers -----------------------------------------------------------------------------
+# -- readers ---------------------------------------------------------------------------
 
 
 def test_a_reader_refuses_a_store_that_needs_migration_and_never_migrates_it(
@@ -326,9 +431,22 @@ def test_a_reader_refuses_a_store_that_needs_migration_and_never_migrates_it(
     with pytest.raises(SchemaMismatch) as caught:
         open_reader(store_path)
     assert caught.value.reason is SchemaMismatchReason.NEEDS_MIGRATION
-    assert (caught.value.found, caught.value.supported) == (1, 2)
-    assert "relaystore schema 1 is not the supported schema 2" in str(caught.value)
+    assert (caught.value.found, caught.value.supported) == (1, SCHEMA_VERSION)
+    assert f"relaystore schema 1 is not the supported schema {SCHEMA_VERSION}" in str(caught.value)
     assert metadata(store_path) == (1, [1], [(1, 1)])
+
+
+def test_a_reader_refuses_a_revision_2_store_and_never_migrates_it(store_path: Path) -> None:
+    create_revision_2_store(store_path)
+    before = schema_objects(store_path)
+    with pytest.raises(SchemaMismatch) as caught:
+        open_reader(store_path)
+    assert caught.value.reason is SchemaMismatchReason.NEEDS_MIGRATION
+    assert (caught.value.found, caught.value.supported) == (2, SCHEMA_VERSION)
+    assert f"relaystore schema 2 is not the supported schema {SCHEMA_VERSION}" in str(caught.value)
+    assert metadata(store_path) == (2, [2], [(1, 2)])
+    assert schema_objects(store_path) == before
+    assert "materialized_history_start" not in {name for _, name, _ in before}
 
 
 def test_a_reader_refuses_an_empty_file(store_path: Path) -> None:
@@ -339,22 +457,25 @@ def test_a_reader_refuses_an_empty_file(store_path: Path) -> None:
     assert store_path.stat().st_size == 0
 
 
-# -- newer stores ------------------------------------------------------------------------
+# -- newer stores ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "floor", [COMPATIBILITY_FLOOR, SCHEMA_VERSION], ids=["floor-unchanged", "floor-at-this-build"]
+)
 def test_a_newer_store_whose_floor_admits_this_build_stays_usable_and_unchanged(
-    store_path: Path,
+    store_path: Path, floor: int
 ) -> None:
     open_writer(store_path).close()
-    advance_to(store_path, 3, floor=2)
+    advance_to(store_path, FUTURE, floor=floor)
     with open_writer(store_path) as writer:
-        assert writer.revision == 3
+        assert writer.revision == FUTURE
         save_session(writer.connection, example_session())
-        assert writer.check_schema() == 3
+        assert writer.check_schema() == FUTURE
     reader = open_reader(store_path)
     assert load_api_events(reader, None, 0, 10).latest_seq == 0
     reader.close()
-    assert metadata(store_path) == (3, [2, 3], [(1, 2)])
+    assert metadata(store_path) == (FUTURE, [SCHEMA_VERSION, FUTURE], [(1, floor)])
 
 
 @pytest.mark.parametrize("opener", [open_writer, open_reader], ids=["writer", "reader"])
@@ -362,29 +483,32 @@ def test_a_newer_store_whose_floor_excludes_this_build_is_refused_untouched(
     store_path: Path, opener: Callable[[Path], object]
 ) -> None:
     open_writer(store_path).close()
-    advance_to(store_path, 3, floor=3)
+    advance_to(store_path, FUTURE, floor=FUTURE)
     with pytest.raises(SchemaMismatch) as caught:
         opener(store_path)
     error = caught.value
     assert error.reason is SchemaMismatchReason.INCOMPATIBLE
-    assert (error.found, error.supported, error.minimum) == (3, 2, 3)
-    assert "requires at least build schema 3" in str(error)
-    assert metadata(store_path) == (3, [2, 3], [(1, 3)])
+    assert (error.found, error.supported, error.minimum) == (FUTURE, SCHEMA_VERSION, FUTURE)
+    assert f"requires at least build schema {FUTURE}" in str(error)
+    assert metadata(store_path) == (FUTURE, [SCHEMA_VERSION, FUTURE], [(1, FUTURE)])
 
 
-# -- invalid metadata --------------------------------------------------------------------
+# -- invalid metadata ------------------------------------------------------------------
 
 BREAKAGES = {
     "floor table missing": "DROP TABLE schema_compatibility",
     "ledger missing": "DROP TABLE schema_migrations",
     "no floor row": "DELETE FROM schema_compatibility",
     "empty ledger": "DELETE FROM schema_migrations",
-    "ledger ahead of user_version": "INSERT INTO schema_migrations VALUES (3, 'x')",
-    "floor above revision": "UPDATE schema_compatibility SET minimum_compatible_version = 3",
+    "ledger ahead of user_version": f"INSERT INTO schema_migrations VALUES ({FUTURE}, 'x')",
+    "floor above revision": (
+        f"UPDATE schema_compatibility SET minimum_compatible_version = {FUTURE}"
+    ),
     "two floor rows": (
         "DROP TABLE schema_compatibility;"
         "CREATE TABLE schema_compatibility(singleton INTEGER, minimum_compatible_version INTEGER);"
-        "INSERT INTO schema_compatibility VALUES (1, 2), (1, 2)"
+        f"INSERT INTO schema_compatibility VALUES (1, {COMPATIBILITY_FLOOR}),"
+        f" (1, {COMPATIBILITY_FLOOR})"
     ),
     "floor zero": (
         "DROP TABLE schema_compatibility;"
@@ -407,7 +531,7 @@ def test_invalid_compatibility_metadata_is_refused(
     with pytest.raises(SchemaMismatch) as caught:
         opener(store_path)
     assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
-    assert caught.value.found == 2
+    assert caught.value.found == SCHEMA_VERSION
     assert "missing or invalid compatibility metadata" in str(caught.value)
 
 
@@ -425,14 +549,16 @@ def test_a_database_of_another_application_is_refused_not_initialised(store_path
 
 
 def test_ensure_supported_decides_from_revision_then_floor() -> None:
-    ensure_supported(SchemaState(revision=2, minimum_compatible=2))
-    ensure_supported(SchemaState(revision=7, minimum_compatible=1))
+    ensure_supported(SchemaState(revision=SCHEMA_VERSION, minimum_compatible=SCHEMA_VERSION))
+    ensure_supported(SchemaState(revision=SCHEMA_VERSION, minimum_compatible=COMPATIBILITY_FLOOR))
+    ensure_supported(SchemaState(revision=SCHEMA_VERSION + 5, minimum_compatible=1))
     reasons = []
     for state in (
         SchemaState(revision=1, minimum_compatible=1),
+        SchemaState(revision=SCHEMA_VERSION - 1, minimum_compatible=COMPATIBILITY_FLOOR),
         SchemaState(revision=0, minimum_compatible=None),
-        SchemaState(revision=4, minimum_compatible=3),
-        SchemaState(revision=2, minimum_compatible=None),
+        SchemaState(revision=SCHEMA_VERSION + 2, minimum_compatible=SCHEMA_VERSION + 1),
+        SchemaState(revision=SCHEMA_VERSION, minimum_compatible=None),
     ):
         with pytest.raises(SchemaMismatch) as caught:
             ensure_supported(state)
@@ -440,33 +566,37 @@ def test_ensure_supported_decides_from_revision_then_floor() -> None:
     assert reasons == [
         SchemaMismatchReason.NEEDS_MIGRATION,
         SchemaMismatchReason.NEEDS_MIGRATION,
+        SchemaMismatchReason.NEEDS_MIGRATION,
         SchemaMismatchReason.INCOMPATIBLE,
         SchemaMismatchReason.INVALID_METADATA,
     ]
 
 
-# -- the writer's per-message check ------------------------------------------------------
+# -- the writer's per-message check ----------------------------------------------------
 
 
 def test_the_writer_check_returns_the_revision_to_remember(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert check_writer_schema(writer.connection, 2) == 2
-        advance_to(store_path, 4, floor=2)
-        assert check_writer_schema(writer.connection, 2) == 4
-        assert read_schema_state(writer.connection) == SchemaState(revision=4, minimum_compatible=2)
+        current = SCHEMA_VERSION
+        assert check_writer_schema(writer.connection, current) == current
+        advance_to(store_path, current + 2, floor=current)
+        assert check_writer_schema(writer.connection, current) == current + 2
+        assert read_schema_state(writer.connection) == SchemaState(
+            revision=current + 2, minimum_compatible=current
+        )
 
 
 def test_the_writer_refuses_a_store_rolled_back_underneath_it_without_writing(
     store_path: Path,
 ) -> None:
     open_writer(store_path).close()
-    advance_to(store_path, 3, floor=2)
+    advance_to(store_path, FUTURE, floor=COMPATIBILITY_FLOOR)
     with open_writer(store_path) as writer:
-        assert writer.revision == 3
-        restored = raw(store_path)  # a backup of revision 2 restored in place
+        assert writer.revision == FUTURE
+        restored = raw(store_path)  # a backup of the current revision restored in place
         with restored:
-            restored.execute("DELETE FROM schema_migrations WHERE version = 3")
-            restored.execute("PRAGMA user_version = 2")
+            restored.execute(f"DELETE FROM schema_migrations WHERE version = {FUTURE}")
+            restored.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         restored.close()
         changes = writer.connection.total_changes()
         with pytest.raises(SchemaMismatch) as caught:
@@ -474,20 +604,24 @@ def test_the_writer_refuses_a_store_rolled_back_underneath_it_without_writing(
         assert writer.connection.total_changes() == changes
         error = caught.value
         assert error.reason is SchemaMismatchReason.ROLLBACK
-        assert (error.found, error.minimum, error.supported) == (2, 3, 2)
-        assert "rolled back from 3 to 2" in str(error)
-        assert writer.revision == 3  # it keeps refusing later messages too
+        assert (error.found, error.minimum, error.supported) == (
+            SCHEMA_VERSION,
+            FUTURE,
+            SCHEMA_VERSION,
+        )
+        assert f"rolled back from {FUTURE} to {SCHEMA_VERSION}" in str(error)
+        assert writer.revision == FUTURE  # it keeps refusing later messages too
         with pytest.raises(SchemaMismatch):
             writer.check_schema()
 
 
 def test_the_writer_refuses_a_floor_raised_underneath_it(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        advance_to(store_path, 3, floor=3)
+        advance_to(store_path, FUTURE, floor=FUTURE)
         with pytest.raises(SchemaMismatch) as caught:
             writer.check_schema()
         assert caught.value.reason is SchemaMismatchReason.INCOMPATIBLE
-        assert writer.revision == 3
+        assert writer.revision == FUTURE
 
 
 def test_the_writer_refuses_compatibility_metadata_dropped_underneath_it(store_path: Path) -> None:
