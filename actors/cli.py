@@ -180,6 +180,11 @@ def _parser() -> argparse.ArgumentParser:
         "--workspace", type=_id("workspace"), help="workspace of a session the store lacks"
     )
     replay.add_argument(
+        "--from-first",
+        action="store_true",
+        help="start a session whose journal lost its earlier segments at its first event",
+    )
+    replay.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -338,6 +343,7 @@ def _replay(args: argparse.Namespace) -> int:
                     workspace=args.workspace,
                     on_start=progress.start,
                     on_batch=progress.advance,
+                    from_first=args.from_first,
                 )
             finally:
                 progress.close()

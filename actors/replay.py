@@ -15,7 +15,8 @@ events it expects to send, for a progress bar's total.
 
 A bad event or line raises its typed error, located at its file and line: the first
 problem in reading order, as ``verify`` reports it. Every complete page before it stays
-committed and nothing of the page that holds it does. A refused replay leaves the store
+committed and nothing of the page that holds it does, except at a gap: a gap is missing
+history, not damage, so every event before it (the good prefix) is committed. A refused replay leaves the store
 as it was: a session the store lacks is created (with a minimal record) only once the
 first page is read and its digests verified, and deleted again if that page is refused
 before anything of it applied. A torn final line is reported in the result, never
@@ -32,15 +33,17 @@ from relaystore.actors.journal import JournalReader, JournalSource, Location, To
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import GENESIS, check_own_digest
-from relaystore.domain.errors import RelayChainError, StoreError
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
 from relaystore.domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
     ObserveRelayEvents,
     SaveSession,
+    SeedProjection,
 )
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.seed import start_before
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
 __all__ = ["BATCH", "ReplayReport", "minimal_record", "replay_source"]
@@ -100,8 +103,14 @@ def replay_source(
     workspace: str | None = None,
     on_batch: Callable[[ReplayReport], object] | None = None,
     on_start: Callable[[ReplayReport], object] | None = None,
+    from_first: bool = False,
 ) -> ReplayReport:
     """Replay ``source`` into ``store`` from the store's frontier; see the module doc.
+
+    A session with nothing applied yet starts where its journal does: at a worker root's
+    ``relay-seed.json`` frontier when there is one; at the first event's position when
+    the journal does not start at ordinal 1 and ``from_first`` is set (without it such a
+    journal is refused with :class:`InvalidInput` naming the option).
 
     ``workspace`` is the workspace of a session the store lacks. For progress,
     ``on_start`` gets the report before the first event is read (its ``expected`` and
@@ -112,13 +121,18 @@ def replay_source(
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
     start = GENESIS if current is None else current.frontier
     report.frontier = None if current is None else start
+    seeding = None
+    if start.ordinal == 0:
+        seeding = _history_start(source, from_first=from_first)
+        if seeding is not None:
+            start = seeding.start
     last = source.last_ordinal
     if last is not None:
         report.expected = max(0, last - start.ordinal)
     first_seq = store.latest_seq
     if on_start is not None:
         on_start(report)
-    sender = _Sender(store, report, missing=current is None, workspace=workspace)
+    sender = _Sender(store, report, missing=current is None, workspace=workspace, seeding=seeding)
     reader = JournalReader(
         source,
         after=start,
@@ -131,15 +145,18 @@ def replay_source(
         while True:
             try:
                 item = next(events, None)
-            except StoreError:
+            except StoreError as fault:
                 # A bad line or chain fault ends the replay as a bad event would: the
                 # complete pages read before it are committed, nothing of the page that
-                # holds it. A bad digest among the events read before it comes first in
-                # the journal, so it is the one to report.
-                complete = len(batch) - len(batch) % PAGE_SIZE
-                if complete:
-                    sender.observe(batch[:complete], where)
-                _check_digests(batch[complete:], source.session_id, where)
+                # holds it. A gap is not damage but missing history (fetch more, replay
+                # again): every event before it is the good prefix, and all of it is
+                # committed. A bad digest among the events read before the fault comes
+                # first in the journal, so it is the one to report.
+                gap = isinstance(fault, RelayChainError) and fault.fault is ChainFault.GAP
+                keep = len(batch) if gap else len(batch) - len(batch) % PAGE_SIZE
+                if keep:
+                    sender.observe(batch[:keep], where)
+                _check_digests(batch[keep:], source.session_id, where)
                 raise
             if item is None:
                 break
@@ -167,12 +184,19 @@ class _Sender:
     before its first batch, and deletes it again if that batch applied nothing."""
 
     def __init__(
-        self, store: EventStore, report: ReplayReport, *, missing: bool, workspace: str | None
+        self,
+        store: EventStore,
+        report: ReplayReport,
+        *,
+        missing: bool,
+        workspace: str | None,
+        seeding: SeedProjection | None,
     ) -> None:
         self.store = store
         self.report = report
         self.missing = missing
         self.workspace = workspace
+        self.seeding = seeding
 
     def observe(self, batch: list[RelayEvent], where: dict[int, Location]) -> None:
         created = False
@@ -186,6 +210,9 @@ class _Sender:
             self.missing = False
             created = True
         try:
+            if self.seeding is not None:
+                self.store.ask(self.seeding)
+                self.seeding = None
             _observe(self.store, self.report, batch, where)
         except StoreError:
             if created:
@@ -197,6 +224,33 @@ class _Sender:
         stored = self.store.ask(LoadMaterializedSession(session_id=session_id))
         if stored is not None and stored.applied_event_ordinal == 0:
             self.store.ask(DeleteSession(session_id=session_id))
+
+
+def _history_start(source: JournalSource, *, from_first: bool) -> SeedProjection | None:
+    """Where a session with nothing applied starts, when not at ordinal 1 (None: it does)."""
+    session_id = source.session_id
+    if source.seed is not None:
+        return SeedProjection(
+            session_id=session_id,
+            start=source.seed.frontier,
+            queued_prompts=source.seed.queued_prompts,
+            source="seed",
+        )
+    first = next(iter(JournalReader(source)), None)
+    if first is None or first[0].ordinal <= 1:
+        return None
+    event, location = first
+    if not from_first:
+        raise InvalidInput(
+            f"the journal starts at ordinal {event.ordinal}, not 1: its earlier segments "
+            "are gone and the worker root has no relay-seed.json. Replay with --from-first "
+            "to start the session's history at its first event",
+            session_id=session_id,
+            ordinal=event.ordinal,
+            path=str(location.path),
+            line=location.line,
+        )
+    return SeedProjection(session_id=session_id, start=start_before(event), source="first_event")
 
 
 def _check_digests(events: list[RelayEvent], session_id: str, where: dict[int, Location]) -> None:

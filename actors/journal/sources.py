@@ -31,6 +31,7 @@ import msgspec
 
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
+from relaystore.domain.seed import RelaySeed, decode_relay_seed
 from relaystore.domain.wire import decode_json
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "MAX_BLANK_LINES",
     "MAX_DRAIN_BYTES",
     "RELAY_STATE_NAME",
+    "SEED_NAME",
     "BlankBudget",
     "JournalFile",
     "JournalSource",
@@ -53,6 +55,8 @@ __all__ = [
 JOURNAL_DIR_NAME = "relay-journal"
 """The journal folder inside a worker root."""
 RELAY_STATE_NAME = "relay-state.json"
+SEED_NAME = "relay-seed.json"
+"""What a checkpoint restore leaves in a worker root (the origin's ``RESTORED_RELAY_SEED_FILE``)."""
 """The worker's snapshot beside the journal folder: its ``session_id`` names the session;
 its ``latest_ordinal`` only sizes a progress bar."""
 ACTIVE_JOURNAL_NAME = "active.jsonl"
@@ -105,6 +109,8 @@ class JournalSource:
     ignored: tuple[Path, ...] = ()
     state_ordinal: int | None = None
     """The ``latest_ordinal`` of the worker root's ``relay-state.json``, when it has one."""
+    seed: RelaySeed | None = None
+    """The worker root's ``relay-seed.json`` (left by a checkpoint restore), if any."""
 
     @property
     def size_bytes(self) -> int:
@@ -258,6 +264,23 @@ def _state_ordinal(root: Path) -> int | None:
     return state.latest_ordinal if state.latest_ordinal >= 0 else None
 
 
+def _seed(root: Path) -> RelaySeed | None:
+    """The worker root's ``relay-seed.json``; None when there is none.
+
+    Raises :class:`InvalidInput` naming the file when it is there but unreadable or
+    malformed: replaying past a seed that cannot be read would start from the wrong place.
+    """
+    path = root / SEED_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return decode_relay_seed(data)
+    except InvalidInput as exc:
+        raise exc.located(path=str(path)) from exc
+
+
 def _file_stem(path: Path) -> str:
     name = path.name
     for suffix in (".jsonl.gz", ".jsonl", ".gz"):
@@ -318,6 +341,7 @@ def _resolve(source: Path, session_id: str | None) -> JournalSource:
             state_ordinal=_state_ordinal(resolved.parent)
             if resolved.name == JOURNAL_DIR_NAME
             else None,
+            seed=_seed(resolved.parent) if resolved.name == JOURNAL_DIR_NAME else None,
         )
     if source.is_file():
         parent = source.parent

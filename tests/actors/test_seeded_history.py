@@ -3,6 +3,9 @@ or a journal whose earlier segments are gone."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -25,7 +28,7 @@ from relaystore.domain.messages import SeedProjection
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.seed import decode_relay_seed, start_before
 from relaystore.testing import JournalBuilder, example_session
-from tests.paths import REAL_EXCERPT
+from tests.paths import LIVE_RECORDS, REAL_EXCERPT
 
 REAL = [decode_relay_event(line) for line in REAL_EXCERPT.read_bytes().splitlines()]
 """The real kimi journal: ordinals 3328-3344, then 3347 after a gap."""
@@ -139,3 +142,99 @@ def test_a_seed_file_with_later_origin_fields_reads() -> None:
         + b'", "queued_prompts": [], "accepted_config": {"model": "x"}, "native_session_unused": true}'
     )
     assert seed.frontier == RelayCursor(ordinal=3327, digest="a" * 64)
+
+
+# -- through the command line, as an operator runs it -------------------------------------
+
+
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _worker_root(folder: Path, *, seed: bytes | None) -> Path:
+    journal = folder / "relay-journal"
+    journal.mkdir(parents=True)
+    (journal / "active.jsonl").write_bytes(REAL_EXCERPT.read_bytes())
+    (folder / "relay-state.json").write_text(json.dumps({"session_id": "kimi"}))
+    if seed is not None:
+        (folder / "relay-seed.json").write_bytes(seed)
+    return folder
+
+
+SEED = (
+    b'{"event_frontier":3327,"event_frontier_digest":"' + b"c" * 64 + b'",'
+    b'"queued_prompts":[{"command_id":"prompt-9","content":[],"queued_at_ms":5}]}'
+)
+
+
+def _show(db: Path) -> dict[str, object]:
+    shown = _cli(db, "show", "kimi")
+    assert shown.returncode == 0, shown.stderr
+    session: dict[str, object] = json.loads(shown.stdout)
+    return session
+
+
+def test_replay_continues_a_seeded_worker_root_and_refuses_the_real_gap(tmp_path: Path) -> None:
+    root = _worker_root(tmp_path / "root", seed=SEED)
+    db = tmp_path / "store.sqlite3"
+    done = _cli(db, "replay", str(root))
+    assert done.returncode == 1
+    assert "gap" in done.stderr
+    assert "3347" in done.stderr
+    assert "Traceback" not in done.stderr
+    session = _show(db)
+    assert session["applied_event_ordinal"] == 3344  # 3328-3344 kept
+    assert session["history_start"] == {"ordinal": 3328, "source": "seed"}
+    assert [p["command_id"] for p in session["queued_prompts"]] == ["prompt-9"]  # type: ignore[attr-defined]
+    again = _cli(db, "replay", str(root))  # resumes: nothing new before the gap
+    assert again.returncode == 1
+    assert _show(db)["applied_event_ordinal"] == 3344
+
+
+def test_a_pruned_journal_is_refused_naming_from_first_and_creates_nothing(tmp_path: Path) -> None:
+    root = _worker_root(tmp_path / "root", seed=None)
+    db = tmp_path / "store.sqlite3"
+    done = _cli(db, "replay", str(root))
+    assert done.returncode == 1
+    assert "--from-first" in done.stderr
+    assert "3328" in done.stderr
+    stats = _cli(db, "stats", "--json")
+    assert json.loads(stats.stdout)["sessions"] == 0
+
+
+def test_from_first_adopts_the_first_events_position(tmp_path: Path) -> None:
+    root = _worker_root(tmp_path / "root", seed=None)
+    db = tmp_path / "store.sqlite3"
+    done = _cli(db, "replay", "--from-first", str(root))
+    assert done.returncode == 1
+    assert "3347" in done.stderr
+    session = _show(db)
+    assert session["applied_event_ordinal"] == 3344
+    assert session["history_start"] == {"ordinal": 3328, "source": "first_event"}
+
+
+@pytest.mark.parametrize("record", LIVE_RECORDS, ids=lambda path: path.stem)
+def test_the_origins_live_journal_records_replay_from_first(tmp_path: Path, record: Path) -> None:
+    db = tmp_path / "store.sqlite3"
+    refused = _cli(db, "replay", str(record), "--session", "live")
+    assert refused.returncode == 1
+    assert "--from-first" in refused.stderr
+    done = _cli(db, "replay", "--from-first", str(record), "--session", "live")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(_cli(db, "show", "live").stdout)
+    ordinal = json.loads(record.read_text())["ordinal"]
+    assert shown["applied_event_ordinal"] == ordinal
+    assert shown["history_start"] == {"ordinal": ordinal, "source": "first_event"}
+
+
+def test_a_malformed_seed_file_is_refused_naming_it(tmp_path: Path) -> None:
+    root = _worker_root(tmp_path / "root", seed=b'{"event_frontier": "x"}')
+    done = _cli(tmp_path / "store.sqlite3", "replay", str(root))
+    assert done.returncode == 1
+    assert "relay-seed.json" in done.stderr
+    assert "Traceback" not in done.stderr
