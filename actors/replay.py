@@ -26,6 +26,7 @@ applied.
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,6 +51,9 @@ __all__ = ["BATCH", "ReplayReport", "minimal_record", "replay_source"]
 
 BATCH = 4 * PAGE_SIZE
 """Events per ``ObserveRelayEvents``: a whole number of pages, so pages stay aligned."""
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -176,6 +180,16 @@ def replay_source(
         report.read += reader.already_applied
         report.already_applied += reader.already_applied
         report.written = store.latest_seq - first_seq
+        logger.info(
+            "replayed %s into session %s: %d read, %d applied, %d already applied, "
+            "%d API events written",
+            source.path,
+            report.session_id,
+            report.read,
+            report.applied,
+            report.already_applied,
+            report.written,
+        )
     return report
 
 

@@ -218,6 +218,9 @@ class EventStore:
             for ref in started:
                 _stop(ref)
             raise
+        logger.info(
+            "opened %s%s at seq %d", path, " read-only" if read_only else "", self._commits.latest
+        )
 
     # -- routing -------------------------------------------------------------------
 
@@ -408,6 +411,15 @@ class EventStore:
             _stop(reader)
         if self._writer is not None:
             _stop(self._writer)
+        figures = self._stats
+        logger.info(
+            "closed %s at seq %d after %d commits (%d messages, %d relay events applied)",
+            self.path,
+            self._commits.latest,
+            figures.commits,
+            figures.messages,
+            figures.relay_events,
+        )
 
     def __enter__(self) -> EventStore:
         return self

@@ -224,6 +224,12 @@ def open_writer(
         apsw.bestpractice.connection_wal(connection)
         connection.pragma("synchronous", mode)
         revision = migrate_schema(connection)
+        if state.revision == 0:
+            logger.info("created a relaystore store at revision %d: %s", revision, where)
+        elif state.revision < revision:
+            logger.info(
+                "migrated the store from revision %d to %d: %s", state.revision, revision, where
+            )
         if revision == SCHEMA_VERSION:  # a newer store is not ours to analyze
             apsw.bestpractice.connection_optimize(connection)
     except BaseException as exc:

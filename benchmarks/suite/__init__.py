@@ -19,6 +19,8 @@ BENCHMARKS = {
     "reads": "suite.reads",
     "memory": "suite.memory",
     "open": "suite.opening",
+    "sessions": "suite.sessions",
+    "embedding": "suite.embedding",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -119,3 +120,26 @@ def test_metrics_count_commits_events_and_followers(tmp_path: Path) -> None:
         assert figures.batch_size_max >= 1
         follower.close()
         assert store.metrics().followers == 0
+
+
+def test_open_migrate_close_and_replay_log_at_info_under_relaystore(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from relaystore.actors.journal import resolve_source
+    from relaystore.actors.replay import replay_source
+    from relaystore.testing import JournalBuilder
+
+    journal = JournalBuilder()
+    journal.prompt_turn("hello")
+    root = journal.write_worker_root(tmp_path / "root", "s-1")
+    caplog.set_level(logging.INFO, logger="relaystore")
+    with EventStore.open(tmp_path / "store.sqlite3") as store:
+        replay_source(store, resolve_source(root))
+    messages = [(r.name, r.getMessage()) for r in caplog.records if r.levelno == logging.INFO]
+    assert all(name.startswith("relaystore.") for name, _ in messages)
+    text = "\n".join(message for _, message in messages)
+    assert "created a relaystore store" in text
+    assert "opened" in text
+    assert "replayed" in text
+    assert "into session s-1" in text
+    assert "closed" in text
