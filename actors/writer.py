@@ -120,6 +120,7 @@ class WriterActor(BoundedActor):
         self._latest = load_latest_seq(writer.connection)
         self._max_batch = max_batch
         self._pending: list[Envelope] = []
+        self._last_batch = 0
         self._stopped_by: str | None = None
 
     def on_receive(self, message: Any) -> None:
@@ -132,8 +133,16 @@ class WriterActor(BoundedActor):
             return
         self._pending.append(message)
         # Group commit: while more messages already wait, take them into this batch.
-        if len(self._pending) >= self._max_batch or self.actor_inbox.empty():
-            self._flush()
+        if len(self._pending) < self._max_batch and not self.actor_inbox.empty():
+            return
+        if len(self._pending) < self._max_batch and self._last_batch > 1:
+            # Several senders were waiting on the last commit and may be a moment from
+            # sending again: release the GIL once, so they can, before committing what is
+            # here. (A lone sender never waits for company.)
+            time.sleep(0)
+            if not self.actor_inbox.empty():
+                return
+        self._flush()
 
     def on_stop(self) -> None:
         try:
@@ -148,6 +157,7 @@ class WriterActor(BoundedActor):
         batch, self._pending = self._pending, []
         if not batch:
             return
+        self._last_batch = len(batch)
         if self._stopped_by is not None:
             _answer_all(batch, WriterStopped(self._stopped_by))
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import re
 import uuid
 from typing import Any
 
@@ -50,41 +51,60 @@ def validate_message(message: object) -> None:
     if not isinstance(message, Request):
         raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
     name = type(message).__name__
-    for field in msgspec.structs.fields(message):
-        value = getattr(message, field.name)
-        where = f"{name}.{field.name}"
-        if isinstance(message, ObserveRelayEvents) and field.name == "events":
-            _check_events(where, value)
-            continue
-        _check_value(where, value, field.type)
-        kind = _ID_FIELDS.get(field.name)
-        if kind is not None:
-            _check_id(where, kind, value)
+    session_id = getattr(message, "session_id", None)
+    if isinstance(message, ObserveRelayEvents):
+        if type(session_id) is not str:
+            raise InvalidInput(
+                f"{name}.session_id: expected a str, got {type(session_id).__name__}"
+            )
+        _check_events(f"{name}.events", message.events)
+    else:
+        _check_fields(name, message)
+    if session_id is not None:
+        _check_id(f"{name}.session_id", "session", session_id)
 
 
-def _check_value(where: str, value: object, expected: Any) -> None:
+_FIELD = re.compile(r" - at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _check_fields(name: str, message: object) -> None:
+    """Round-trip the whole message through its own type: msgspec checks every field."""
     try:
-        plain = msgspec.to_builtins(value, builtin_types=_KEPT_AS_IS)
-        _check_integers(plain)
-        msgspec.convert(plain, expected, strict=True)
+        plain = msgspec.to_builtins(message, builtin_types=_KEPT_AS_IS)
+        out_of_range = _integer_out_of_range(plain)
+        if out_of_range is not None:
+            raise InvalidInput(f"{name}.{out_of_range}: integer outside SQLite's INTEGER range")
+        msgspec.convert(plain, type(message), strict=True)
     except msgspec.ValidationError as exc:
-        raise InvalidInput(f"{where}: {exc}") from exc
+        text = str(exc)
+        field = _FIELD.search(text)
+        where = f"{name}.{field.group(1)}" if field else name
+        raise InvalidInput(f"{where}: {text}") from exc
+    except InvalidInput as exc:
+        if exc.detail.startswith(f"{name}."):
+            raise
+        raise InvalidInput(f"{name}: {exc.detail}") from exc
     except StoreError as exc:  # a type's own check (e.g. an id inside a record)
-        raise InvalidInput(f"{where}: {exc.detail}") from exc
+        raise InvalidInput(f"{name}: {exc.detail}") from exc
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-        raise InvalidInput(f"{where}: {type(value).__name__} is not a valid value ({exc})") from exc
+        raise InvalidInput(f"{name}: a field holds a value of no relaystore type ({exc})") from exc
 
 
-def _check_integers(value: object, path: str = "$") -> None:
+def _integer_out_of_range(value: object) -> str | None:
+    """The path (``field[0].key``) of an integer outside SQLite's range, or None."""
     if type(value) is int:
-        if not INT64_MIN <= value <= INT64_MAX:
-            raise ValueError(f"integer at `{path}` is outside SQLite's INTEGER range")
-    elif isinstance(value, dict):
+        return "" if not INT64_MIN <= value <= INT64_MAX else None
+    if isinstance(value, dict):
         for key, item in value.items():
-            _check_integers(item, f"{path}.{key}")
+            found = _integer_out_of_range(item)
+            if found is not None:
+                return f"{key}{found}" if found[:1] in ("", "[") else f"{key}.{found}"
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _check_integers(item, f"{path}[{index}]")
+            found = _integer_out_of_range(item)
+            if found is not None:
+                return f"[{index}]{found}" if found[:1] in ("", "[") else f"[{index}].{found}"
+    return None
 
 
 def _check_id(where: str, kind: str, value: str) -> None:

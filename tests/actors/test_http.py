@@ -274,3 +274,29 @@ def test_a_second_start_keeps_the_token(store: EventStore) -> None:
         assert second.token == first.token
     finally:
         _stop(second)
+
+
+def test_a_client_that_stops_reading_blocks_neither_the_writer_nor_other_streams(
+    store: EventStore, server: Server
+) -> None:
+    padding = "x" * 2000  # large events fill the stalled client's socket buffers quickly
+    with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1]))) as stalled:
+        stalled.sendall(
+            b"GET /api/v1/events?after_seq=0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + server.token.encode()
+            + b"\r\n\r\n"
+        )  # and never read a byte
+        started = time.monotonic()
+        for n in range(600):
+            store.ask(
+                RecordActivities(
+                    activities=[("session-1", ApiActivityState(state=f"{padding}{n}"))],
+                    recorded_at_ms=n,
+                )
+            )
+        assert time.monotonic() - started < 30  # the writer never waited on the stalled client
+        with httpx.stream(
+            "GET", server.url + "/api/v1/events?after_seq=0", headers=server.auth, timeout=20
+        ) as response:
+            frames = _frames(response, 600)
+        assert [frame["id"] for frame in frames] == [str(n) for n in range(1, 601)]
