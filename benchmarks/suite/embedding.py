@@ -3,10 +3,11 @@
 **Loop lag.** A ticker coroutine sleeps 5 ms at a time and records how late each tick
 wakes. Baseline: the same ticker beside one CPU-bound Python thread (the GIL's floor:
 any runnable Python thread costs the loop a switch interval). Measured: the ticker while
-4 sessions ingest realistic journals concurrently through
+4 sessions ingest realistic journals (12,000 events each) concurrently through
 :class:`relaystore.aio.AsyncEventStore` (``await store.ask(ObserveRelayEvents(...))`` in
 pages of 128 events). Also shown, without an aim: the same ingest through the blocking
-facade from 4 threads (what an embedder did before ``relaystore.aio``). Aim: p99 lag
+facade from 4 threads (what an embedder did before ``relaystore.aio``). The three are
+interleaved over 3 rounds and each figure is the median of its rounds' p99s. Aim: p99 lag
 within 2x of the baseline's p99.
 
 **SSE delivery.** A ``relaystore serve`` process streams to 10 clients while this
@@ -33,7 +34,7 @@ from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.messages import ObserveRelayEvents, RecordActivities, SaveSession
 from relaystore.domain.relay import RelayEvent
 from relaystore.testing import example_session
-from suite.common import Context, Figure, log, percentile
+from suite.common import Context, Figure, log, median, percentile
 from suite.journal import write_journal
 
 NAME = "embedding"
@@ -206,13 +207,21 @@ def _sse_delivery(path: Path, events: int, clients: int) -> tuple[float, float]:
 
 def run(ctx: Context) -> list[Figure]:
     seconds = ctx.scale(6, 2)
-    journal = _journal(ctx, ctx.scale(6_000, 1_500))
-    floor = _lag_beside_busy_thread(seconds)
-    lags, rate = _lag_while_ingesting_async(ctx.scratch / "embedding-async.sqlite3", journal)
-    threaded = _lag_while_ingesting_threads(ctx.scratch / "embedding-threads.sqlite3", journal)
-    base_p99 = percentile(floor, 0.99) * 1000
-    p99 = percentile(lags, 0.99) * 1000
-    threads_p99 = percentile(threaded, 0.99) * 1000
+    journal = _journal(ctx, ctx.scale(12_000, 1_500))
+    floors, p99s, threads_p99s, rates, p50s = [], [], [], [], []
+    for r in range(ctx.scale(3, 1)):  # p99 of a few seconds is noisy: interleave, take medians
+        floors.append(percentile(_lag_beside_busy_thread(seconds), 0.99) * 1000)
+        lags, rate = _lag_while_ingesting_async(
+            ctx.scratch / f"embedding-async-{r}.sqlite3", journal
+        )
+        p99s.append(percentile(lags, 0.99) * 1000)
+        p50s.append(percentile(lags, 0.5) * 1000)
+        rates.append(rate)
+        threaded = _lag_while_ingesting_threads(
+            ctx.scratch / f"embedding-threads-{r}.sqlite3", journal
+        )
+        threads_p99s.append(percentile(threaded, 0.99) * 1000)
+    base_p99, p99, threads_p99 = median(floors), median(p99s), median(threads_p99s)
     log(
         f"embedding: loop lag p99 {p99:.1f} ms (floor {base_p99:.1f} ms, threads {threads_p99:.1f} ms)"
     )
@@ -228,7 +237,12 @@ def run(ctx: Context) -> list[Figure]:
             base_p99,
             aim=f"<= {AIM_LAG}x",
             ok=p99 <= AIM_LAG * base_p99,
-            details={"ingest_events_per_s": rate, "p50_ms": percentile(lags, 0.5) * 1000},
+            details={
+                "rounds_p99_ms": p99s,
+                "rounds_floor_p99_ms": floors,
+                "ingest_events_per_s": median(rates),
+                "p50_ms": median(p50s),
+            },
         ),
         Figure(
             NAME,
@@ -237,6 +251,7 @@ def run(ctx: Context) -> list[Figure]:
             "ms",
             "one busy Python thread",
             base_p99,
+            details={"rounds_p99_ms": threads_p99s},
         ),
         Figure(
             NAME,
