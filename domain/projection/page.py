@@ -29,6 +29,7 @@ from relaystore.domain.materialized import (
     _Unset,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.integrity import check_mutation
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.wire import JSON
@@ -141,16 +142,7 @@ class PageDelta:
 
     def _fold(self, event: RelayEvent, mutation: MaterializedSessionMutation) -> None:
         ordinal = event.ordinal
-        activity = mutation.last_activity_at_ms
-        if activity is not None:
-            current = self.last_activity_at_ms
-            self.last_activity_at_ms = activity if current is None else max(current, activity)
-        if mutation.execution is not None:
-            self.execution = mutation.execution
-        if not isinstance(mutation.session_title, _Unset):
-            self.session_title = mutation.session_title
-        if mutation.configuration is not None:
-            self.configuration = mutation.configuration
+        fold_fields(self, mutation)
         transcript = self.transcript
         for change in mutation.transcript:
             stable_id = (
@@ -163,23 +155,16 @@ class PageDelta:
             if isinstance(change, TranscriptUpsert) and isinstance(entry.change, TranscriptRemove):
                 entry.remove_first = True
             entry.change, entry.ordinal = change, ordinal
-        if mutation.queued_prompts is not None:
-            self.queued_prompts = mutation.queued_prompts
-        if mutation.pending_elicitations is not None:
-            self.pending_elicitations = mutation.pending_elicitations
         for command_id, error in mutation.config_results:
             self.config_results.pop(command_id, None)  # keep write order = last result order
             self.config_results[command_id] = error
-        if not isinstance(mutation.active_turn, _Unset):
-            self.active_turn = mutation.active_turn
         if mutation.clear_turn_outcome:
             self.clear_turn_outcome = True
-            self.last_turn_outcome = None
         if mutation.last_turn_outcome is not None:
             self.finished_turns.append(mutation.last_turn_outcome)
-            self.last_turn_outcome = mutation.last_turn_outcome
         if mutation.provider_cost is not None:
             self.provider_cost = mutation.provider_cost
         if mutation.api_events:
+            activity = mutation.last_activity_at_ms
             at = activity if activity is not None else event.recorded_at_ms
             self.api_events.extend((self.session_id, at, item) for item in mutation.api_events)

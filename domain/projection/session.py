@@ -33,10 +33,10 @@ from relaystore.domain.materialized import (
     MaterializedSessionMutation,
     TranscriptItem,
     TranscriptRemove,
-    _Unset,
 )
 from relaystore.domain.projection.context import ProjectionContext
 from relaystore.domain.projection.feed import derive_api_events
+from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
 from relaystore.domain.projection.observations import HANDLERS
@@ -142,26 +142,7 @@ class SessionProjection:
         """Apply a checked ``mutation`` to the session and its index; nothing here raises."""
         session = self._session
         self._write_transcript(mutation)
-        if mutation.execution is not None:
-            session.execution = mutation.execution
-        if not isinstance(mutation.session_title, _Unset):
-            session.session_title = mutation.session_title
-        if mutation.configuration is not None:
-            session.configuration = mutation.configuration
-        if mutation.queued_prompts is not None:
-            session.queued_prompts = mutation.queued_prompts
-        if mutation.pending_elicitations is not None:
-            session.pending_elicitations = mutation.pending_elicitations
-        if not isinstance(mutation.active_turn, _Unset):
-            session.active_turn = mutation.active_turn
-        if mutation.clear_turn_outcome:
-            session.last_turn_outcome = None
-        if mutation.last_turn_outcome is not None:
-            session.last_turn_outcome = mutation.last_turn_outcome
-        activity = mutation.last_activity_at_ms
-        if activity is not None:
-            previous = session.last_activity_at_ms
-            session.last_activity_at_ms = activity if previous is None else max(previous, activity)
+        fold_fields(session, mutation)
         session.applied_event_ordinal = event.ordinal
         session.applied_event_digest = event.digest
 
