@@ -21,6 +21,7 @@ BENCHMARKS = {
     "open": "suite.opening",
     "sessions": "suite.sessions",
     "embedding": "suite.embedding",
+    "toolcalls": "suite.toolcalls",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

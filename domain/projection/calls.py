@@ -8,15 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from relaystore.domain.materialized import TerminalOutputRecord
 from relaystore.domain.projection.markers import FALLBACK_TERMINAL_META_KEY
 from relaystore.domain.wire import JSON
 
 __all__ = [
+    "RawResultKey",
     "is_fallback_terminal_call",
     "raw_result_candidate",
+    "raw_result_key",
+    "terminal_result_key",
     "tool_call_json",
     "tool_call_terminal_ids",
 ]
+
+
+RawResultKey = tuple[object, str]
+"""An exit code and output: a terminal result and a raw result match when keys are equal."""
 
 
 def tool_call_json(fields: Mapping[str, JSON]) -> dict[str, JSON]:
@@ -77,3 +85,42 @@ def raw_result_candidate(call: JSON) -> bool:
         return False
     code = raw.get("exit_code")
     return type(code) is int and 0 <= code <= 0xFFFFFFFF
+
+
+def raw_result_key(call: JSON) -> RawResultKey | None:
+    """The key of the terminal result a finished call's raw result names, if it names one.
+
+    Equal to :func:`terminal_result_key` of exactly the records the raw result matches:
+    the same exit code, and output either the same text or a list of ints that is the
+    text's UTF-8 encoding (bytes that are not UTF-8 match no text).
+    """
+    if not raw_result_candidate(call):
+        return None
+    assert isinstance(call, dict)
+    raw = call["rawOutput"]
+    assert isinstance(raw, dict)
+    output = raw.get("output")
+    if isinstance(output, list):
+        if not all(type(value) is int and 0 <= value <= 0xFF for value in output):
+            return None
+        try:
+            text = bytes(output).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return (raw["exit_code"], text)
+    if isinstance(output, str):
+        return (raw["exit_code"], output)
+    return None
+
+
+def terminal_result_key(record: TerminalOutputRecord) -> RawResultKey | None:
+    """The key a raw result must have to match ``record`` (None: a signal, or no exit code
+    a raw result could equal)."""
+    if record.signal is not None:
+        return None
+    exit_code = record.exit_code
+    try:
+        hash(exit_code)
+    except TypeError:
+        return None
+    return (exit_code, record.output)

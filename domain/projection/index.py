@@ -7,7 +7,7 @@ one index; nothing else holds either, so there is no cache and no sharing to man
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from relaystore.domain.materialized import (
@@ -20,8 +20,11 @@ from relaystore.domain.materialized import (
     UserBody,
 )
 from relaystore.domain.projection.calls import (
+    RawResultKey,
     is_fallback_terminal_call,
     raw_result_candidate,
+    raw_result_key,
+    terminal_result_key,
     tool_call_terminal_ids,
 )
 from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
@@ -48,6 +51,10 @@ class TranscriptIndex:
     ``plans`` and ``turns`` (the items that start a turn: user prompts and harness
     turns) keep their ids in transcript order, so the newest is the last;
     ``referrers`` maps terminal ids to the tool items referring to them.
+    ``raw_results`` and ``parked_results`` map a result key (exit code and output, see
+    :func:`~domain.projection.calls.raw_result_key`) to the ``raw_tools`` and ``parked``
+    ids holding that result, so matching a terminal result to a raw result is one lookup.
+    They follow from the other fields, so they take no part in comparing indexes.
 
     An index describes exactly one list and changes only together with it: applying an
     event changes the list and its index step by step (:meth:`append`, :meth:`replace`,
@@ -62,6 +69,8 @@ class TranscriptIndex:
     plans: dict[str, None]
     turns: dict[str, None]
     referrers: dict[str, frozenset[str]]
+    raw_results: dict[RawResultKey, set[str]] = field(default_factory=dict, compare=False)
+    parked_results: dict[RawResultKey, set[str]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def build(cls, transcript: list[TranscriptItem]) -> TranscriptIndex:
@@ -70,6 +79,8 @@ class TranscriptIndex:
         sets: dict[str, set[str]] = {name: set() for name in _ID_SETS}
         ordered: dict[str, dict[str, None]] = {name: {} for name in _ORDERED}
         referrers: dict[str, set[str]] = {}
+        raw_results: dict[RawResultKey, set[str]] = {}
+        parked_results: dict[RawResultKey, set[str]] = {}
         for offset, item in enumerate(transcript):
             stable_id = item.stable_id
             positions[stable_id] = offset
@@ -80,6 +91,11 @@ class TranscriptIndex:
                     sets[name].add(stable_id)
             for terminal_id in _item_terminal_ids(item.body):
                 referrers.setdefault(terminal_id, set()).add(stable_id)
+            raw_key, parked_key = _result_keys(item.body)
+            if raw_key is not None:
+                raw_results.setdefault(raw_key, set()).add(stable_id)
+            if parked_key is not None:
+                parked_results.setdefault(parked_key, set()).add(stable_id)
         return cls(
             positions=positions,
             open_agents=sets[_OPEN_AGENTS],
@@ -89,12 +105,15 @@ class TranscriptIndex:
             plans=ordered[_PLANS],
             turns=ordered[_TURNS],
             referrers={key: frozenset(value) for key, value in referrers.items()},
+            raw_results=raw_results,
+            parked_results=parked_results,
         )
 
     def append(self, item: TranscriptItem, offset: int) -> None:
         """Index ``item``, just appended to the list at ``offset``."""
         self.positions[item.stable_id] = offset
         self._enter(item.stable_id, _sets_of(item), _item_terminal_ids(item.body), at_end=True)
+        self._enter_results(item.stable_id, _result_keys(item.body))
 
     def replace(self, before: TranscriptItem, after: TranscriptItem) -> None:
         """Re-index the item whose offset now holds ``after`` instead of ``before``."""
@@ -108,6 +127,11 @@ class TranscriptIndex:
             if old_refs != new_refs:
                 self._leave(stable_id, [], old_refs)
                 self._enter(stable_id, [], new_refs, at_end=False)
+        if _may_hold_result(before.body) or _may_hold_result(after.body):
+            old_keys, new_keys = _result_keys(before.body), _result_keys(after.body)
+            if old_keys != new_keys:
+                self._leave_results(stable_id, old_keys)
+                self._enter_results(stable_id, new_keys)
 
     def remove(self, item: TranscriptItem, offset: int, transcript: list[TranscriptItem]) -> None:
         """Un-index ``item``, just deleted from ``transcript`` at ``offset``.
@@ -121,6 +145,25 @@ class TranscriptIndex:
         for later in range(offset, len(transcript)):
             positions[transcript[later].stable_id] = later
         self._leave(item.stable_id, _sets_of(item), _item_terminal_ids(item.body))
+        self._leave_results(item.stable_id, _result_keys(item.body))
+
+    def _enter_results(self, stable_id: str, keys: _ResultKeys) -> None:
+        raw_key, parked_key = keys
+        if raw_key is not None:
+            self.raw_results.setdefault(raw_key, set()).add(stable_id)
+        if parked_key is not None:
+            self.parked_results.setdefault(parked_key, set()).add(stable_id)
+
+    def _leave_results(self, stable_id: str, keys: _ResultKeys) -> None:
+        for results, key in zip((self.raw_results, self.parked_results), keys, strict=True):
+            if key is None:
+                continue
+            ids = results.get(key)
+            if ids is None:
+                continue
+            ids.discard(stable_id)
+            if not ids:
+                del results[key]
 
     def _enter(
         self, stable_id: str, sets: Iterable[str], terminal_ids: list[str], *, at_end: bool
@@ -184,3 +227,28 @@ def _item_terminal_ids(body: Any) -> list[str]:
     ids = tool_call_terminal_ids(body.call)
     ids.extend(body.terminal_refs)
     return ids
+
+
+_ResultKeys = tuple[RawResultKey | None, RawResultKey | None]
+_NO_RESULT: _ResultKeys = (None, None)
+
+
+def _may_hold_result(body: Any) -> bool:
+    return isinstance(body, (ToolBody, TerminalOutputBody))
+
+
+def _result_keys(body: Any) -> _ResultKeys:
+    """The result keys of an item (``raw_tools``, ``parked``), as :func:`_body_sets` files it.
+
+    A provider tool in ``raw_tools`` is keyed by its raw result; a parked item (a
+    ``terminal:`` item, or a fallback tool holding output) by its first output.
+    """
+    if isinstance(body, TerminalOutputBody):
+        return (None, terminal_result_key(body.record))
+    if isinstance(body, ToolBody):
+        if is_fallback_terminal_call(body.call):
+            if body.terminal_outputs:
+                return (None, terminal_result_key(body.terminal_outputs[0]))
+            return _NO_RESULT
+        return (raw_result_key(body.call), None)
+    return _NO_RESULT

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 import msgspec
 
@@ -17,6 +16,8 @@ from relaystore.domain.materialized import (
 from relaystore.domain.projection.calls import (
     is_fallback_terminal_call,
     raw_result_candidate,
+    raw_result_key,
+    terminal_result_key,
     tool_call_json,
     tool_call_terminal_ids,
 )
@@ -36,7 +37,6 @@ __all__ = [
     "project_tool_call",
     "project_tool_call_update",
 ]
-_T = TypeVar("_T")
 _PRESENTATION_INPUTS = ("title", "kind", "rawInput", "rawOutput")
 _UPDATE_FIELDS = ("title", "kind", "status", "content", "locations", "rawInput", "rawOutput")
 
@@ -130,6 +130,8 @@ def _replace_or_push(
 
 
 def _matches_raw_result(record: TerminalOutputRecord, call: JSON) -> bool:
+    """Whether ``call``'s raw result is ``record``: the rule the index's result keys
+    (:func:`raw_result_key`, :func:`terminal_result_key`) implement as equal keys."""
     # Kimi reports shell output as raw bytes beside the exit status but omits the ACP
     # terminal reference, so the exact result is the only ownership it publishes.
     if not raw_result_candidate(call):
@@ -148,12 +150,6 @@ def _matches_raw_result(record: TerminalOutputRecord, call: JSON) -> bool:
     return isinstance(output, str) and output == record.output
 
 
-def _unique(matches: Iterator[_T]) -> _T | None:
-    """The only match, or None when there is none or more than one."""
-    first = next(matches, None)
-    return first if first is not None and next(matches, None) is None else None
-
-
 def _parked_record(item: TranscriptItem | None) -> TerminalOutputRecord | None:
     """The output a parked item holds (a ``terminal:`` item or a fallback tool)."""
     body = None if item is None else item.body
@@ -165,15 +161,20 @@ def _parked_record(item: TranscriptItem | None) -> TerminalOutputRecord | None:
 
 
 def _unique_raw_terminal(ctx: ProjectionContext, call: JSON) -> str | None:
-    """The one parked terminal result a provider call's raw result claims, if exactly one."""
-    if not raw_result_candidate(call):
+    """The one parked terminal result a provider call's raw result claims, if exactly one.
+
+    The index files parked output by result key, so this is one lookup: exactly the
+    parked records :func:`_matches_raw_result` accepts share the call's key.
+    """
+    key = raw_result_key(call)
+    if key is None:
         return None
-    records = map(_parked_record, map(ctx.get, sorted(ctx.index.parked)))
-    return _unique(
-        record.terminal_id
-        for record in records
-        if record is not None and _matches_raw_result(record, call)
-    )
+    ids = ctx.index.parked_results.get(key)
+    if ids is None or len(ids) != 1:
+        return None
+    (stable_id,) = ids
+    record = _parked_record(ctx.get(stable_id))
+    return None if record is None else record.terminal_id
 
 
 def _attach_terminal_outputs(ctx: ProjectionContext, item: TranscriptItem) -> TranscriptItem:
@@ -321,11 +322,17 @@ def project_terminal_output(ctx: ProjectionContext, record: TerminalOutputRecord
 
 
 def _unique_raw_tool(ctx: ProjectionContext, record: TerminalOutputRecord) -> TranscriptItem | None:
-    """The one provider tool whose raw result is ``record``; identical results claim none."""
-    return _unique(
-        item
-        for item in map(ctx.get, sorted(ctx.index.raw_tools))
-        if item is not None
-        and isinstance(item.body, ToolBody)
-        and _matches_raw_result(record, item.body.call)
-    )
+    """The one provider tool whose raw result is ``record``; identical results claim none.
+
+    The index files provider tools by raw result key, so this is one lookup: exactly
+    the tools :func:`_matches_raw_result` accepts share the record's key.
+    """
+    key = terminal_result_key(record)
+    if key is None:
+        return None
+    ids = ctx.index.raw_results.get(key)
+    if ids is None or len(ids) != 1:
+        return None
+    (stable_id,) = ids
+    item = ctx.get(stable_id)
+    return item if item is not None and isinstance(item.body, ToolBody) else None
