@@ -32,14 +32,25 @@ _PAGES_PER_STEP = 1024
 
 def backup_store(source: apsw.Connection, destination: str | os.PathLike[str]) -> BackupReport:
     """Copy the store behind ``source`` to ``destination`` (which must not exist)."""
-    target = os.path.abspath(os.fspath(destination))
+    try:
+        target = os.path.abspath(os.fspath(destination))
+        target.encode("utf-8")  # SQLite takes UTF-8 names: a lone surrogate names no file
+        if "\x00" in target:
+            raise ValueError("embedded null byte")
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"the backup destination is not a usable file name: {exc}") from exc
     if os.path.lexists(target):
         raise InvalidInput("the backup destination exists already; name a new file", path=target)
     partial = target + ".partial"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(partial)
     try:
-        copy = apsw.Connection(partial)
+        try:
+            copy = apsw.Connection(partial)
+        except apsw.CantOpenError as exc:
+            raise InvalidInput(
+                f"cannot create the backup there (does its folder exist?): {exc}", path=target
+            ) from exc
         try:
             with copy.backup("main", source, "main") as backup:
                 while not backup.done:

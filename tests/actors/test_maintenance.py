@@ -143,3 +143,24 @@ def test_open_migrate_close_and_replay_log_at_info_under_relaystore(
     assert "replayed" in text
     assert "into session s-1" in text
     assert "closed" in text
+
+
+@pytest.mark.parametrize(
+    ("destination", "words"),
+    [
+        ("a\x00b", "not a usable file name"),
+        ("\udcff.sqlite3", "not a usable file name"),
+        ("nowhere/copy.sqlite3", "does its folder exist"),
+    ],
+)
+def test_a_backup_to_an_unusable_destination_is_refused_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, destination: str, words: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with (
+        EventStore.open(tmp_path / "live.sqlite3") as store,
+        pytest.raises(InvalidInput, match=words),
+    ):
+        store.ask(BackupStore(destination=destination))
+    written = [path.name for path in tmp_path.iterdir() if not path.name.startswith("live.")]
+    assert written == []
