@@ -146,6 +146,12 @@ class EventStore:
         ``projector_idle_seconds``, is stopped and reloads from the store on its next
         event.
         """
+        try:
+            where = Path(path)
+            if "\x00" in str(where):
+                raise ValueError("embedded null byte")
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"EventStore.open: path must name a file ({exc})") from exc
         for name, value in (
             ("readers", readers),
             ("queue_capacity", queue_capacity),
@@ -161,7 +167,7 @@ class EventStore:
         if type(projector_idle_seconds) not in (int, float) or not projector_idle_seconds > 0:
             raise InvalidInput("EventStore.open: projector_idle_seconds must be a number > 0")
         return cls(
-            Path(path),
+            where,
             readers,
             queue_capacity,
             synchronous,

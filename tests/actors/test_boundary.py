@@ -293,3 +293,20 @@ def test_a_deleted_and_resaved_session_projects_from_scratch(store: EventStore) 
     assert (report.applied, report.already_applied, report.frontier_ordinal) == (3, 0, 3)
     kinds = [e.kind for e in _feed_is_readable(store)]
     assert kinds.count("turn_started") == 1  # the delete removed the first run's events
+
+
+@pytest.mark.parametrize("path", [None, 123, b"store.sqlite3", "a\x00b"])
+def test_open_refuses_a_path_that_names_no_file(path: Any) -> None:
+    with pytest.raises(InvalidInput, match="path"):
+        EventStore.open(path)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"readers": 0}, {"readers": True}, {"queue_capacity": "8"}, {"synchronous": "SOMETIMES"},
+     {"max_batch": 0}, {"max_projectors": None}, {"projector_idle_seconds": -1}],
+)  # fmt: skip
+def test_open_refuses_bad_options_naming_them(tmp_path: Path, options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput, match=next(iter(options))):
+        EventStore.open(tmp_path / "store.sqlite3", **options)
+    assert not (tmp_path / "store.sqlite3").exists()
