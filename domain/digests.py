@@ -1,4 +1,7 @@
-"""Relay event digests and chain validation.
+"""Relay event digests, and the checks of one event's digest and of a frontier.
+
+The chain rule (how an event stands against a frontier) lives in
+:mod:`relaystore.domain.chain`, which uses these.
 
 A digest is the lowercase hex SHA-256 of a domain string and a compact JSON payload:
 ``hel-relay-event-v1\\0`` + ``{ordinal, previous_digest, recorded_at_ms, command_id?,
@@ -18,7 +21,6 @@ from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
-    RelayCursor,
     RelayEvent,
     SessionOpened,
 )
@@ -30,9 +32,7 @@ __all__ = [
     "is_relay_digest",
     "relay_event_digest",
     "validate_frontier",
-    "validate_relay_event",
     "validate_relay_event_self",
-    "validate_relay_link",
 ]
 
 RELAY_EVENT_DIGEST_DOMAIN_V1 = b"hel-relay-event-v1\x00"
@@ -135,48 +135,6 @@ def validate_relay_event_self(event: RelayEvent, *, session_id: str | None = Non
         session_id=session_id,
         ordinal=event.ordinal,
     )
-
-
-def validate_relay_link(
-    previous: RelayCursor, event: RelayEvent, *, session_id: str | None = None
-) -> None:
-    """Check that ``event`` directly follows ``previous``, without checking its digest.
-
-    The ordinal must be the next one; a format 1 event must also name ``previous.digest``
-    as its previous digest. Format 2 events carry no link, so a format 2 fork is only
-    seen where digests are compared.
-    """
-    if not is_relay_digest(previous.digest):
-        raise RelayChainError(
-            ChainFault.BAD_DIGEST,
-            f"previous cursor digest {previous.digest!r} is not 64 lowercase hexadecimal characters",
-            session_id=session_id,
-            ordinal=previous.ordinal,
-        )
-    expected = previous.ordinal + 1
-    if event.ordinal != expected:
-        raise RelayChainError(
-            ChainFault.GAP,
-            f"relay event gap: expected ordinal {expected}, found {event.ordinal}",
-            session_id=session_id,
-            ordinal=event.ordinal,
-        )
-    if event.format == RELAY_EVENT_FORMAT_V1 and event.previous_digest != previous.digest:
-        raise RelayChainError(
-            ChainFault.FORK,
-            f"previous_digest {event.previous_digest[:12]}… does not match the digest "
-            f"{previous.digest[:12]}… of ordinal {previous.ordinal}",
-            session_id=session_id,
-            ordinal=event.ordinal,
-        )
-
-
-def validate_relay_event(
-    previous: RelayCursor, event: RelayEvent, *, session_id: str | None = None
-) -> None:
-    """Check that ``event`` directly follows ``previous`` and verifies on its own."""
-    validate_relay_link(previous, event, session_id=session_id)
-    validate_relay_event_self(event, session_id=session_id)
 
 
 def validate_frontier(ordinal: int, digest: str, *, session_id: str | None = None) -> None:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from relaystore.domain.chain import Step, advance
 from relaystore.domain.digests import (
     relay_event_digest,
-    validate_relay_event,
     validate_relay_event_self,
 )
 from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
@@ -140,9 +140,9 @@ def test_real_journal_chains_by_ordinal_and_reports_its_one_gap() -> None:
     events = [decode_relay_event(raw) for raw in fixture_lines()]
     gap = next(i for i, event in enumerate(events) if event.ordinal == 3347)
     for previous, event in itertools.pairwise(events[:gap]):
-        validate_relay_event(previous.cursor, event, session_id="kimi")
+        assert advance(previous.cursor, event, session_id="kimi") is Step.NEXT
     with pytest.raises(RelayChainError) as caught:
-        validate_relay_event(events[gap - 1].cursor, events[gap], session_id="kimi")
+        advance(events[gap - 1].cursor, events[gap], session_id="kimi")
     assert caught.value.fault is ChainFault.GAP
     assert "expected ordinal 3345" in str(caught.value)
 
