@@ -14,6 +14,7 @@ from relaystore.domain.materialized import (
     TranscriptRemove,
 )
 from relaystore.domain.projection.calls import (
+    RawResultKey,
     is_fallback_terminal_call,
     raw_result_candidate,
     raw_result_key,
@@ -166,14 +167,8 @@ def _unique_raw_terminal(ctx: ProjectionContext, call: JSON) -> str | None:
     The index files parked output by result key, so this is one lookup: exactly the
     parked records :func:`_matches_raw_result` accepts share the call's key.
     """
-    key = raw_result_key(call)
-    if key is None:
-        return None
-    ids = ctx.index.parked_results.get(key)
-    if ids is None or len(ids) != 1:
-        return None
-    (stable_id,) = ids
-    record = _parked_record(ctx.get(stable_id))
+    stable_id = _sole(ctx.index.parked_results, raw_result_key(call))
+    record = None if stable_id is None else _parked_record(ctx.get(stable_id))
     return None if record is None else record.terminal_id
 
 
@@ -327,12 +322,12 @@ def _unique_raw_tool(ctx: ProjectionContext, record: TerminalOutputRecord) -> Tr
     The index files provider tools by raw result key, so this is one lookup: exactly
     the tools :func:`_matches_raw_result` accepts share the record's key.
     """
-    key = terminal_result_key(record)
-    if key is None:
-        return None
-    ids = ctx.index.raw_results.get(key)
-    if ids is None or len(ids) != 1:
-        return None
-    (stable_id,) = ids
-    item = ctx.get(stable_id)
+    stable_id = _sole(ctx.index.raw_results, terminal_result_key(record))
+    item = None if stable_id is None else ctx.get(stable_id)
     return item if item is not None and isinstance(item.body, ToolBody) else None
+
+
+def _sole(by_key: Mapping[RawResultKey, set[str]], key: RawResultKey | None) -> str | None:
+    """The only stable id filed under ``key``: identical results claim nothing."""
+    ids = None if key is None else by_key.get(key)
+    return next(iter(ids)) if ids is not None and len(ids) == 1 else None
