@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,7 @@ from relaystore.domain.relay import RelayEvent, encode_relay_event
 from relaystore.storage.connection import open_reader
 from relaystore.storage.stats import load_stats
 from relaystore.testing import JournalBuilder, example_session
-from tests.actors.journal_factory import conversation, write_journal
-from tests.actors.test_cli import (
+from tests.actors.cli_support import (
     ENV,
     SUMMARY,
     TIMEOUT,
@@ -42,6 +40,7 @@ from tests.actors.test_cli import (
     ok,
     summary,
 )
+from tests.actors.journal_factory import conversation, write_journal
 
 SESSION_LINE = re.compile(
     r"^session (\S+): (\d+) read, (\d+) applied, (\d+) already applied, "
@@ -81,20 +80,6 @@ def usage_error(result: subprocess.CompletedProcess[str]) -> str:
     assert "usage:" in result.stderr
     assert "Traceback" not in result.stderr
     return result.stderr
-
-
-@pytest.fixture
-def spawned() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts; any still running at the end are killed, by pid."""
-    processes: list[subprocess.Popen[str]] = []
-    yield processes
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=TIMEOUT)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 # -- worker roots ---------------------------------------------------------------------------

@@ -43,8 +43,8 @@ from relaystore.domain.relay import (
     decode_relay_event,
     encode_relay_event,
 )
+from tests.actors.cli_support import ENV, TIMEOUT, command, failure
 from tests.actors.journal_factory import conversation, write_journal
-from tests.actors.test_cli import ENV, TIMEOUT, command, failure
 
 SESSION = "hostile"
 TOTAL = 200

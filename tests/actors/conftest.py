@@ -1,0 +1,24 @@
+"""Fixtures the actor-level tests share."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.actors.cli_support import TIMEOUT
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; any still running at the end are killed, by pid."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=TIMEOUT)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
