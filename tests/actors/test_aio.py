@@ -61,9 +61,8 @@ def test_ask_follow_and_close(tmp_path: Path) -> None:
     run(main)
 
 
-def test_a_waiting_ask_leaves_the_loop_free(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _slow_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, Callable[[], None]]:
+    """A gate the writer waits on before each message, and a switch that installs it."""
     gate = threading.Event()
     real = writer_module.perform
 
@@ -71,10 +70,18 @@ def test_a_waiting_ask_leaves_the_loop_free(
         gate.wait(5)
         return real(connection, message)
 
+    return gate, lambda: monkeypatch.setattr(writer_module, "perform", slow)
+
+
+def test_a_waiting_ask_leaves_the_loop_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate, slow_down = _slow_writer(monkeypatch)
+
     async def main() -> None:
         async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
             await store.ask(SaveSession(record=example_session()))
-            monkeypatch.setattr(writer_module, "perform", slow)
+            slow_down()
             ticks = 0
 
             async def ticker() -> None:
@@ -98,17 +105,12 @@ def test_a_waiting_ask_leaves_the_loop_free(
 def test_a_timed_out_ask_raises_ask_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()
-    real = writer_module.perform
-
-    def slow(connection: Any, message: Any) -> Any:
-        gate.wait(5)
-        return real(connection, message)
+    gate, slow_down = _slow_writer(monkeypatch)
 
     async def main() -> None:
         async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
             await store.ask(SaveSession(record=example_session()))
-            monkeypatch.setattr(writer_module, "perform", slow)
+            slow_down()
             try:
                 with pytest.raises(AskTimeout, match="may still take effect"):
                     await store.ask(activity(1), timeout=0.1)
