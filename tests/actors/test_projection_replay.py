@@ -27,7 +27,7 @@ from relaystore.domain.messages import (
 from relaystore.domain.relay import decode_relay_event, encode_relay_event
 from relaystore.domain.wire import encode
 from relaystore.testing import example_session
-from tests.domain.test_projection_scenarios import (
+from tests.domain.journal_stories import (
     build_events,
     journal_observations,
     replay,

@@ -31,7 +31,7 @@ from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.projection import commit_page
 from relaystore.storage.sessions import save_session
 from relaystore.testing import example_session
-from tests.domain.test_projection_scenarios import build_events, journal_observations
+from tests.domain.journal_stories import build_events, journal_observations
 
 SESSION = "session-1"
 

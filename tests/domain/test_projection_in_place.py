@@ -45,7 +45,7 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.wire import decode_json, encode
-from tests.domain.test_projection_scenarios import (
+from tests.domain.journal_stories import (
     acp,
     build_events,
     journal_observations,

@@ -42,7 +42,7 @@ from relaystore.storage.connection import open_reader
 from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.projection import commit_page
 from tests.storage.builders import event_digest as digest
-from tests.storage.test_projection_pages import add, new_page
+from tests.storage.pages import add, new_page
 
 SESSION = "session-1"
 
