@@ -88,16 +88,27 @@ class LiveProjectors:
             self._stop(ref)
 
     def _victims(self, now: float) -> list[ActorRef[Any]]:
-        """Take out the projectors to stop: idle too long, or least recently used past the limit."""
-        victims = []
-        for session_id, (ref, used) in list(self._live.items())[:-1]:  # never the newest
-            over = len(self._live) > self._limit
-            if not over and now - used < self._idle:
+        """Take out the projectors to stop: idle too long, or least recently used past the limit.
+
+        Walks from the least recently used entry and stops at the first one that is
+        neither idle too long nor past the limit, so a lookup costs the number of
+        projectors it stops (plus busy ones it skips), not the number live.
+        """
+        doomed: list[str] = []
+        victims: list[ActorRef[Any]] = []
+        newest = next(reversed(self._live))
+        for session_id, (ref, used) in self._live.items():
+            if session_id == newest:
+                break  # never the newest
+            idle = now - used >= self._idle
+            if len(self._live) - len(doomed) <= self._limit and not idle:
                 break  # in use order: every later entry was used more recently
-            if _busy(ref) and not now - used >= self._idle:
+            if not idle and _busy(ref):
                 continue  # past the limit but still working: try the next oldest
-            del self._live[session_id]
+            doomed.append(session_id)
             victims.append(ref)
+        for session_id in doomed:
+            del self._live[session_id]
         return victims
 
     def _stop(self, ref: ActorRef[Any]) -> None:
