@@ -7,27 +7,35 @@ events strictly in order (:meth:`SessionProjection.apply`: re-deliveries at or b
 frontier change nothing; the rest are checked and projected in place, so an event costs
 the same however long the transcript has grown), folds each applied event into a
 :class:`~domain.projection.PageDelta` and sends the pages, of up to :data:`PAGE_SIZE`
-events, to the writer. The projection runs ahead of the store by at most the page being
-built, and nothing is reported before the writer committed it.
+events, to the writer.
+
+Pages are pipelined, one in flight: a full page is handed to the writer and the projector
+goes on projecting the next one while the writer commits it (SQLite and fsync release
+the GIL, so the two overlap); it waits for that commit before it hands over the next
+page. The projection therefore runs ahead of the store by at most two pages, and nothing
+is reported before the writer committed all of it.
 
 If a page's commit fails, or any event of the message fails (the message fails with its
 typed error), the projection is discarded and reloaded from the store through the loader
-(when the next message arrives): every complete page before the failure stays committed,
-no event of the page the failure was in is, and the projector goes on from the committed
-state. The one exception is an event that fails with a typed error before anything of its
-page was projected: the projection checks every rule before it changes anything, so it
-is still exactly the committed state and is kept. When the writer applied fewer events
-of a page than were sent, or its stored frontier differs from the projection's (the store
-was ahead: another writer of this session's events), the projection is reloaded too; when
-the writer refuses a page because the store is partway through it, the projection is
-reloaded and the page's events are projected again from the stored state and committed.
-Those are the only reloads.
+(when the next message arrives): every complete page before the failure stays committed
+(a page in flight when a later event fails is waited for first), no event of the page the
+failure was in is, and the projector goes on from the committed state. The one exception
+is an event that fails with a typed error before anything of its page was projected: the
+projection checks every rule before it changes anything, so it is still exactly the
+committed state and is kept. When the writer applied fewer events of a page than were
+sent, or its stored frontier differs from the page's end (the store was ahead: another
+writer of this session's events), the projection is reloaded and the events projected
+after that page are projected again from it; when the writer refuses a page because the
+store is partway through it, the projection is reloaded and the page's events are
+projected again from the stored state and committed. Those are the only reloads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from relaystore.actors.told import TellSafeActor
@@ -37,17 +45,29 @@ from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
 from relaystore.domain.projection import PageDelta, SessionProjection
 from relaystore.domain.relay import RelayCursor, RelayEvent
 
-__all__ = ["PAGE_SIZE", "PageWriter", "ProjectorActor", "SessionLoader"]
+__all__ = ["PAGE_SIZE", "PageCommit", "PageSender", "ProjectorActor", "SessionLoader"]
 
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 128
 
-PageWriter = Callable[[str, PageDelta], tuple[RelayCursor, int]]
-"""Commits one page through the writer; returns the stored frontier and the applied count."""
+PageCommit = Callable[[], tuple[RelayCursor, int]]
+"""Waits for a page handed to the writer: its stored frontier and applied count, or its error."""
+
+PageSender = Callable[[str, PageDelta], PageCommit]
+"""Hands one page to the writer without waiting; the returned call waits for its commit."""
 
 SessionLoader = Callable[[str], MaterializedSession]
 """Loads the committed projection of a session (through the writer)."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A page handed to the writer, the events it holds, and how to wait for its commit."""
+
+    page: PageDelta
+    events: list[RelayEvent]
+    wait: PageCommit
 
 
 class ProjectorActor(TellSafeActor):
@@ -58,13 +78,13 @@ class ProjectorActor(TellSafeActor):
         session_id: str,
         *,
         load: SessionLoader,
-        write_page: PageWriter,
+        send_page: PageSender,
         capacity: int = 64,
     ) -> None:
         super().__init__(capacity=capacity)
         self._session_id = session_id
         self._load = load
-        self._write_page = write_page
+        self._send_page = send_page
         self._projection: SessionProjection | None = None
         """The private projection (None: load it from the store when next needed)."""
 
@@ -85,6 +105,7 @@ class ProjectorActor(TellSafeActor):
         projection = self._working()
         page = PageDelta.starting_at(self._session_id, projection.frontier)
         page_events: list[RelayEvent] = []
+        flight: _InFlight | None = None
         try:
             for event in events:
                 mutation = projection.apply(event)
@@ -93,17 +114,40 @@ class ProjectorActor(TellSafeActor):
                     continue
                 page.add(event, mutation, digest_checked=True)
                 page_events.append(event)
-                if page.applied == PAGE_SIZE:
-                    applied += self._commit(page, page_events)
-                    projection = self._working()
-                    page = PageDelta.starting_at(self._session_id, projection.frontier)
-                    page_events = []
+                if page.applied < PAGE_SIZE:
+                    continue
+                if flight is not None:
+                    sent, flight = flight, None
+                    count, redo = self._settle(sent)
+                    applied, already = applied + count, already + len(sent.events) - count
+                    if redo:
+                        page, page_events, held = self._reproject(page_events)
+                        already += held
+                        projection = self._working()
+                        if page.applied < PAGE_SIZE:
+                            continue
+                flight = _InFlight(page, page_events, self._send_page(self._session_id, page))
+                page = PageDelta.starting_at(self._session_id, projection.frontier)
+                page_events = []
+            if flight is not None:
+                sent, flight = flight, None
+                count, redo = self._settle(sent)
+                applied, already = applied + count, already + len(sent.events) - count
+                if redo:
+                    page, page_events, held = self._reproject(page_events)
+                    already += held
             if page.applied:
-                applied += self._commit(page, page_events)
+                sent = _InFlight(page, page_events, self._send_page(self._session_id, page))
+                count, _ = self._settle(sent)
+                applied, already = applied + count, already + len(sent.events) - count
         except StoreError:
-            # An event refused with its typed error changed nothing, so the projection is
-            # still the committed state unless a page was under way (or its commit
-            # failed): then it is ahead of the store.
+            # A page in flight holds complete pages before the failure: they stay
+            # committed (its own failure, which comes first, is the one to report). An
+            # event refused with its typed error changed nothing, so the projection is
+            # still the committed state unless a page was under way (or a commit failed):
+            # then it is ahead of the store.
+            if flight is not None:
+                self._settle(flight)
             if self._projection is not None and self._projection.frontier != page.start:
                 self._projection = None
             raise
@@ -111,6 +155,9 @@ class ProjectorActor(TellSafeActor):
             # A bug may have stopped mid-projection: restart from what is stored.
             logger.exception("projector for %s failed; reloading", self._session_id)
             self._projection = None
+            if flight is not None:
+                with contextlib.suppress(Exception):
+                    flight.wait()
             raise
         frontier = self._working().frontier
         return ProjectionReport(
@@ -121,28 +168,45 @@ class ProjectorActor(TellSafeActor):
             frontier_digest=frontier.digest,
         )
 
-    def _commit(self, page: PageDelta, events: list[RelayEvent]) -> int:
-        """Commit ``page`` (made of ``events``); return how many events the store applied."""
+    def _settle(self, flight: _InFlight) -> tuple[int, bool]:
+        """Wait for ``flight``'s commit; return how many events the store applied (the
+        rest of the page it already held) and whether the projection was replaced (events
+        projected after the page must then be projected again from it). A failed commit
+        discards the projection and raises."""
         try:
-            stored, applied = self._write_page(self._session_id, page)
+            stored, applied = flight.wait()
         except RelayChainError:
             # The store is neither where the page starts nor past its end: another writer
             # of this session's events got partway. Adopt what is stored and project the
             # page's events again from there (those it holds are already applied).
             self._projection = None
-            projection = self._working()
-            page = PageDelta.starting_at(self._session_id, projection.frontier)
-            for event in events:
-                mutation = projection.apply(event, digest_checked=True)
-                if mutation is not None:
-                    page.add(event, mutation, digest_checked=True)
+            page, _, _ = self._reproject(flight.events)
             if not page.applied:
-                return 0
-            stored, applied = self._write_page(self._session_id, page)
-        working = self._working()
-        if applied != page.applied or stored != working.frontier:
+                return 0, True
+            stored, applied = self._send_page(self._session_id, page)()
+            if applied != page.applied or stored != page.end:
+                self._projection = None
+            return applied, True
+        except BaseException:
+            self._projection = None
+            raise
+        if applied != flight.page.applied or stored != flight.page.end:
             # The store was ahead of memory (another writer of this session's events):
             # adopt what is stored.
             self._projection = None
-            self._working()
-        return applied
+            return applied, True
+        return applied, False
+
+    def _reproject(self, events: list[RelayEvent]) -> tuple[PageDelta, list[RelayEvent], int]:
+        """Project ``events`` (digests checked) onto the working projection, reloaded if
+        discarded; return their page, the events it holds, and how many were already
+        applied."""
+        projection = self._working()
+        page = PageDelta.starting_at(self._session_id, projection.frontier)
+        kept: list[RelayEvent] = []
+        for event in events:
+            mutation = projection.apply(event, digest_checked=True)
+            if mutation is not None:
+                page.add(event, mutation, digest_checked=True)
+                kept.append(event)
+        return page, kept, len(events) - len(kept)

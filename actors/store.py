@@ -25,7 +25,7 @@ from pykka import ActorDeadError, ActorRef, ThreadingFuture
 
 from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
-from relaystore.actors.projector import ProjectorActor
+from relaystore.actors.projector import PageCommit, ProjectorActor
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.told import Envelope, Reply
 from relaystore.actors.writer import WriterActor
@@ -43,6 +43,7 @@ from relaystore.domain.messages import (
     Request,
     SeedProjection,
 )
+from relaystore.domain.projection import PageDelta
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
@@ -490,7 +491,7 @@ class EventStore:
         return ProjectorActor.start(
             session_id,
             load=self._load_projection,
-            write_page=self._write_page,
+            send_page=self._send_page,
             capacity=self._capacity,
         )
 
@@ -505,11 +506,17 @@ class EventStore:
         session: MaterializedSession = self._writer_ask(LoadProjection(session_id=session_id))
         return session
 
-    def _write_page(self, session_id: str, page: Any) -> tuple[RelayCursor, int]:
-        result: tuple[RelayCursor, int] = self._writer_ask(
-            CommitPage(session_id=session_id, page=page)
-        )
-        return result
+    def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
+        """Hand ``page`` to the writer; the returned call waits for its commit."""
+        message = CommitPage(session_id=session_id, page=page)
+        future: pykka.Future[Any] = ThreadingFuture()
+        writer = self._send(message, future)
+
+        def wait() -> tuple[RelayCursor, int]:
+            result: tuple[RelayCursor, int] = self._get(future, None, writer, message)
+            return result
+
+        return wait
 
 
 def _deliver(ref: ActorRef[Any], envelope: Envelope) -> None:

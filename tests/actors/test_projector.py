@@ -18,7 +18,7 @@ import pykka
 import pytest
 from pykka import ActorRef
 
-from relaystore.actors.projector import PAGE_SIZE, ProjectorActor
+from relaystore.actors.projector import PAGE_SIZE, PageCommit, ProjectorActor
 from relaystore.actors.told import Envelope
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession
@@ -75,6 +75,8 @@ class Store:
         self.loads = 0
         self.pages: list[int] = []  # the size of each committed page
         self.fail_next_commit = False
+        self.before_commit: list[int] = []
+        """Counts to :meth:`advance` to, one per commit, just before the commit (a FIFO)."""
 
     @property
     def stored(self) -> MaterializedSession:
@@ -87,14 +89,21 @@ class Store:
         self.loads += 1
         return self.stored
 
-    def write_page(self, session_id: str, page: PageDelta) -> tuple[RelayCursor, int]:
+    def send_page(self, session_id: str, page: PageDelta) -> PageCommit:
+        """Commit ``page`` when the projector waits for it (as late as the writer may)."""
         assert session_id == SESSION
-        if self.fail_next_commit:
-            self.fail_next_commit = False
-            raise WriterStopped("commit failed")
-        stored, applied = commit_page(self.writer.connection, session_id, page)
-        self.pages.append(page.applied)
-        return stored, applied
+
+        def wait() -> tuple[RelayCursor, int]:
+            if self.fail_next_commit:
+                self.fail_next_commit = False
+                raise WriterStopped("commit failed")
+            if self.before_commit:
+                self.advance(self.before_commit.pop(0))
+            stored, applied = commit_page(self.writer.connection, session_id, page)
+            self.pages.append(page.applied)
+            return stored, applied
+
+        return wait
 
     def advance(self, count: int) -> None:
         """Commit the events up to ``count`` behind the projector's back."""
@@ -116,7 +125,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def projector(store: Store) -> Iterator[ActorRef[ProjectorActor]]:
-    ref = ProjectorActor.start(SESSION, load=store.load, write_page=store.write_page)
+    ref = ProjectorActor.start(SESSION, load=store.load, send_page=store.send_page)
     yield ref
     ref.stop()
 
@@ -236,3 +245,49 @@ def test_a_store_already_holding_the_whole_page_writes_nothing_and_is_adopted(
     assert (report.applied, report.frontier_ordinal) == (4, 12)
     assert store.loads == 2
     assert _canonical(store.stored) == _replayed(12)
+
+
+# Pipelined pages: page k commits while page k+1 is projected on top of it. The stand-in
+# commits a page only when the projector waits for it, so each of these cases happens with
+# the next page already partly projected in memory.
+
+
+def test_a_failed_commit_with_the_next_page_under_way_keeps_the_pages_before_it(
+    store: Store, projector: ActorRef[ProjectorActor]
+) -> None:
+    observe(projector, EVENTS[:PAGE_SIZE])
+    store.fail_next_commit = True
+    with pytest.raises(WriterStopped):
+        observe(projector, EVENTS[PAGE_SIZE : 3 * PAGE_SIZE + 5])
+    assert store.stored.applied_event_ordinal == PAGE_SIZE
+    assert store.pages == [PAGE_SIZE]  # neither the failed page nor any after it
+    report = observe(projector, EVENTS[: 3 * PAGE_SIZE + 5])
+    assert (report.applied, report.already_applied) == (2 * PAGE_SIZE + 5, PAGE_SIZE)
+    assert _canonical(store.stored) == _replayed(3 * PAGE_SIZE + 5)
+
+
+def test_a_store_past_the_page_in_flight_is_adopted_and_the_next_page_reprojected(
+    store: Store, projector: ActorRef[ProjectorActor]
+) -> None:
+    observe(projector, EVENTS[:1])
+    # When the first page commits, another writer has committed past its end, into the
+    # page the projector is building on top of it.
+    store.before_commit = [PAGE_SIZE + 6]
+    report = observe(projector, EVENTS[1 : 2 * PAGE_SIZE + 20])
+    assert report.frontier_ordinal == 2 * PAGE_SIZE + 20
+    assert report.applied + report.already_applied == 2 * PAGE_SIZE + 19
+    assert report.applied == 2 * PAGE_SIZE + 20 - (PAGE_SIZE + 6)
+    assert _canonical(store.stored) == _replayed(2 * PAGE_SIZE + 20)
+    assert store.loads == 2
+
+
+def test_a_store_partway_through_the_page_in_flight_is_adopted_and_the_rest_committed(
+    store: Store, projector: ActorRef[ProjectorActor]
+) -> None:
+    observe(projector, EVENTS[:1])
+    store.before_commit = [9]  # another writer got partway into the first page
+    report = observe(projector, EVENTS[1 : 2 * PAGE_SIZE + 20])
+    assert report.frontier_ordinal == 2 * PAGE_SIZE + 20
+    assert report.applied == 2 * PAGE_SIZE + 20 - 9
+    assert _canonical(store.stored) == _replayed(2 * PAGE_SIZE + 20)
+    assert store.loads == 2
