@@ -112,7 +112,7 @@ class ProjectorActor(TellSafeActor):
                 if mutation is None:
                     already += 1
                     continue
-                page.add(event, mutation, digest_checked=True)
+                page.add(event, mutation, applied_at_end=True)
                 page_events.append(event)
                 if page.applied < PAGE_SIZE:
                     continue
@@ -207,6 +207,6 @@ class ProjectorActor(TellSafeActor):
         for event in events:
             mutation = projection.apply(event, digest_checked=True)
             if mutation is not None:
-                page.add(event, mutation, digest_checked=True)
+                page.add(event, mutation, applied_at_end=True)
                 kept.append(event)
         return page, kept, len(events) - len(kept)

@@ -58,6 +58,40 @@ def test_the_stored_page_follows_the_table(case: Case) -> None:
     assert (page.end, page.applied) == (case.frontier, 0)
 
 
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_the_projectors_page_follows_the_table(case: Case) -> None:
+    """The projector folds what its projection applied with ``applied_at_end``: the page
+    trusts the projection's placement, so the pair together must still follow the table."""
+    projection = SessionProjection(_session_at(case))
+    page = PageDelta.starting_at("s", case.frontier)
+    if not isinstance(case.expected, Step):
+        with pytest.raises(RelayChainError) as caught:
+            projection.apply(case.event)
+        assert caught.value.fault is case.expected
+        return
+    mutation = projection.apply(case.event)
+    if mutation is None:
+        assert case.expected is Step.ALREADY_APPLIED
+        return
+    assert page.add(case.event, mutation, applied_at_end=True) is Step.NEXT
+    assert (page.end, page.applied) == (projection.frontier, 1)
+
+
+NOT_FOLLOWING = [case for case in CASES if case.event.ordinal != case.frontier.ordinal + 1]
+
+
+@pytest.mark.parametrize("case", NOT_FOLLOWING, ids=[case.name for case in NOT_FOLLOWING])
+def test_applied_at_end_still_checks_an_event_that_does_not_follow_the_page(case: Case) -> None:
+    page = PageDelta.starting_at("s", case.frontier)
+    mutation = MaterializedSessionMutation(last_activity_at_ms=case.event.recorded_at_ms)
+    if isinstance(case.expected, Step):
+        assert page.add(case.event, mutation, applied_at_end=True) is case.expected
+        return
+    with pytest.raises(RelayChainError) as caught:
+        page.add(case.event, mutation, applied_at_end=True)
+    assert caught.value.fault is case.expected
+
+
 # The wire cannot carry a negative ordinal (the decoder refuses the line itself).
 WIRE_CASES = [case for case in CASES if case.event.ordinal >= 0]
 

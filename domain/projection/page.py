@@ -89,6 +89,7 @@ class PageDelta:
         mutation: MaterializedSessionMutation,
         *,
         digest_checked: bool = False,
+        applied_at_end: bool = False,
     ) -> Step:
         """Fold ``event``'s ``mutation`` into the page; return where the event stood.
 
@@ -98,15 +99,24 @@ class PageDelta:
         The mutation's own rules (:func:`domain.projection.integrity.check_mutation`) are
         checked next. An add that raises leaves the page as it was. API events are
         recorded at the mutation's activity time, else at the event's.
+
+        ``applied_at_end`` says the caller's :class:`SessionProjection`, whose frontier
+        is this page's end, just applied the event and returned ``mutation``: its
+        :meth:`~SessionProjection.apply` placed the event by the same rule and checked the
+        same mutation rules, so neither is run twice (an event that does not directly
+        follow the page's end is checked in full regardless).
         """
-        step = advance(self.end, event, session_id=self.session_id, digest_checked=digest_checked)
-        if step is Step.ALREADY_APPLIED:
-            return step
-        check_mutation(mutation, session_id=self.session_id, ordinal=event.ordinal)
+        if not (applied_at_end and event.ordinal == self.end.ordinal + 1):
+            step = advance(
+                self.end, event, session_id=self.session_id, digest_checked=digest_checked
+            )
+            if step is Step.ALREADY_APPLIED:
+                return step
+            check_mutation(mutation, session_id=self.session_id, ordinal=event.ordinal)
         self._fold(event, mutation)
         self.end = RelayCursor(ordinal=event.ordinal, digest=event.digest)
         self.applied += 1
-        return step
+        return Step.NEXT
 
     def write_needed(self, stored: RelayCursor) -> bool:
         """What the stored frontier ``stored`` means for this page.
