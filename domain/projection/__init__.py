@@ -16,6 +16,7 @@ module             holds
 ``text``           terminal sanitizing, hidden prompt context, titles, shell lines
 ``context``        the projection context and transcript item helpers
 ``index``          the transcript index
+``frozen``         the transcript list, its items behind a window of the newest kept as bytes
 ``integrity``      item-change, queue and title rules (the only statement of them)
 ``page``           :class:`PageDelta`: a page of mutations coalesced for the store
 ``markers``        stable-id prefixes and fixed texts (wire data)

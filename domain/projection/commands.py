@@ -157,7 +157,7 @@ def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
         else:
             content = [{"type": "text", "text": CONTINUATION_PROMPT}]
         if current.session_title is None:
-            title = resolved_title(current) or provisional_session_title(
+            title = resolved_title(current, ctx.transcript) or provisional_session_title(
                 materialized_content_text(content)
             )
             if title is not None:

@@ -22,6 +22,7 @@ from relaystore.domain.materialized import (
     TranscriptItem,
     TranscriptUpsert,
 )
+from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.relay import RelayEvent
 from relaystore.domain.wire import JSON
@@ -40,9 +41,12 @@ __all__ = [
 
 @dataclass(slots=True)
 class ProjectionContext:
-    """What projecting one event reads (``current``, ``index``, ``event``) and writes."""
+    """What projecting one event reads (``current``, ``transcript``, ``index``, ``event``)
+    and writes (``mutation``)."""
 
     current: MaterializedSession
+    """The session before the event; its transcript is ``transcript``, not ``current``'s."""
+    transcript: Transcript
     index: TranscriptIndex
     event: RelayEvent
     mutation: MaterializedSessionMutation
@@ -51,7 +55,11 @@ class ProjectionContext:
     def get(self, stable_id: str) -> TranscriptItem | None:
         """The item ``stable_id`` as it was before this event."""
         offset = self.index.positions.get(stable_id)
-        return None if offset is None else self.current.transcript[offset]
+        return None if offset is None else self.transcript[offset]
+
+    def newest(self) -> TranscriptItem | None:
+        """The last item of the transcript before this event (None when it is empty)."""
+        return self.transcript[-1] if len(self.transcript) else None
 
     def error(self, detail: str) -> ProjectionError:
         """A :class:`ProjectionError` located at this session and event."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from relaystore.domain.materialized import (
     AgentBody,
@@ -30,6 +30,24 @@ from relaystore.domain.projection.calls import (
 from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
 
 __all__ = ["TranscriptIndex"]
+
+
+class _IdsByOffset(Protocol):
+    """A transcript that names the stable id at an offset without decoding the item."""
+
+    def __len__(self) -> int: ...
+
+    def stable_id(self, offset: int) -> str: ...
+
+
+_StableIds = list[TranscriptItem] | _IdsByOffset
+
+
+def _stable_id(transcript: _StableIds, offset: int) -> str:
+    if isinstance(transcript, list):
+        return transcript[offset].stable_id
+    return transcript.stable_id(offset)
+
 
 _OPEN_AGENTS = "open_agents"
 _OPEN_THOUGHTS = "open_thoughts"
@@ -133,7 +151,7 @@ class TranscriptIndex:
                 self._leave_results(stable_id, old_keys)
                 self._enter_results(stable_id, new_keys)
 
-    def remove(self, item: TranscriptItem, offset: int, transcript: list[TranscriptItem]) -> None:
+    def remove(self, item: TranscriptItem, offset: int, transcript: _StableIds) -> None:
         """Un-index ``item``, just deleted from ``transcript`` at ``offset``.
 
         The items after it moved up one place; they are re-indexed, so a removal costs
@@ -143,7 +161,7 @@ class TranscriptIndex:
         positions = self.positions
         del positions[item.stable_id]
         for later in range(offset, len(transcript)):
-            positions[transcript[later].stable_id] = later
+            positions[_stable_id(transcript, later)] = later
         self._leave(item.stable_id, _sets_of(item), _item_terminal_ids(item.body))
         self._leave_results(item.stable_id, _result_keys(item.body))
 

@@ -6,7 +6,10 @@ places the event on the chain (:func:`domain.chain.advance`), projects it into a
 :class:`MaterializedSessionMutation` (with the API events it yields, in the origin's
 order), checks every rule (:mod:`domain.projection.integrity`) and only then changes the
 session and its index in place, so an event costs the same however long the transcript
-has grown, and an event that raises leaves the projection exactly as it was.
+has grown, and an event that raises leaves the projection exactly as it was. The
+transcript is a :class:`~domain.projection.frozen.Transcript`: only its newest items stay
+decoded, the older ones are kept as bytes, so a long session's memory grows by its
+stored size, not by four times that.
 
 Decisions where the origin is unclear (each is tested):
 
@@ -37,6 +40,7 @@ from relaystore.domain.materialized import (
 from relaystore.domain.projection.context import ProjectionContext
 from relaystore.domain.projection.feed import derive_api_events
 from relaystore.domain.projection.fold import fold_fields
+from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
 from relaystore.domain.projection.observations import HANDLERS
@@ -53,12 +57,14 @@ class SessionProjection:
     not change it, nor hand it out (copy it with :meth:`snapshot`).
     """
 
-    __slots__ = ("_index", "_session", "_session_id")
+    __slots__ = ("_index", "_session", "_session_id", "_transcript")
 
     def __init__(self, session: MaterializedSession, *, session_id: str | None = None) -> None:
-        self._session = session
         self._session_id = session_id or session.session_id
         self._index = TranscriptIndex.build(session.transcript)
+        self._transcript = Transcript(session.transcript)
+        session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
+        self._session = session
 
     @property
     def session_id(self) -> str:
@@ -67,8 +73,14 @@ class SessionProjection:
 
     @property
     def session(self) -> MaterializedSession:
-        """The projected session, live: read it, never change it or hand it out."""
-        return self._session
+        """The projected session with its whole transcript decoded: read it, never change
+        it or hand it out (its lists other than the transcript are the live ones)."""
+        return msgspec.structs.replace(self._session, transcript=self._transcript.thawed())
+
+    @property
+    def transcript(self) -> Transcript:
+        """The session's transcript, live (old items frozen): read it, never change it."""
+        return self._transcript
 
     @property
     def index(self) -> TranscriptIndex:
@@ -90,7 +102,7 @@ class SessionProjection:
         return msgspec.structs.replace(
             session,
             configuration=dict(session.configuration),
-            transcript=list(session.transcript),
+            transcript=self._transcript.thawed(),
             queued_prompts=list(session.queued_prompts),
             pending_elicitations=list(session.pending_elicitations),
         )
@@ -119,7 +131,7 @@ class SessionProjection:
 
     def _get(self, stable_id: str) -> TranscriptItem | None:
         offset = self._index.positions.get(stable_id)
-        return None if offset is None else self._session.transcript[offset]
+        return None if offset is None else self._transcript[offset]
 
     def _project(self, event: RelayEvent) -> MaterializedSessionMutation:
         """The mutation of ``event`` against the session as it is (nothing changes)."""
@@ -127,6 +139,7 @@ class SessionProjection:
         mutation = MaterializedSessionMutation(last_activity_at_ms=event.recorded_at_ms)
         ctx = ProjectionContext(
             current=current,
+            transcript=self._transcript,
             index=self._index,
             event=event,
             mutation=mutation,
@@ -152,7 +165,7 @@ class SessionProjection:
         An upsert replaces the item at its id's offset or appends a new one; a removal
         deletes the item (a removed id upserted again later is appended anew).
         """
-        transcript, index = self._session.transcript, self._index
+        transcript, index = self._transcript, self._index
         positions = index.positions
         for change in mutation.transcript:
             if isinstance(change, TranscriptRemove):
@@ -168,5 +181,5 @@ class SessionProjection:
                 index.append(item, len(transcript) - 1)
             else:
                 before = transcript[offset]
-                transcript[offset] = item
+                transcript.replace(offset, item)
                 index.replace(before, item)

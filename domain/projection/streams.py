@@ -123,7 +123,7 @@ def project_stream_chunk(ctx: ProjectionContext, update: Mapping[str, JSON], age
         new_body = body_type(chunks=merge_content_chunk(body.chunks, chunk), streaming=running)
         _upsert_chunk_item(ctx, existing, new_body, agent)
         return
-    last = ctx.current.transcript[-1] if ctx.current.transcript else None
+    last = ctx.newest()
     if explicit is None and not running and last is not None and type(last.body) is body_type:
         body = last.body
         assert isinstance(body, AgentBody | ThoughtBody)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from relaystore.domain.materialized import MaterializedSession, UserBody
+from relaystore.domain.materialized import MaterializedSession, TranscriptItem, UserBody
 from relaystore.domain.relay import UserShellResult, UserShellStatus
 from relaystore.domain.wire import JSON
 
@@ -165,13 +165,16 @@ def provisional_session_title(prompt: str) -> str | None:
     return truncated + "…"
 
 
-def resolved_title(session: MaterializedSession) -> str | None:
-    """The session's title, else one derived from its first titled prompt."""
+def resolved_title(
+    session: MaterializedSession, transcript: Iterable[TranscriptItem]
+) -> str | None:
+    """The session's title, else one derived from its first titled prompt (``transcript``
+    is the session's, which a projection keeps apart from ``session``)."""
     if session.session_title is not None:
         title = normalize_session_title(session.session_title)
         if title is not None:
             return title
-    for item in session.transcript:
+    for item in transcript:
         if isinstance(item.body, UserBody):
             title = provisional_session_title(materialized_content_text(item.body.content))
             if title is not None:

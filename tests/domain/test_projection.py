@@ -2297,26 +2297,26 @@ def test_errors_name_the_session_id_given_by_the_caller() -> None:
     assert caught.value.session_id == "other-name"
 
 
-def test_apply_changes_the_owned_session_in_place_and_a_snapshot_stays_as_it_was() -> None:
+def test_apply_changes_the_projection_in_place_and_a_snapshot_stays_as_it_was() -> None:
     journal = Journal()
     journal.run(_STREAMING)
-    session = journal.session
-    transcript = session.transcript
+    transcript = journal.projection.transcript
+    before = journal.session
     snapshot = journal.projection.snapshot()
     snapshot_bytes = encode(snapshot)
     event = journal.next_event(chunk(" more", "m1"))
     mutation = journal.projection.apply(event)
 
     assert mutation is not None
-    assert journal.session is session
-    assert session.transcript is transcript
+    assert journal.projection.transcript is transcript  # changed in place, never copied
+    session = journal.session
     assert (session.applied_event_ordinal, session.applied_event_digest) == (
         event.ordinal,
         event.digest,
     )
     assert journal.projection.frontier == RelayCursor(ordinal=event.ordinal, digest=event.digest)
     assert encode(snapshot) == snapshot_bytes
-    assert snapshot.transcript is not transcript
+    assert snapshot.transcript == before.transcript != session.transcript
     assert kinds(mutation) == []
 
 

@@ -27,6 +27,7 @@ from relaystore.domain.materialized import (
 )
 from relaystore.domain.projection import SessionProjection
 from relaystore.domain.projection.context import ProjectionContext
+from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.markers import (
     FALLBACK_TERMINAL_META_KEY,
@@ -227,15 +228,15 @@ def _index_snapshot(index: TranscriptIndex) -> TranscriptIndex:
 
 def _assert_untouched(
     projection: SessionProjection,
-    transcript: list[TranscriptItem],
+    transcript: Transcript,
     snapshot: bytes,
     items: list[TranscriptItem],
     index: TranscriptIndex,
 ) -> None:
     session = projection.session
     assert encode(session) == snapshot
-    assert session.transcript is transcript
-    assert all(a is b for a, b in zip(session.transcript, items, strict=True))
+    assert projection.transcript is transcript
+    assert all(a is b for a, b in zip(transcript, items, strict=True))
     assert projection.index == index
     assert index == TranscriptIndex.build(session.transcript)
 
@@ -280,7 +281,7 @@ def test_a_transcript_change_that_breaks_a_rule_changes_nothing(
 ) -> None:
     projection = _projection(_opening())
     session = projection.session
-    transcript = session.transcript
+    transcript = projection.transcript
     assert {"terminal:t9", "tool:c1", "agent:m1"} <= {item.stable_id for item in transcript}
     snapshot, items = encode(session), list(transcript)
     expected_index = _index_snapshot(projection.index)
@@ -311,7 +312,7 @@ def test_a_transcript_change_that_breaks_a_rule_changes_nothing(
 def test_an_event_refused_by_the_chain_or_the_projection_changes_nothing() -> None:
     projection = _projection(_opening())
     session = projection.session
-    transcript = session.transcript
+    transcript = projection.transcript
     snapshot, items = encode(session), list(transcript)
     expected_index = _index_snapshot(projection.index)
     good = _next_event(session, says("more", "m1"))

@@ -80,11 +80,11 @@ def _brute_raw_terminal(transcript: list[TranscriptItem], call: JSON) -> str | N
 def _brute_unique_raw_tool(
     ctx: ProjectionContext, record: TerminalOutputRecord
 ) -> TranscriptItem | None:
-    return _brute_raw_tool(ctx.current.transcript, record)
+    return _brute_raw_tool(list(ctx.transcript), record)
 
 
 def _brute_unique_raw_terminal(ctx: ProjectionContext, call: JSON) -> str | None:
-    return _brute_raw_terminal(ctx.current.transcript, call)
+    return _brute_raw_terminal(list(ctx.transcript), call)
 
 
 @contextmanager
@@ -215,6 +215,7 @@ def _events(observations: list[Any]) -> list[RelayEvent]:
 def _context(projection: SessionProjection, event: RelayEvent) -> ProjectionContext:
     return ProjectionContext(
         current=projection.session,
+        transcript=projection.transcript,
         index=projection.index,
         event=event,
         mutation=MaterializedSessionMutation(),

@@ -1,0 +1,135 @@
+"""Frozen transcript items: a projection keeps old items as bytes and projects the same.
+
+The window is patched down to a few items here so that generated journals freeze, thaw,
+replace and remove items behind it on almost every event; the projection must yield
+exactly the mutations, feed and session it yields with every item decoded.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relaystore.domain.materialized import (
+    MaterializedSession,
+    MaterializedSessionMutation,
+    SystemBody,
+    TranscriptItem,
+)
+from relaystore.domain.projection import SessionProjection, frozen
+from relaystore.domain.projection.frozen import FrozenItem, Transcript
+from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.relay import RelayEvent
+from relaystore.domain.wire import encode
+from tests.domain.journal_stories import build_events, journal_observations, steps_strategy
+
+
+def _item(n: int, text: str = "") -> TranscriptItem:
+    return TranscriptItem(
+        stable_id=f"system:{n}",
+        position=n,
+        latest_content_event_ordinal=None,
+        created_at_ms=n,
+        last_changed_at_ms=n,
+        body=SystemBody(text=text or f"line {n} " + "é" * n),
+    )
+
+
+@pytest.fixture
+def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frozen, "WINDOW", 3)
+    monkeypatch.setattr(frozen, "SLACK", 2)
+    return
+
+
+def _frozen_offsets(transcript: Transcript) -> list[int]:
+    entries = transcript._entries  # the representation is what these tests are about
+    return [offset for offset, entry in enumerate(entries) if type(entry) is FrozenItem]
+
+
+@pytest.mark.usefixtures("small_window")
+def test_items_behind_the_window_are_frozen_and_read_back_equal() -> None:
+    items = [_item(n) for n in range(10)]
+    transcript = Transcript(items)
+    assert _frozen_offsets(transcript) == list(range(7))  # all but the newest 3
+    assert [transcript[n] for n in range(10)] == items
+    assert list(transcript) == items == transcript.thawed()
+    assert [transcript.stable_id(n) for n in range(10)] == [item.stable_id for item in items]
+    assert transcript[-1] is items[-1]  # the window is not copied
+
+
+@pytest.mark.usefixtures("small_window")
+def test_appending_freezes_in_batches_of_the_slack() -> None:
+    transcript = Transcript([_item(n) for n in range(3)])
+    assert _frozen_offsets(transcript) == []
+    transcript.append(_item(3))
+    assert _frozen_offsets(transcript) == []  # one past the window: waits for the slack
+    transcript.append(_item(4))
+    assert _frozen_offsets(transcript) == [0, 1]
+    assert list(transcript) == [_item(n) for n in range(5)]
+
+
+@pytest.mark.usefixtures("small_window")
+def test_an_item_replaced_behind_the_window_is_frozen_again_after_the_slack() -> None:
+    transcript = Transcript([_item(n) for n in range(8)])
+    changed = [_item(1, "changed one"), _item(2, "changed two")]
+    transcript.replace(1, changed[0])
+    assert transcript[1] == changed[0]
+    assert 1 not in _frozen_offsets(transcript)
+    transcript.replace(2, changed[1])
+    assert _frozen_offsets(transcript) == list(range(5))
+    assert transcript[1] == changed[0]
+    assert transcript[2] == changed[1]
+
+
+@pytest.mark.usefixtures("small_window")
+def test_popping_moves_later_items_up_frozen_or_not() -> None:
+    items = [_item(n) for n in range(8)]
+    transcript = Transcript(items)
+    transcript.replace(2, _item(2, "changed"))  # replaced behind the window, still decoded
+    assert transcript.pop(1) == items[1]
+    assert transcript.pop(6) == items[7]
+    expected = [items[0], _item(2, "changed"), *items[3:7]]
+    assert list(transcript) == expected
+    assert len(transcript) == 6
+    transcript.replace(4, _item(5, "again"))  # offset 4 is behind the window now
+    assert transcript[4] == _item(5, "again")
+    assert transcript[1] == _item(2, "changed")
+
+
+def _project(
+    events: list[RelayEvent],
+) -> tuple[list[MaterializedSessionMutation | None], bytes, SessionProjection]:
+    projection = SessionProjection(MaterializedSession.empty("session-1"))
+    mutations = [projection.apply(event) for event in events]
+    return mutations, encode(projection.session), projection
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.tuples(steps_strategy, st.integers(1, 5)).map(lambda pair: pair[0] * pair[1]))
+def test_a_projection_with_frozen_items_projects_exactly_as_one_without(
+    steps: list[tuple[str, int, str]],
+) -> None:
+    events = build_events(journal_observations(steps))
+    whole = _project(events)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frozen, "WINDOW", 1)
+        patch.setattr(frozen, "SLACK", 1)
+        mutations, session, projection = _project(events)
+        assert projection.index == TranscriptIndex.build(projection.session.transcript)
+        # A projection loaded from that session (as a projector reloads) goes on the same.
+        reloaded = SessionProjection(projection.snapshot())
+        assert encode(reloaded.session) == session
+    assert (mutations, session) == whole[:2]
+
+
+def test_a_long_transcript_keeps_only_the_window_decoded() -> None:
+    steps = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
+    steps += [("complete", 0, "")]
+    events = build_events(journal_observations(steps * 200))
+    _, _, projection = _project(events)
+    transcript = projection.transcript
+    assert len(transcript) > 2 * frozen.WINDOW
+    decoded = len(transcript) - len(_frozen_offsets(transcript))
+    assert frozen.WINDOW <= decoded < frozen.WINDOW + frozen.SLACK
