@@ -28,11 +28,25 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
 
+import msgspec
+
 from relaystore.actors.store import EventStore
 from relaystore.actors.told import ExcInfo
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.api_events import (
+    ApiEvent,
+    ApiEventFilter,
+    ApiEventPage,
+    RawApiEvent,
+    RawApiEventPage,
+)
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
-from relaystore.domain.messages import DeleteSession, LoadApiEvents, Request, SeedProjection
+from relaystore.domain.messages import (
+    DeleteSession,
+    LoadApiEvents,
+    LoadRawApiEvents,
+    Request,
+    SeedProjection,
+)
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.paging import MAX_PAGE_LIMIT
@@ -182,32 +196,51 @@ class AsyncEventStore:
             after_seq=after_seq,
             limit=MAX_PAGE_LIMIT,
         )
+        async for event in self._follow(request, timeout):
+            yield event
+
+    async def follow_raw(
+        self,
+        after_seq: int = 0,
+        filter: ApiEventFilter | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> AsyncIterator[RawApiEvent]:
+        """What :meth:`follow` yields, each event as its wire bytes (``LoadRawApiEvents``).
+
+        The same events, order, waiting and ending as :meth:`follow`; nothing is decoded.
+        """
+        request = LoadRawApiEvents(
+            filter=filter if filter is not None else ApiEventFilter(),
+            after_seq=after_seq,
+            limit=MAX_PAGE_LIMIT,
+        )
+        async for event in self._follow(request, timeout):
+            yield event
+
+    async def _follow(
+        self, request: LoadApiEvents | LoadRawApiEvents, timeout: float | None
+    ) -> AsyncIterator[Any]:
+        """The events of ``request``'s pages from its cursor on, waiting for commits."""
         validate_message(request)
         with self._store._following():
-            async for event in self._pages(request, timeout):
-                yield event
-
-    async def _pages(
-        self, request: LoadApiEvents, timeout: float | None
-    ) -> AsyncIterator[ApiEvent]:
-        cursor = request.after_seq or 0
-        while True:
-            try:
-                page = await self.ask(
-                    LoadApiEvents(filter=request.filter, after_seq=cursor, limit=request.limit)
-                )
-            except StoreClosed:
-                return
-            for event in page.events:
-                yield event
-            cursor = max(cursor, page.events[-1].seq if page.events else page.latest_seq)
-            if page.events and page.events[-1].seq < page.latest_seq:
-                continue
-            try:
-                if not await self.wait_for(cursor + 1, timeout):
+            cursor = request.after_seq or 0
+            while True:
+                following: Request[Any] = msgspec.structs.replace(request, after_seq=cursor)
+                try:
+                    page: ApiEventPage | RawApiEventPage = await self.ask(following)
+                except StoreClosed:
                     return
-            except StoreClosed:
-                return
+                for event in page.events:
+                    yield event
+                cursor = max(cursor, page.events[-1].seq if page.events else page.latest_seq)
+                if page.events and page.events[-1].seq < page.latest_seq:
+                    continue
+                try:
+                    if not await self.wait_for(cursor + 1, timeout):
+                        return
+                except StoreClosed:
+                    return
 
     async def close(self) -> None:
         """Close the store (the writer finishes what it accepted) and end every follower."""

@@ -37,8 +37,8 @@ from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.messages import (
     BackupStore,
     CompactStore,
-    LoadApiEvents,
     LoadMaterializedSession,
+    LoadRawApiEvents,
 )
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.sessions import validate_id
@@ -497,9 +497,10 @@ def _events(args: argparse.Namespace) -> int:
             limit = 1000 if remaining is None else min(remaining, 1000)
             if limit <= 0:
                 return 0
-            page = store.ask(LoadApiEvents(filter=event_filter, after_seq=after, limit=limit))
-            for event in page.events:
-                out.write(msgspec.json.encode(event) + b"\n")
+            # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
+            page = store.ask(LoadRawApiEvents(filter=event_filter, after_seq=after, limit=limit))
+            if page.events:
+                out.write(b"\n".join([event.json for event in page.events]) + b"\n")
             out.flush()
             if remaining is not None:
                 remaining -= len(page.events)

@@ -47,7 +47,6 @@ from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.sessions import validate_id
 from relaystore.domain.validation import INT64_MAX
-from relaystore.domain.wire import encode
 
 __all__ = ["API_VERSION", "create_app", "ensure_token", "serve"]
 
@@ -200,9 +199,10 @@ async def _frames(
     store: AsyncEventStore, after: int, event_filter: ApiEventFilter
 ) -> AsyncIterator[ServerSentEvent]:
     try:
-        async for event in store.follow(after_seq=after, filter=event_filter):
+        # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
+        async for event in store.follow_raw(after_seq=after, filter=event_filter):
             yield ServerSentEvent(
-                data=encode(event).decode(), event=event.kind, id=str(event.seq), sep="\n"
+                data=event.json.decode(), event=event.kind, id=str(event.seq), sep="\n"
             )
     except StoreError as exc:
         logger.warning("a stream ended on a storage failure: %s", exc)

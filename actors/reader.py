@@ -14,12 +14,17 @@ from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
     LoadMaterializedSession,
+    LoadRawApiEvents,
     LoadRuntimeReceipt,
     LoadState,
 )
 from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import load_materialized_session
-from relaystore.storage.paging import load_api_events, load_runtime_receipt
+from relaystore.storage.paging import (
+    load_api_events,
+    load_raw_api_events,
+    load_runtime_receipt,
+)
 from relaystore.storage.sessions import load_state
 from relaystore.storage.transaction import Connection
 
@@ -43,6 +48,8 @@ class ReaderActor(TellSafeActor):
         match message:
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
                 return load_api_events(connection, event_filter, after_seq, limit)
+            case LoadRawApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
+                return load_raw_api_events(connection, event_filter, after_seq, limit)
             case LoadRuntimeReceipt(session_id=session_id):
                 return load_runtime_receipt(connection, session_id)
             case LoadMaterializedSession(session_id=session_id):

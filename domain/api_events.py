@@ -20,6 +20,7 @@ from relaystore.domain.runtime import RuntimeReceipt
 from relaystore.domain.wire import Variant, Wire, emitted, encode, variant_type
 
 __all__ = [
+    "API_EVENT_KINDS",
     "ApiActivityChanged",
     "ApiActivityDetails",
     "ApiActivityKind",
@@ -37,6 +38,8 @@ __all__ = [
     "ApiTurnEnded",
     "ApiTurnStarted",
     "MaterializedTurn",
+    "RawApiEvent",
+    "RawApiEventPage",
     "decode_api_event_data",
 ]
 
@@ -251,5 +254,33 @@ class ApiEventPage(Wire, kw_only=True):
     """A page of events and the cursor to ask for the next one."""
 
     events: list[ApiEvent] = emitted([])
+    next_after_seq: int
+    latest_seq: int
+
+
+API_EVENT_KINDS: tuple[str, ...] = tuple(_VARIANTS)
+"""Every API event ``type``, in :data:`ApiEventData` order."""
+
+
+class RawApiEvent(msgspec.Struct, frozen=True):
+    """One event of the global feed as the bytes the feed prints, without decoding them.
+
+    ``json`` is exactly ``msgspec.json.encode(api_event)`` of the matching
+    :class:`ApiEvent` (its flat wire shape), ``kind`` its ``type`` and ``seq`` its
+    ``seq``. Not a wire type itself: print ``json``. Built positionally by the store.
+    """
+
+    seq: int
+    kind: str
+    json: bytes
+
+
+class RawApiEventPage(msgspec.Struct, kw_only=True, frozen=True):
+    """A page of :class:`RawApiEvent` s and the cursor to ask for the next one.
+
+    The same page, cursors and snapshot as the :class:`ApiEventPage` of the same request.
+    """
+
+    events: list[RawApiEvent]
     next_after_seq: int
     latest_seq: int

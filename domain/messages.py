@@ -11,7 +11,12 @@ from typing import Generic, Literal, TypeVar
 
 import msgspec
 
-from relaystore.domain.api_events import ApiActivityState, ApiEventFilter, ApiEventPage
+from relaystore.domain.api_events import (
+    ApiActivityState,
+    ApiEventFilter,
+    ApiEventPage,
+    RawApiEventPage,
+)
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import RelayCursor, RelayEvent
@@ -30,6 +35,7 @@ __all__ = [
     "LoadApiEvents",
     "LoadMaterializedSession",
     "LoadProjection",
+    "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
     "ObserveRelayEvents",
@@ -224,6 +230,20 @@ class LoadApiEvents(Request[ApiEventPage], frozen=True, kw_only=True):
     limit: int = 100
 
 
+class LoadRawApiEvents(Request[RawApiEventPage], frozen=True, kw_only=True):
+    """The page :class:`LoadApiEvents` would give, as the feed's printed bytes.
+
+    Same fields, validation, cursors and snapshot; each event is a
+    :class:`~relaystore.domain.api_events.RawApiEvent` whose ``json`` is the stored
+    body put into the flat ``ApiEvent`` wire shape without decoding it (the store
+    checked each body when it wrote it).
+    """
+
+    filter: ApiEventFilter = ApiEventFilter()
+    after_seq: int | None = None
+    limit: int = 100
+
+
 class LoadRuntimeReceipt(Request[RuntimeReceipt | None], frozen=True, kw_only=True):
     """The session's newest runtime receipt."""
 
@@ -250,5 +270,10 @@ class BackupStore(Request[BackupReport], frozen=True, kw_only=True):
 
 
 ReaderMessage = (
-    LoadApiEvents | LoadRuntimeReceipt | LoadMaterializedSession | LoadState | BackupStore
+    LoadApiEvents
+    | LoadRawApiEvents
+    | LoadRuntimeReceipt
+    | LoadMaterializedSession
+    | LoadState
+    | BackupStore
 )

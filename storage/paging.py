@@ -16,15 +16,33 @@ The contract (one read transaction, so a page and its cursors are one snapshot):
 
 Concatenating the pages that follow ``next_after_seq`` yields exactly the matching
 events of one full scan, whatever the limit.
+
+A *raw* page (:func:`load_raw_api_events`) is the same page with each event as the bytes
+``msgspec.json.encode(ApiEvent)`` gives, built by SQLite from the stored columns without
+decoding the body: a stored body is ``{"type":"<kind>","data":<data>}`` (see
+:mod:`storage.events`), and the flat wire shape is ``{"seq":..,"session_id":..,
+"recorded_at_ms":..,`` followed by that body without its opening brace. Both kinds of
+page share one statement builder and one transaction shape.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import apsw
 
-from relaystore.domain.api_events import ApiEventFilter, ApiEventPage, ApiRuntimeResolved
+from relaystore.domain.api_events import (
+    API_EVENT_KINDS,
+    ApiEventFilter,
+    ApiEventPage,
+    ApiRuntimeResolved,
+    RawApiEvent,
+    RawApiEventPage,
+)
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import RuntimeReceipt
+from relaystore.domain.wire import encode
 from relaystore.storage.events import api_event_from_row, api_events_from_rows
 from relaystore.storage.transaction import transaction
 
@@ -33,27 +51,61 @@ __all__ = [
     "clamp_limit",
     "load_api_events",
     "load_latest_seq",
+    "load_raw_api_events",
     "load_runtime_receipt",
 ]
+
+T = TypeVar("T")
+_Rows = list[tuple[Any, ...]]
 
 MAX_PAGE_LIMIT = 1000
 """The most events one page holds."""
 
 _LATEST = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
-_COLUMNS = "SELECT e.seq, e.session_id, e.recorded_at_ms, e.body FROM api_events e"
+_EVENT_COLUMNS = "e.seq, e.session_id, e.recorded_at_ms, e.body"
+# A raw event: its seq; the body's head up to and including '","data":' followed by its
+# last character (which name the kind and show that the body has the layout relaystore
+# writes: then the typed path slices it exactly as this one does); the wire bytes.
+# SQLite's json_quote escapes exactly as msgspec and serde_json do (tests pin it), and an
+# integer prints as they print it.
+_RAW_COLUMNS = (
+    'e.seq, substr(e.body, 1, instr(e.body, \'","data":\') + 8)'
+    " || substr(CAST(e.body AS BLOB), -1),"
+    " CAST('{\"seq\":' || e.seq || ',\"session_id\":' || json_quote(e.session_id)"
+    " || ',\"recorded_at_ms\":' || e.recorded_at_ms || ',' || substr(e.body, 2) AS BLOB)"
+)
 # CROSS JOIN pins the plan to walking events in seq order from the cursor. Left free,
 # the planner (with ANALYZE statistics) switches for high cursors to reading every
 # event of the workspace's sessions and sorting them, ten times slower per page.
 _JOIN = " CROSS JOIN session_contexts w ON w.session_id = e.session_id"
 _TAIL = " e.seq > ? ORDER BY e.seq LIMIT ?"
-# One statement per filter shape, so each can use its index (an "?1 IS NULL OR" test
-# would force a scan of every later event for a one-session filter).
+
+
+def _page_query(columns: str, by_session: bool, by_workspace: bool) -> str:
+    """The page statement selecting ``columns`` for one filter shape.
+
+    One statement per filter shape, so each can use its index (an "?1 IS NULL OR" test
+    would force a scan of every later event for a one-session filter).
+    """
+    query = f"SELECT {columns} FROM api_events e"
+    if by_workspace:
+        query += _JOIN
+    query += " WHERE"
+    if by_session:
+        query += " e.session_id = ? AND"
+    if by_workspace:
+        query += " w.workspace_id = ? AND"
+    return query + _TAIL
+
+
 _QUERIES = {
-    (False, False): _COLUMNS + " WHERE" + _TAIL,
-    (True, False): _COLUMNS + " WHERE e.session_id = ? AND" + _TAIL,
-    (False, True): _COLUMNS + _JOIN + " WHERE w.workspace_id = ? AND" + _TAIL,
-    (True, True): _COLUMNS + _JOIN + " WHERE e.session_id = ? AND w.workspace_id = ? AND" + _TAIL,
+    (columns, by_session, by_workspace): _page_query(columns, by_session, by_workspace)
+    for columns in (_EVENT_COLUMNS, _RAW_COLUMNS)
+    for by_session in (False, True)
+    for by_workspace in (False, True)
 }
+_RAW_KINDS = {f'{{"type":"{kind}","data":}}': kind for kind in API_EVENT_KINDS}
+"""The head and last character of a body in relaystore's layout, by the kind it names."""
 
 
 def clamp_limit(limit: int) -> int:
@@ -79,25 +131,100 @@ def load_api_events(
     Raises :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or an
     event body that does not decode (the whole page fails).
     """
+    rows, latest, cursor = _read_page(
+        connection, "load API events", filter, after_seq, limit, _fetch_events
+    )
+    events = api_events_from_rows(rows)
+    next_after_seq = events[-1].seq if events else max(latest, cursor)
+    return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
+
+
+def load_raw_api_events(
+    connection: apsw.Connection,
+    filter: ApiEventFilter | None = None,
+    after_seq: int | None = None,
+    limit: int = 100,
+) -> RawApiEventPage:
+    """The page :func:`load_api_events` gives, each event as its wire bytes, undecoded.
+
+    Same snapshot, events and cursors; each ``json`` is byte for byte
+    ``msgspec.json.encode`` of the typed event. A body in relaystore's own layout is
+    trusted, as it was checked when it was written: its data is not decoded again. A
+    page holding any other body (hand-written SQL, older tools) takes the typed path
+    and is encoded from it, so it raises what :func:`load_api_events` raises:
+    :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or a body that
+    does not decode.
+    """
+
+    def read(fetch: Callable[[str], _Rows]) -> tuple[list[RawApiEvent] | None, _Rows]:
+        if _is_utf8(connection):
+            rows = fetch(_RAW_COLUMNS)
+            kinds, event = _RAW_KINDS, RawApiEvent
+            try:
+                return [event(seq, kinds[head], wire) for seq, head, wire in rows], []
+            except KeyError:  # a body in another layout: decode the page instead
+                pass
+        return None, fetch(_EVENT_COLUMNS)
+
+    (raw, rows), latest, cursor = _read_page(
+        connection, "load raw API events", filter, after_seq, limit, read
+    )
+    events = raw
+    if events is None:
+        events = [
+            RawApiEvent(typed.seq, typed.type, encode(typed))
+            for typed in api_events_from_rows(rows)
+        ]
+    next_after_seq = events[-1].seq if events else max(latest, cursor)
+    return RawApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
+
+
+def _fetch_events(fetch: Callable[[str], _Rows]) -> _Rows:
+    return fetch(_EVENT_COLUMNS)
+
+
+def _read_page(
+    connection: apsw.Connection,
+    action: str,
+    filter: ApiEventFilter | None,
+    after_seq: int | None,
+    limit: int,
+    read: Callable[[Callable[[str], _Rows]], T],
+) -> tuple[T, int, int]:
+    """``read(fetch)`` in one read transaction, with ``latest_seq`` and the cursor.
+
+    ``fetch(columns)`` runs the page's statement (filter, cursor, clamped limit)
+    selecting ``columns``; ``action`` names the transaction in errors.
+    """
     if after_seq is not None and after_seq < 0:
         raise InvalidInput(f"after_seq must be 0 or more, not {after_seq}")
     wanted = filter if filter is not None else ApiEventFilter()
     session_id, workspace_id = wanted.session_id, wanted.workspace_id
-    with transaction(connection, "load API events"):
+    by_session, by_workspace = session_id is not None, workspace_id is not None
+    with transaction(connection, action):
         value = connection.execute(_LATEST).get
         latest = int(value) if value is not None else 0
         cursor = latest if after_seq is None else after_seq
         bindings: list[object] = []
-        if session_id is not None:
+        if by_session:
             bindings.append(session_id)
-        if workspace_id is not None:
+        if by_workspace:
             bindings.append(workspace_id)
         bindings += [cursor, clamp_limit(limit)]
-        query = _QUERIES[session_id is not None, workspace_id is not None]
-        rows = connection.execute(query, bindings).fetchall()
-    events = api_events_from_rows(rows)  # type: ignore[arg-type]
-    next_after_seq = events[-1].seq if events else max(latest, cursor)
-    return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
+
+        def fetch(columns: str) -> _Rows:
+            query = _QUERIES[columns, by_session, by_workspace]
+            return connection.execute(query, bindings).fetchall()
+
+        result = read(fetch)
+    return result, latest, cursor
+
+
+def _is_utf8(connection: apsw.Connection) -> bool:
+    """Whether the connection's database stores text as UTF-8 (raw bytes are cast from
+    its text). Asked on every page: a PRAGMA costs about a microsecond, and a cache of
+    it would be state outside the connection's owner."""
+    return bool(connection.execute("PRAGMA encoding").get == "UTF-8")
 
 
 def load_runtime_receipt(connection: apsw.Connection, session_id: str) -> RuntimeReceipt | None:

@@ -19,6 +19,8 @@ from relaystore.domain.api_events import (
     ApiEventData,
     ApiEventFilter,
     ApiEventPage,
+    RawApiEvent,
+    RawApiEventPage,
 )
 from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.errors import (
@@ -43,6 +45,7 @@ from relaystore.domain.messages import (
     FinishFailedCheckpoint,
     LoadApiEvents,
     LoadMaterializedSession,
+    LoadRawApiEvents,
     LoadRuntimeReceipt,
     LoadState,
     ObserveRelayEvents,
@@ -77,12 +80,15 @@ __all__ = [
     "LifecycleConflict",
     "LoadApiEvents",
     "LoadMaterializedSession",
+    "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
     "MaterializedSession",
     "ObserveRelayEvents",
     "ProjectionError",
     "ProjectionReport",
+    "RawApiEvent",
+    "RawApiEventPage",
     "RecordActivities",
     "RecordStartupFault",
     "RecoverInterruptedCheckpoints",
