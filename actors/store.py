@@ -21,13 +21,13 @@ from types import TracebackType
 from typing import Any, TypeVar, get_args
 
 import pykka
-from pykka import ActorDeadError, ActorRef, ThreadingFuture
+from pykka import ActorDeadError, ActorRef
 
 from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import PageCommit, ProjectorActor
 from relaystore.actors.reader import ReaderActor
-from relaystore.actors.told import Envelope, Reply
+from relaystore.actors.told import Envelope, OneShotReply, Reply
 from relaystore.actors.writer import WriterActor
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
@@ -240,10 +240,11 @@ class EventStore:
         """
         self._check_open()
         validate_message(message)
-        _check_timeout(timeout)
-        future: pykka.Future[Any] = ThreadingFuture()
-        actor = self._send(message, future)
-        return self._get(future, timeout, actor, message)  # type: ignore[no-any-return]
+        if timeout is not None:
+            _check_timeout(timeout)
+        reply = OneShotReply()
+        actor = self._send(message, reply)
+        return self._get(reply, timeout, actor, message)  # type: ignore[no-any-return]
 
     def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting; a failure is logged and stops nothing.
@@ -449,18 +450,20 @@ class EventStore:
         return self._readers[next(self._next_reader) % len(self._readers)]
 
     def _ask_reader(self, message: Any, timeout: float | None = None) -> Any:
-        future: pykka.Future[Any] = ThreadingFuture()
+        reply = OneShotReply()
         ref = self._reader()
-        _deliver(ref, Envelope(message, future))
-        return self._get(future, timeout, ref, message)
+        _deliver(ref, Envelope(message, reply))
+        return self._get(reply, timeout, ref, message)
 
     def _get(
         self,
-        future: pykka.Future[Any],
+        future: OneShotReply,
         timeout: float | None,
         actor: ActorRef[Any] | None,
         message: object,
     ) -> Any:
+        """Wait for ``future``'s answer: raise AskTimeout past ``timeout``, StoreClosed
+        when ``actor`` dies first (checked every ``_DEAD_CHECK_SECONDS``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = _DEAD_CHECK_SECONDS
@@ -499,8 +502,8 @@ class EventStore:
         self._projectors.retire(session_id)
 
     def _writer_ask(self, message: ProjectorWriterMessage) -> Any:
-        future: pykka.Future[Any] = ThreadingFuture()
-        return self._get(future, None, self._send(message, future), message)
+        reply = OneShotReply()
+        return self._get(reply, None, self._send(message, reply), message)
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
         session: MaterializedSession = self._writer_ask(LoadProjection(session_id=session_id))
@@ -509,11 +512,11 @@ class EventStore:
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""
         message = CommitPage(session_id=session_id, page=page)
-        future: pykka.Future[Any] = ThreadingFuture()
-        writer = self._send(message, future)
+        reply = OneShotReply()
+        writer = self._send(message, reply)
 
         def wait() -> tuple[RelayCursor, int]:
-            result: tuple[RelayCursor, int] = self._get(future, None, writer, message)
+            result: tuple[RelayCursor, int] = self._get(reply, None, writer, message)
             return result
 
         return wait

@@ -3,23 +3,26 @@
 pykka stops an actor whose handler raises while handling a ``tell``, and its ``ask``
 future can only be waited on by blocking a thread. relaystore therefore sends every
 message with ``tell``, inside an :class:`Envelope` whose ``reply`` is any object with
-``set`` and ``set_exception`` (a pykka future for a blocking ``ask``, an asyncio bridge
-for ``relaystore.aio``, ``None`` for a ``tell``). :class:`TellSafeActor` answers the
-envelope and never raises, so a bad message never stops an actor; a failure nobody
-waits for is logged.
+``set`` and ``set_exception`` (a :class:`OneShotReply` for a blocking ``ask``, an asyncio
+bridge for ``relaystore.aio``, ``None`` for a ``tell``; a pykka future fits too).
+:class:`TellSafeActor` answers the envelope and never raises, so a bad message never
+stops an actor; a failure nobody waits for is logged.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
+import threading
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
+import pykka
+
 from relaystore.actors.inbox import BoundedActor
 
-__all__ = ["Envelope", "Reply", "TellSafeActor"]
+__all__ = ["Envelope", "OneShotReply", "Reply", "TellSafeActor"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,58 @@ class Reply(Protocol):
     def set(self, value: Any | None = None) -> None: ...
 
     def set_exception(self, exc_info: ExcInfo | None = None) -> None: ...
+
+
+class OneShotReply:
+    """The lightest reply sink a blocked thread can wait on: one lock, set once.
+
+    What a blocking ``ask`` waits on instead of a pykka ``ThreadingFuture`` (a
+    ``Condition`` and its waiter lock per wait): the lock is taken when the reply is
+    made, and :meth:`set` or :meth:`set_exception` releases it, which wakes the one
+    waiter in :meth:`get`. Only the first answer counts; a later one is ignored.
+    """
+
+    __slots__ = ("_done", "_error", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set(self, value: Any | None = None) -> None:
+        """Answer with ``value`` and wake the waiter."""
+        if self._done:
+            return
+        self._done = True
+        self._value = value
+        self._lock.release()
+
+    def set_exception(self, exc_info: ExcInfo | None = None) -> None:
+        """Answer with an exception (``exc_info`` as ``sys.exc_info()`` gives it)."""
+        if self._done:
+            return
+        self._done = True
+        if exc_info is None or exc_info[1] is None:
+            self._error = RuntimeError("a reply was failed without an exception")
+        else:
+            self._error = exc_info[1]
+        self._lock.release()
+
+    def get(self, *, timeout: float | None = None) -> Any:
+        """The answer: its value, or its exception raised here.
+
+        Raises ``pykka.Timeout`` when no answer comes within ``timeout`` seconds
+        (``None``: wait for ever), as a pykka future's ``get`` does, so the store's
+        waiting loop treats both alike. The answer stays readable after a timeout.
+        """
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise pykka.Timeout(f"{timeout} seconds")
+        self._lock.release()  # later calls see the answer at once
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 @dataclass(frozen=True, slots=True)
