@@ -11,11 +11,38 @@ pins that behaviour.
 from __future__ import annotations
 
 import queue
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pykka import ThreadingActor
 
-__all__ = ["BoundedActor"]
+__all__ = ["BoundedActor", "Inbox"]
+
+
+class Inbox(queue.Queue[Any]):
+    """A bounded FIFO inbox that its actor can also wait on without taking a message."""
+
+    def count_waiting(self, matches: Callable[[Any], bool]) -> int:
+        """How many waiting messages ``matches`` accepts (a snapshot; takes nothing)."""
+        with self.mutex:
+            return sum(1 for item in self.queue if matches(item))
+
+    def wait_for_message(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until a message waits; True if one does.
+
+        Takes nothing: the actor's loop still takes the message, in order. Only the
+        actor's own thread calls this (the one consumer), so ``put``'s single
+        ``notify`` of ``not_empty`` reaches it.
+        """
+        deadline = time.monotonic() + timeout
+        with self.not_empty:
+            while not self._qsize():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.not_empty.wait(remaining)
+            return True
 
 
 class BoundedActor(ThreadingActor):
@@ -27,8 +54,8 @@ class BoundedActor(ThreadingActor):
         self._capacity = capacity
         super().__init__()
 
-    def _create_actor_inbox(self) -> queue.Queue[Any]:  # type: ignore[override]
-        return queue.Queue(maxsize=self._capacity)
+    def _create_actor_inbox(self) -> Inbox:  # type: ignore[override]
+        return Inbox(maxsize=self._capacity)
 
     @property
     def waiting(self) -> int:

@@ -4,8 +4,19 @@ Messages arrive FIFO through a bounded inbox (a full inbox blocks the sender), e
 in an :class:`~relaystore.actors.told.Envelope` that carries where its answer goes. The writer matches
 each typed message to the storage function that performs it. With group commit on, it
 keeps taking messages while more are already waiting (up to ``max_batch``), runs them
-in one :class:`~relaystore.storage.batch.Batch` (a savepoint each), commits once, and
-only then replies to each sender: a failing message rolls back only its own savepoint.
+in one :class:`~relaystore.storage.batch.Batch` (a savepoint each; a batch of one
+message needs none), commits once, and only then replies to each sender: a failing
+message rolls back only its own savepoint.
+
+Waiting for company. The senders with an ``ask`` in flight at the end of a commit (the
+ones it answered, and the ones whose asks arrived meanwhile) are all about to send
+again; committing before they have would pay an fsync for a fraction of them. So while
+a batch holds fewer asks than that count, the writer waits for the next message, up to
+the average COMMIT's duration (at most :data:`COMPANY_WAIT_SECONDS`) from the batch's
+first message, then commits what it has. The count follows the senders: a batch that
+waited in vain answers fewer asks, so the next one expects fewer. A lone sender (one ask
+in flight) never waits, and messages nobody waits for (``tell``) never count.
+
 If a commit fails, nobody can tell what was written, so the writer answers that batch
 and every later message with ``WriterStopped``. Messages nobody waits for (``tell``)
 that fail are logged.
@@ -18,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from relaystore.actors.inbox import BoundedActor
+from relaystore.actors.inbox import BoundedActor, Inbox
 from relaystore.actors.metrics import WriterStats
 from relaystore.actors.told import Envelope
 from relaystore.domain.errors import StoreError, UnknownSession, WriterStopped
@@ -48,9 +59,14 @@ from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.transaction import Connection
 
-__all__ = ["WriterActor", "perform"]
+__all__ = ["COMPANY_WAIT_SECONDS", "WriterActor", "perform"]
 
 logger = logging.getLogger(__name__)
+
+COMPANY_WAIT_SECONDS = 0.002
+"""The longest a batch waits for company (see above); it never waits longer than a
+COMMIT takes on average either, since waiting longer would cost more than the commit
+it saves (so at ``synchronous=OFF`` it hardly waits)."""
 
 
 def perform(connection: Connection, message: WriterMessage | ProjectorWriterMessage) -> Any:
@@ -120,7 +136,13 @@ class WriterActor(BoundedActor):
         self._latest = load_latest_seq(writer.connection)
         self._max_batch = max_batch
         self._pending: list[Envelope] = []
-        self._last_batch = 0
+        self._pending_asks = 0
+        """How many of ``_pending`` have a sender waiting for the answer."""
+        self._expected_asks = 0
+        """How many asks were in flight when the last commit ended (see the module doc)."""
+        self._company_deadline = 0.0
+        self._commit_seconds = 0.0
+        """A running average of how long COMMIT takes (the fsync, at FULL)."""
         self._stopped_by: str | None = None
 
     def on_receive(self, message: Any) -> None:
@@ -131,16 +153,26 @@ class WriterActor(BoundedActor):
             self._flush()  # everything before it commits first, in order
             self._compact(message)
             return
-        self._pending.append(message)
-        # Group commit: while more messages already wait, take them into this batch.
-        if len(self._pending) < self._max_batch and not self.actor_inbox.empty():
+        pending = self._pending
+        pending.append(message)
+        if message.reply is not None:
+            self._pending_asks += 1
+        if len(pending) >= self._max_batch:
+            self._flush()
             return
-        if len(self._pending) < self._max_batch and self._last_batch > 1:
-            # Several senders were waiting on the last commit and may be a moment from
-            # sending again: release the GIL once, so they can, before committing what is
-            # here. (A lone sender never waits for company.)
-            time.sleep(0)
-            if not self.actor_inbox.empty():
+        waiting_for = self._expected_asks - self._pending_asks
+        if len(pending) == 1 and waiting_for > 0:
+            wait = min(COMPANY_WAIT_SECONDS, self._commit_seconds)
+            self._company_deadline = time.monotonic() + wait
+        inbox: Inbox = self.actor_inbox  # type: ignore[assignment]
+        # Group commit: while more messages already wait, take them into this batch.
+        if inbox.qsize():
+            return
+        if waiting_for > 0:
+            # The senders of the asks in flight are about to send again: wait for them,
+            # briefly (see the module docstring). A lone sender never gets here.
+            remaining = self._company_deadline - time.monotonic()
+            if remaining > 0 and inbox.wait_for_message(remaining):
                 return
         self._flush()
 
@@ -157,7 +189,11 @@ class WriterActor(BoundedActor):
         batch, self._pending = self._pending, []
         if not batch:
             return
-        self._last_batch = len(batch)
+        # Until the commit says otherwise (it counts the asks that came in meanwhile).
+        self._expected_asks, self._pending_asks = self._pending_asks, 0
+        self._commit(batch)
+
+    def _commit(self, batch: list[Envelope]) -> None:
         if self._stopped_by is not None:
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
@@ -165,10 +201,18 @@ class WriterActor(BoundedActor):
         started = time.perf_counter()
         try:
             with Batch(self._writer) as transaction:
-                for item in batch:
-                    value, error = transaction.run(perform, item.message)
+                if len(batch) == 1:  # no savepoint: a failure rolls back the transaction
+                    item = batch[0]
+                    value, error = transaction.run(perform, item.message, alone=True)
                     results.append((item, value, error))
+                else:
+                    for item in batch:
+                        value, error = transaction.run(perform, item.message)
+                        results.append((item, value, error))
+                committing = time.perf_counter()
                 latest = transaction.commit()
+                took = time.perf_counter() - committing
+                self._commit_seconds += (took - self._commit_seconds) / 4
         except BatchLost as exc:
             self._stopped_by = exc.detail + "; the writer accepts no more work"
             logger.error("writer stopped: %s", self._stopped_by)
@@ -192,6 +236,9 @@ class WriterActor(BoundedActor):
             self._on_commit(latest)
         except Exception:
             logger.exception("commit notification failed")
+        # Counted before answering, so no answered sender's next ask counts twice.
+        inbox: Inbox = self.actor_inbox  # type: ignore[assignment]
+        self._expected_asks += inbox.count_waiting(_is_ask)
         for item, value, error in results:
             _answer(item, value, error)
 
@@ -206,6 +253,12 @@ class WriterActor(BoundedActor):
             return
         logger.info("compacted the store: %d pages -> %d", report.pages_before, report.pages_after)
         item.answer(report, None)
+
+
+def _is_ask(item: Any) -> bool:
+    """Whether an inbox item (pykka's envelope around ours) has a sender waiting."""
+    told = getattr(item, "message", None)
+    return isinstance(told, Envelope) and told.reply is not None
 
 
 def _answer(item: Envelope, value: Any, error: Exception | None) -> None:

@@ -6,7 +6,10 @@ Guarantees:
   back and fails the whole batch with :class:`~relaystore.domain.errors.SchemaMismatch`.
 * Each step runs in its own savepoint: a step that raises is rolled back alone, and its
   error (an apsw error mapped through :func:`~relaystore.storage.transaction.store_error`)
-  is its result; the other steps are unaffected.
+  is its result; the other steps are unaffected. A step run ``alone`` (the batch's only
+  one) skips the savepoint: when it raises, the whole transaction is rolled back, which
+  undoes exactly what the savepoint would have, and :meth:`Batch.commit` then commits
+  nothing.
 * Nothing is reported before ``COMMIT`` returned: :meth:`Batch.commit` raises
   :class:`BatchLost` when ``BEGIN`` or ``COMMIT`` fails, after which nobody can tell what
   the store holds of the batch.
@@ -14,7 +17,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,6 +26,8 @@ from relaystore.domain.errors import StoreError, WriterStopped
 from relaystore.storage.connection import WriterConnection
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.transaction import store_error
+
+_LATEST = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
 
 __all__ = ["Batch", "BatchLost"]
 
@@ -45,6 +49,7 @@ class Batch:
         self._writer = writer
         self._connection = writer.connection
         self._open = False
+        self._lost: str | None = None  # set when a failed step's ROLLBACK failed too
 
     def __enter__(self) -> Batch:
         try:
@@ -63,40 +68,69 @@ class Batch:
         self._rollback()
 
     def run(
-        self, operation: Callable[[apsw.Connection, M], Any], message: M
+        self, operation: Callable[[apsw.Connection, M], Any], message: M, *, alone: bool = False
     ) -> tuple[Any, Exception | None]:
         """Run ``operation(connection, message)`` in a savepoint: ``(value, None)``, or
         ``(None, error)`` with the step rolled back.
 
         A :class:`StoreError` (or an apsw error, mapped) is the step's own failure; any
         other exception is returned as it is, for the caller to log as a bug.
+
+        ``alone``: this is the batch's only step, so it runs without a savepoint (two
+        statements fewer); if it fails, the whole transaction is rolled back instead
+        and no other step may run after it.
         """
+        if not self._open:
+            raise RuntimeError("the batch's transaction is over")
         try:
-            with self._connection:  # a savepoint: a failure undoes only this step
+            if alone:
                 value = operation(self._connection, message)
+            else:
+                with self._connection:  # a savepoint: a failure undoes only this step
+                    value = operation(self._connection, message)
         except StoreError as exc:
-            return None, exc
+            error: Exception = exc
         except apsw.Error as exc:
-            return None, store_error(exc, "a write", self._connection)
+            error = store_error(exc, "a write", self._connection)
         except Exception as exc:  # noqa: BLE001 - handed to the caller, which logs it
-            return None, exc
-        return value, None
+            error = exc
+        else:
+            return value, None
+        if alone and not self._rollback():
+            self._lost = f"rolling back a failed write failed too ({error})"
+        return None, error
 
     def commit(self) -> int:
-        """Commit; return the newest API event ``seq`` now in the store."""
+        """Commit; return the newest API event ``seq`` now in the store.
+
+        After a step run ``alone`` failed (its transaction already rolled back) there
+        is nothing to commit: this only reads the newest ``seq``.
+        """
+        if self._lost is not None:
+            raise BatchLost(f"{self._lost}; the store may or may not hold the last batch")
+        if not self._open:
+            try:
+                return load_latest_seq(self._connection)
+            except StoreError as exc:
+                raise BatchLost(f"reading the newest seq failed after a rollback ({exc})") from exc
         try:
-            latest = load_latest_seq(self._connection)
+            row = self._connection.execute(_LATEST).fetchone()
             self._connection.execute("COMMIT")
-        except (apsw.Error, StoreError) as exc:
+        except apsw.Error as exc:
             self._rollback()
             raise BatchLost(
                 f"commit failed ({exc}); the store may or may not hold the last batch"
             ) from exc
         self._open = False
-        return latest
+        return int(row[0]) if row is not None and row[0] is not None else 0
 
-    def _rollback(self) -> None:
+    def _rollback(self) -> bool:
+        """Roll the open transaction back; False when the ROLLBACK itself failed."""
         if self._open:
             self._open = False
-            with contextlib.suppress(apsw.Error):
+            try:
                 self._connection.execute("ROLLBACK")
+            except apsw.Error:
+                # SQLite may have rolled back already (some errors end the transaction).
+                return not self._connection.in_transaction
+        return True
