@@ -16,6 +16,7 @@ BENCHMARKS = {
     "replay": "suite.replay",
     "writer": "suite.writer",
     "peer": "suite.peer",
+    "roundtrip": "suite.roundtrip",
     "reads": "suite.reads",
     "memory": "suite.memory",
     "open": "suite.opening",

@@ -28,9 +28,17 @@ FSYNC_AIM = 0.8
 
 
 def measure(
-    path: Path, senders: int, group_commit: bool, seconds: float, synchronous: str = "FULL"
+    path: Path,
+    senders: int,
+    group_commit: bool,
+    seconds: float,
+    synchronous: str = "FULL",
+    batches: list[float] | None = None,
 ) -> float:
-    """Messages/s of ``senders`` threads asking RecordActivities on a new store."""
+    """Messages/s of ``senders`` threads asking RecordActivities on a new store.
+
+    ``batches`` gets the run's mean messages per commit (``StoreMetrics.batch_size_mean``).
+    """
     with EventStore.open(
         path,
         max_batch=256 if group_commit else 1,
@@ -46,6 +54,8 @@ def measure(
 
         rate = drive(senders, seconds, send)
         written = store.latest_seq
+        if batches is not None:
+            batches.append(round(store.metrics().batch_size_mean, 2))
     if written == 0:
         raise RuntimeError("the writer benchmark wrote no events")
     return rate
@@ -57,18 +67,31 @@ def run(ctx: Context) -> list[Figure]:
     configs = [(group, senders) for group in (True, False) for senders in SENDERS]
     rates: dict[tuple[bool, int], list[float]] = {config: [] for config in configs}
     unsynced: list[float] = []  # 8 senders, group commit on, synchronous=OFF
+    batch_means: dict[tuple[bool, int] | str, list[float]] = {c: [] for c in configs}
+    batch_means["off"] = []
     for r in range(rounds):
         # Rotate the order each round so no configuration always runs first or last.
         order = configs[r % len(configs) :] + configs[: r % len(configs)]
         for group, senders in order:
             path = ctx.scratch / f"writer-{r}-{senders}-{group}.sqlite3"
-            rates[(group, senders)].append(measure(path, senders, group, seconds))
+            rates[(group, senders)].append(
+                measure(path, senders, group, seconds, batches=batch_means[(group, senders)])
+            )
         unsynced.append(
-            measure(ctx.scratch / f"writer-{r}-off.sqlite3", max(SENDERS), True, seconds, "OFF")
+            measure(
+                ctx.scratch / f"writer-{r}-off.sqlite3",
+                max(SENDERS),
+                True,
+                seconds,
+                "OFF",
+                batches=batch_means["off"],
+            )
         )
         log(
             f"writer round {r + 1}/{rounds}: "
             + ", ".join(f"{s}{'g' if g else ''}={rates[(g, s)][-1]:,.0f}" for g, s in configs)
+            + f", {max(SENDERS)}g OFF={unsynced[-1]:,.0f} (messages/commit at 8g FULL "
+            f"{batch_means[(True, max(SENDERS))][-1]:.1f}, OFF {batch_means['off'][-1]:.1f})"
         )
     figures = []
     for group, senders in configs:
@@ -89,6 +112,7 @@ def run(ctx: Context) -> list[Figure]:
                     "rounds": rates[(group, senders)],
                     "seconds_per_run": seconds,
                     "synchronous": "FULL",
+                    "messages_per_commit": batch_means[(group, senders)],
                 },
             )
         )
@@ -113,7 +137,13 @@ def run(ctx: Context) -> list[Figure]:
             baseline_value=median(unsynced),
             aim=f">= {FSYNC_AIM}",
             ok=on / median(unsynced) >= FSYNC_AIM,
-            details={"off_rounds": unsynced},
+            details={
+                "off_rounds": unsynced,
+                "messages_per_commit": batch_means[(True, max(SENDERS))],
+                "off_messages_per_commit": batch_means["off"],
+                # What fsync adds to 8 messages (a full commit of the 8 senders) beyond OFF.
+                "fsync_us_per_8_messages": (1 / on - 1 / median(unsynced)) * 1e6 * max(SENDERS),
+            },
         )
     )
     return figures
