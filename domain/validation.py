@@ -17,10 +17,11 @@ import datetime
 import decimal
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
+from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.messages import ObserveRelayEvents, Request
 from relaystore.domain.relay import RelayEvent, RelayObservation
@@ -62,6 +63,12 @@ def validate_message(message: object) -> None:
         _check_fields(name, message)
     if session_id is not None:
         _check_id(f"{name}.session_id", "session", session_id)
+    wanted = getattr(message, "filter", None)
+    if isinstance(wanted, ApiEventFilter):  # a page query: its ids follow the id rule too
+        for field, kind in (("session_id", "session"), ("workspace_id", "workspace")):
+            value = getattr(wanted, field)
+            if value is not None:
+                _check_id(f"{name}.filter.{field}", kind, value)
 
 
 _FIELD = re.compile(r" - at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -74,7 +81,17 @@ def _check_fields(name: str, message: object) -> None:
         out_of_range = _integer_out_of_range(plain)
         if out_of_range is not None:
             raise InvalidInput(f"{name}.{out_of_range}: integer outside SQLite's INTEGER range")
-        msgspec.convert(plain, type(message), strict=True)
+        converted = msgspec.convert(plain, type(message), strict=True)
+        if converted != message:
+            # The plain form converts, but a value is of another type than declared
+            # (a dict for a struct, a tuple for a list): name the first such field.
+            for field in type(message).__struct_fields__:  # type: ignore[attr-defined]
+                value = getattr(message, field)
+                if getattr(converted, field) != value:
+                    expected = type(getattr(converted, field)).__name__
+                    raise InvalidInput(
+                        f"{name}.{field}: expected {expected}, got {type(value).__name__}"
+                    )
     except msgspec.ValidationError as exc:
         text = str(exc)
         field = _FIELD.search(text)
@@ -92,18 +109,30 @@ def _check_fields(name: str, message: object) -> None:
 
 def _integer_out_of_range(value: object) -> str | None:
     """The path (``field[0].key``) of an integer outside SQLite's range, or None."""
-    if type(value) is int:
-        return "" if not INT64_MIN <= value <= INT64_MAX else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _integer_out_of_range(item)
-            if found is not None:
-                return f"{key}{found}" if found[:1] in ("", "[") else f"{key}.{found}"
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _integer_out_of_range(item)
-            if found is not None:
-                return f"[{index}]{found}" if found[:1] in ("", "[") else f"[{index}].{found}"
+    # Leaves are checked in the loops, not by a call each: most of a message is leaves.
+    kind = type(value)
+    if kind is int:
+        return None if INT64_MIN <= cast(int, value) <= INT64_MAX else ""
+    if kind is dict:
+        for key, item in cast(dict[Any, Any], value).items():
+            sub = type(item)
+            if sub is int:
+                if not INT64_MIN <= item <= INT64_MAX:
+                    return f"{key}"
+            elif sub is dict or sub is list:
+                found = _integer_out_of_range(item)
+                if found is not None:
+                    return f"{key}{found}" if found[:1] in ("", "[") else f"{key}.{found}"
+    elif kind is list:
+        for index, item in enumerate(cast(list[Any], value)):
+            sub = type(item)
+            if sub is int:
+                if not INT64_MIN <= item <= INT64_MAX:
+                    return f"[{index}]"
+            elif sub is dict or sub is list:
+                found = _integer_out_of_range(item)
+                if found is not None:
+                    return f"[{index}]{found}" if found[:1] in ("", "[") else f"[{index}].{found}"
     return None
 
 

@@ -28,6 +28,7 @@ from relaystore import (
     InvalidInput,
     LoadApiEvents,
     LoadMaterializedSession,
+    LoadRawApiEvents,
     LoadRuntimeReceipt,
     LoadState,
     ObserveRelayEvents,
@@ -39,7 +40,7 @@ from relaystore import (
     UnknownSession,
 )
 from relaystore.domain import messages as message_module
-from relaystore.domain.api_events import ApiEvent
+from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, turn
 
@@ -82,6 +83,11 @@ BAD_MESSAGES: list[tuple[str, Any]] = [
     ("session id invalid", DeleteSession(session_id="../etc")),
     ("session id empty", LoadMaterializedSession(session_id="")),
     ("receipt id None", LoadRuntimeReceipt(session_id=None)),  # type: ignore[arg-type]
+    ("filter a dict", LoadApiEvents(filter={"session_id": "session-1"})),  # type: ignore[arg-type]
+    ("filter session id invalid", LoadApiEvents(filter=ApiEventFilter(session_id=".."))),
+    ("filter workspace id invalid", LoadApiEvents(filter=ApiEventFilter(workspace_id="a b"))),
+    ("raw filter a dict", LoadRawApiEvents(filter={"workspace_id": "w"})),  # type: ignore[arg-type]
+    ("activities a tuple", RecordActivities(activities=(), recorded_at_ms=1)),  # type: ignore[arg-type]
 ]
 
 
