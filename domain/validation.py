@@ -119,17 +119,17 @@ def _integer_out_of_range(value: object) -> str | None:
             if sub is int:
                 if not INT64_MIN <= item <= INT64_MAX:
                     return f"{key}"
-            elif sub is dict or sub is list:
+            elif sub is dict or sub is list or sub is tuple:
                 found = _integer_out_of_range(item)
                 if found is not None:
                     return f"{key}{found}" if found[:1] in ("", "[") else f"{key}.{found}"
-    elif kind is list:
+    elif kind is list or kind is tuple:  # to_builtins keeps tuples
         for index, item in enumerate(cast(list[Any], value)):
             sub = type(item)
             if sub is int:
                 if not INT64_MIN <= item <= INT64_MAX:
                     return f"[{index}]"
-            elif sub is dict or sub is list:
+            elif sub is dict or sub is list or sub is tuple:
                 found = _integer_out_of_range(item)
                 if found is not None:
                     return f"[{index}]{found}" if found[:1] in ("", "[") else f"[{index}].{found}"

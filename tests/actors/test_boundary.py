@@ -40,7 +40,12 @@ from relaystore import (
     UnknownSession,
 )
 from relaystore.domain import messages as message_module
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.api_events import (
+    ApiActivityDetails,
+    ApiActivityKind,
+    ApiEvent,
+    ApiEventFilter,
+)
 from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, turn
 
@@ -88,6 +93,21 @@ BAD_MESSAGES: list[tuple[str, Any]] = [
     ("filter workspace id invalid", LoadApiEvents(filter=ApiEventFilter(workspace_id="a b"))),
     ("raw filter a dict", LoadRawApiEvents(filter={"workspace_id": "w"})),  # type: ignore[arg-type]
     ("activities a tuple", RecordActivities(activities=(), recorded_at_ms=1)),  # type: ignore[arg-type]
+    (
+        "activity detail past INTEGER",
+        RecordActivities(
+            activities=[
+                (
+                    "session-1",
+                    ApiActivityState(
+                        state="idle",
+                        details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=2**70),
+                    ),
+                )
+            ],
+            recorded_at_ms=1,
+        ),
+    ),
 ]
 
 
