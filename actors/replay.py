@@ -5,9 +5,7 @@ session the store lacks), reads the journal with
 :class:`relaystore.actors.journal.JournalReader`, which judges every event by the chain
 rule (:func:`relaystore.domain.chain.advance`) except its digest, and sends the events
 in batches of :data:`BATCH` to the session's projector, which hashes, projects and
-commits them a page at a time. Reading runs one batch ahead in its own thread
-(:class:`~relaystore.actors.journal.ahead.ReadAhead`), so the next batch is read and
-decoded while this one is projected and committed. An exact duplicate line is already applied, as in
+commits them a page at a time. An exact duplicate line is already applied, as in
 ``verify``.
 
 :class:`ReplayReport` says what one replay did, for the command's per-session summary:
@@ -31,10 +29,8 @@ import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn
 
 from relaystore.actors.journal import JournalReader, JournalSource, Location, TornTail
-from relaystore.actors.journal.ahead import ReadAhead, ReadBatch
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import GENESIS, check_own_digest
@@ -146,14 +142,40 @@ def replay_source(
         after=start,
         on_torn_tail=report.torn_tails.append,
     )
+    batch: list[RelayEvent] = []
+    where: dict[int, Location] = {}
+    events = iter(reader)
     try:
-        with ReadAhead(iter(reader), size=BATCH) as batches:
-            for batch in batches:
-                if batch.fault is not None:
-                    _end_at_fault(sender, batch, source.session_id)
-                sender.observe(batch.events, batch.where)
+        while True:
+            try:
+                item = next(events, None)
+            except StoreError as fault:
+                # A bad line or chain fault ends the replay as a bad event would: the
+                # complete pages read before it are committed, nothing of the page that
+                # holds it. A gap is not damage but missing history (fetch more, replay
+                # again): every event before it is the good prefix, and all of it is
+                # committed. A bad digest among the events read before the fault comes
+                # first in the journal, so it is the one to report.
+                gap = isinstance(fault, RelayChainError) and fault.fault is ChainFault.GAP
+                keep = len(batch) if gap else len(batch) - len(batch) % PAGE_SIZE
+                if keep:
+                    sender.observe(batch[:keep], where)
+                _check_digests(batch[keep:], source.session_id, where)
+                raise
+            if item is None:
+                break
+            event, location = item
+            batch.append(event)
+            where[event.ordinal] = location
+            if len(batch) == BATCH:
+                sender.observe(batch, where)
                 if on_batch is not None:
                     on_batch(report)
+                batch, where = [], {}
+        if batch:
+            sender.observe(batch, where)
+            if on_batch is not None:
+                on_batch(report)
     finally:
         report.read += reader.already_applied
         report.already_applied += reader.already_applied
@@ -216,24 +238,6 @@ class _Sender:
         stored = self.store.ask(LoadMaterializedSession(session_id=session_id))
         if stored is not None and stored.applied_event_ordinal == 0:
             self.store.ask(DeleteSession(session_id=session_id))
-
-
-def _end_at_fault(sender: _Sender, batch: ReadBatch, session_id: str) -> NoReturn:
-    """End the replay at the bad line or chain fault that ended ``batch``, as a bad event
-    would: the complete pages read before it are committed, nothing of the page that
-    holds it. A gap is not damage but missing history (fetch more, replay again): every
-    event before it is the good prefix, and all of it is committed. A bad digest among
-    the events read before the fault comes first in the journal, so it is the one to
-    report."""
-    fault = batch.fault
-    assert fault is not None
-    events = batch.events
-    gap = isinstance(fault, RelayChainError) and fault.fault is ChainFault.GAP
-    keep = len(events) if gap else len(events) - len(events) % PAGE_SIZE
-    if keep:
-        sender.observe(events[:keep], batch.where)
-    _check_digests(events[keep:], session_id, batch.where)
-    raise fault
 
 
 def _history_start(source: JournalSource, *, from_first: bool) -> SeedProjection | None:

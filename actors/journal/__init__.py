@@ -4,8 +4,6 @@
   segments, single files) and resolves it into a :class:`JournalSource`;
 * :mod:`.reader` streams its events (:class:`JournalReader`, :func:`read_journal`),
   judging each by the one chain rule, :func:`relaystore.domain.chain.advance`;
-* :mod:`.ahead` runs a reader in a thread, batches ahead of its consumer
-  (:class:`~.ahead.ReadAhead`, used by replay);
 * :mod:`.verify` checks sources without a store (:func:`verify_sources`).
 """
 
