@@ -118,11 +118,10 @@ class ProjectorActor(TellSafeActor):
                     continue
                 if flight is not None:
                     sent, flight = flight, None
-                    count, redo = self._settle(sent)
-                    applied, already = applied + count, already + len(sent.events) - count
-                    if redo:
-                        page, page_events, held = self._reproject(page_events)
-                        already += held
+                    count, held, rebuilt = self._land(sent, page_events)
+                    applied, already = applied + count, already + held
+                    if rebuilt is not None:
+                        page, page_events = rebuilt
                         projection = self._working()
                         if page.applied < PAGE_SIZE:
                             continue
@@ -131,11 +130,10 @@ class ProjectorActor(TellSafeActor):
                 page_events = []
             if flight is not None:
                 sent, flight = flight, None
-                count, redo = self._settle(sent)
-                applied, already = applied + count, already + len(sent.events) - count
-                if redo:
-                    page, page_events, held = self._reproject(page_events)
-                    already += held
+                count, held, rebuilt = self._land(sent, page_events)
+                applied, already = applied + count, already + held
+                if rebuilt is not None:
+                    page, page_events = rebuilt
             if page.applied:
                 sent = _InFlight(page, page_events, self._send_page(self._session_id, page))
                 count, _ = self._settle(sent)
@@ -167,6 +165,19 @@ class ProjectorActor(TellSafeActor):
             frontier_ordinal=frontier.ordinal,
             frontier_digest=frontier.digest,
         )
+
+    def _land(
+        self, flight: _InFlight, building: list[RelayEvent]
+    ) -> tuple[int, int, tuple[PageDelta, list[RelayEvent]] | None]:
+        """Settle ``flight`` while the page of ``building`` is under way: how many events
+        the store applied, how many it (or the reloaded projection) already held, and the
+        building page projected again when the projection was replaced (else None)."""
+        count, redo = self._settle(flight)
+        held = len(flight.events) - count
+        if not redo:
+            return count, held, None
+        page, kept, again = self._reproject(building)
+        return count, held + again, (page, kept)
 
     def _settle(self, flight: _InFlight) -> tuple[int, bool]:
         """Wait for ``flight``'s commit; return how many events the store applied (the

@@ -17,6 +17,7 @@ import datetime
 import decimal
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Any, cast
 
 import msgspec
@@ -109,30 +110,27 @@ def _check_fields(name: str, message: object) -> None:
 
 def _integer_out_of_range(value: object) -> str | None:
     """The path (``field[0].key``) of an integer outside SQLite's range, or None."""
-    # Leaves are checked in the loops, not by a call each: most of a message is leaves.
     kind = type(value)
     if kind is int:
         return None if INT64_MIN <= cast(int, value) <= INT64_MAX else ""
     if kind is dict:
-        for key, item in cast(dict[Any, Any], value).items():
-            sub = type(item)
-            if sub is int:
-                if not INT64_MIN <= item <= INT64_MAX:
-                    return f"{key}"
-            elif sub is dict or sub is list or sub is tuple:
-                found = _integer_out_of_range(item)
-                if found is not None:
-                    return f"{key}{found}" if found[:1] in ("", "[") else f"{key}.{found}"
+        entries: Iterable[tuple[str, Any]] = (
+            (f"{key}", item) for key, item in cast(dict[Any, Any], value).items()
+        )
     elif kind is list or kind is tuple:  # to_builtins keeps tuples
-        for index, item in enumerate(cast(list[Any], value)):
-            sub = type(item)
-            if sub is int:
-                if not INT64_MIN <= item <= INT64_MAX:
-                    return f"[{index}]"
-            elif sub is dict or sub is list or sub is tuple:
-                found = _integer_out_of_range(item)
-                if found is not None:
-                    return f"[{index}]{found}" if found[:1] in ("", "[") else f"[{index}].{found}"
+        entries = ((f"[{index}]", item) for index, item in enumerate(cast(list[Any], value)))
+    else:
+        return None
+    # Leaves are checked here, not by a call each: most of a message is leaves.
+    for label, item in entries:
+        sub = type(item)
+        if sub is int:
+            if not INT64_MIN <= item <= INT64_MAX:
+                return label
+        elif sub is dict or sub is list or sub is tuple:
+            found = _integer_out_of_range(item)
+            if found is not None:
+                return f"{label}{found}" if found[:1] in ("", "[") else f"{label}.{found}"
     return None
 
 

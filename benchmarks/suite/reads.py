@@ -124,28 +124,21 @@ def run(ctx: Context) -> list[Figure]:
                 }
                 sizes: set[int] = set()
 
-                def ask(
-                    cursor: int,
+                def asking(
+                    message: type[LoadApiEvents] | type[LoadRawApiEvents],
                     event_filter: ApiEventFilter = event_filter,
                     sizes: set[int] = sizes,
-                ) -> None:
-                    page = store.ask(
-                        LoadApiEvents(filter=event_filter, after_seq=cursor, limit=PAGE)
-                    )
-                    sizes.add(len(page.events))
+                ) -> Callable[[int], None]:
+                    def load_page(after: int) -> None:
+                        request = message(filter=event_filter, after_seq=after, limit=PAGE)
+                        sizes.add(len(store.ask(request).events))
+
+                    return load_page
+
+                ask, raw = asking(LoadApiEvents), asking(LoadRawApiEvents)
 
                 def direct(cursor: int, event_filter: ApiEventFilter = event_filter) -> None:
                     load_api_events(direct_db, event_filter, cursor, PAGE)
-
-                def raw(
-                    cursor: int,
-                    event_filter: ApiEventFilter = event_filter,
-                    sizes: set[int] = sizes,
-                ) -> None:
-                    page = store.ask(
-                        LoadRawApiEvents(filter=event_filter, after_seq=cursor, limit=PAGE)
-                    )
-                    sizes.add(len(page.events))
 
                 def raw_direct(cursor: int, event_filter: ApiEventFilter = event_filter) -> None:
                     load_raw_api_events(direct_db, event_filter, cursor, PAGE)
