@@ -62,6 +62,14 @@ SessionLoader = Callable[[str], MaterializedSession]
 
 
 @dataclass(slots=True)
+class _Tally:
+    """What one message's events came to: applied, or already applied."""
+
+    applied: int = 0
+    already: int = 0
+
+
+@dataclass(slots=True)
 class _InFlight:
     """A page handed to the writer, the events it holds, and how to wait for its commit."""
 
@@ -101,7 +109,7 @@ class ProjectorActor(TellSafeActor):
         return self._projection
 
     def _observe(self, events: list[RelayEvent]) -> ProjectionReport:
-        applied = already = 0
+        tally = _Tally()
         projection = self._working()
         page = PageDelta.starting_at(self._session_id, projection.frontier)
         page_events: list[RelayEvent] = []
@@ -110,7 +118,7 @@ class ProjectorActor(TellSafeActor):
             for event in events:
                 mutation = projection.apply(event)
                 if mutation is None:
-                    already += 1
+                    tally.already += 1
                     continue
                 page.add(event, mutation, applied_at_end=True)
                 page_events.append(event)
@@ -118,8 +126,7 @@ class ProjectorActor(TellSafeActor):
                     continue
                 if flight is not None:
                     sent, flight = flight, None
-                    count, held, rebuilt = self._land(sent, page_events)
-                    applied, already = applied + count, already + held
+                    rebuilt = self._land(sent, page_events, tally)
                     if rebuilt is not None:
                         page, page_events = rebuilt
                         projection = self._working()
@@ -130,14 +137,12 @@ class ProjectorActor(TellSafeActor):
                 page_events = []
             if flight is not None:
                 sent, flight = flight, None
-                count, held, rebuilt = self._land(sent, page_events)
-                applied, already = applied + count, already + held
+                rebuilt = self._land(sent, page_events, tally)
                 if rebuilt is not None:
                     page, page_events = rebuilt
             if page.applied:
-                sent = _InFlight(page, page_events, self._send_page(self._session_id, page))
-                count, _ = self._settle(sent)
-                applied, already = applied + count, already + len(sent.events) - count
+                last = _InFlight(page, page_events, self._send_page(self._session_id, page))
+                self._land(last, [], tally)
         except StoreError:
             # A page in flight holds complete pages before the failure: they stay
             # committed (its own failure, which comes first, is the one to report). An
@@ -160,24 +165,27 @@ class ProjectorActor(TellSafeActor):
         frontier = self._working().frontier
         return ProjectionReport(
             session_id=self._session_id,
-            applied=applied,
-            already_applied=already,
+            applied=tally.applied,
+            already_applied=tally.already,
             frontier_ordinal=frontier.ordinal,
             frontier_digest=frontier.digest,
         )
 
     def _land(
-        self, flight: _InFlight, building: list[RelayEvent]
-    ) -> tuple[int, int, tuple[PageDelta, list[RelayEvent]] | None]:
-        """Settle ``flight`` while the page of ``building`` is under way: how many events
-        the store applied, how many it (or the reloaded projection) already held, and the
-        building page projected again when the projection was replaced (else None)."""
+        self, flight: _InFlight, building: list[RelayEvent], tally: _Tally
+    ) -> tuple[PageDelta, list[RelayEvent]] | None:
+        """Settle ``flight`` while the page of ``building`` is under way, counting in
+        ``tally`` the events the store applied and those it (or the reloaded projection)
+        already held; return the building page projected again when the projection was
+        replaced (else None)."""
         count, redo = self._settle(flight)
-        held = len(flight.events) - count
+        tally.applied += count
+        tally.already += len(flight.events) - count
         if not redo:
-            return count, held, None
+            return None
         page, kept, again = self._reproject(building)
-        return count, held + again, (page, kept)
+        tally.already += again
+        return page, kept
 
     def _settle(self, flight: _InFlight) -> tuple[int, bool]:
         """Wait for ``flight``'s commit; return how many events the store applied (the
