@@ -219,27 +219,22 @@ def test_a_failed_commit_discards_the_working_copy(
     assert _canonical(store.stored) == _replayed(8)
 
 
+@pytest.mark.parametrize(
+    ("ahead_to", "applied"),
+    [(6, 2), (8, 0)],
+    ids=["partway-through-the-page", "holding-the-whole-page"],
+)
 def test_a_store_ahead_of_the_working_copy_is_adopted(
-    store: Store, projector: ActorRef[ProjectorActor]
+    store: Store, projector: ActorRef[ProjectorActor], ahead_to: int, applied: int
 ) -> None:
     observe(projector, EVENTS[:2])
-    store.advance(6)  # another writer committed events 3 to 6
+    store.advance(ahead_to)  # another writer committed events 3 to ``ahead_to``
     report = observe(projector, EVENTS[2:8])
-    assert (report.applied, report.frontier_ordinal) == (2, 8)
-    assert store.loads == 2
-    report = observe(projector, EVENTS[8:12])
-    assert (report.applied, report.frontier_ordinal) == (4, 12)
-    assert store.loads == 2
-    assert _canonical(store.stored) == _replayed(12)
-
-
-def test_a_store_already_holding_the_whole_page_writes_nothing_and_is_adopted(
-    store: Store, projector: ActorRef[ProjectorActor]
-) -> None:
-    observe(projector, EVENTS[:2])
-    store.advance(8)  # another writer committed events 3 to 8
-    report = observe(projector, EVENTS[2:8])
-    assert (report.applied, report.frontier_ordinal) == (0, 8)
+    assert (report.applied, report.already_applied, report.frontier_ordinal) == (
+        applied,
+        6 - applied,
+        8,
+    )
     assert store.loads == 2
     report = observe(projector, EVENTS[8:12])
     assert (report.applied, report.frontier_ordinal) == (4, 12)
@@ -266,28 +261,20 @@ def test_a_failed_commit_with_the_next_page_under_way_keeps_the_pages_before_it(
     assert _canonical(store.stored) == _replayed(3 * PAGE_SIZE + 5)
 
 
-def test_a_store_past_the_page_in_flight_is_adopted_and_the_next_page_reprojected(
-    store: Store, projector: ActorRef[ProjectorActor]
+@pytest.mark.parametrize(
+    "ahead_to",
+    [9, PAGE_SIZE + 6],
+    ids=["partway-through-the-page-in-flight", "past-it-into-the-next-page"],
+)
+def test_a_store_ahead_of_the_page_in_flight_is_adopted_and_the_rest_reprojected(
+    store: Store, projector: ActorRef[ProjectorActor], ahead_to: int
 ) -> None:
     observe(projector, EVENTS[:1])
-    # When the first page commits, another writer has committed past its end, into the
-    # page the projector is building on top of it.
-    store.before_commit = [PAGE_SIZE + 6]
+    # When the first page commits, another writer has committed up to ``ahead_to``.
+    store.before_commit = [ahead_to]
     report = observe(projector, EVENTS[1 : 2 * PAGE_SIZE + 20])
     assert report.frontier_ordinal == 2 * PAGE_SIZE + 20
+    assert report.applied == 2 * PAGE_SIZE + 20 - ahead_to
     assert report.applied + report.already_applied == 2 * PAGE_SIZE + 19
-    assert report.applied == 2 * PAGE_SIZE + 20 - (PAGE_SIZE + 6)
-    assert _canonical(store.stored) == _replayed(2 * PAGE_SIZE + 20)
-    assert store.loads == 2
-
-
-def test_a_store_partway_through_the_page_in_flight_is_adopted_and_the_rest_committed(
-    store: Store, projector: ActorRef[ProjectorActor]
-) -> None:
-    observe(projector, EVENTS[:1])
-    store.before_commit = [9]  # another writer got partway into the first page
-    report = observe(projector, EVENTS[1 : 2 * PAGE_SIZE + 20])
-    assert report.frontier_ordinal == 2 * PAGE_SIZE + 20
-    assert report.applied == 2 * PAGE_SIZE + 20 - 9
     assert _canonical(store.stored) == _replayed(2 * PAGE_SIZE + 20)
     assert store.loads == 2
