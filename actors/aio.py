@@ -179,7 +179,7 @@ class AsyncEventStore:
             return True
         raise StoreClosed("the store closed while waiting for a commit")
 
-    async def follow(
+    def follow(
         self,
         after_seq: int = 0,
         filter: ApiEventFilter | None = None,
@@ -191,15 +191,9 @@ class AsyncEventStore:
         Ends when ``timeout`` passes with nothing new (``None``: never) or the store
         closes. Cancelling the iterating task is clean: nothing is left waiting.
         """
-        request = LoadApiEvents(
-            filter=filter if filter is not None else ApiEventFilter(),
-            after_seq=after_seq,
-            limit=MAX_PAGE_LIMIT,
-        )
-        async for event in self._follow(request, timeout):
-            yield event
+        return self._follow(LoadApiEvents, after_seq, filter, timeout)
 
-    async def follow_raw(
+    def follow_raw(
         self,
         after_seq: int = 0,
         filter: ApiEventFilter | None = None,
@@ -210,18 +204,21 @@ class AsyncEventStore:
 
         The same events, order, waiting and ending as :meth:`follow`; nothing is decoded.
         """
-        request = LoadRawApiEvents(
+        return self._follow(LoadRawApiEvents, after_seq, filter, timeout)
+
+    async def _follow(
+        self,
+        kind: type[LoadApiEvents] | type[LoadRawApiEvents],
+        after_seq: int,
+        filter: ApiEventFilter | None,
+        timeout: float | None,
+    ) -> AsyncIterator[Any]:
+        """The events of ``kind``'s pages after ``after_seq``, waiting for commits."""
+        request = kind(
             filter=filter if filter is not None else ApiEventFilter(),
             after_seq=after_seq,
             limit=MAX_PAGE_LIMIT,
         )
-        async for event in self._follow(request, timeout):
-            yield event
-
-    async def _follow(
-        self, request: LoadApiEvents | LoadRawApiEvents, timeout: float | None
-    ) -> AsyncIterator[Any]:
-        """The events of ``request``'s pages from its cursor on, waiting for commits."""
         validate_message(request)
         with self._store._following():
             cursor = request.after_seq or 0
