@@ -15,8 +15,9 @@ events it expects to send, for a progress bar's total.
 
 A bad event or line raises its typed error, located at its file and line: the first
 problem in reading order, as ``verify`` reports it. Every complete page before it stays
-committed and nothing of the page that holds it does, except at a gap: a gap is missing
-history, not damage, so every event before it (the good prefix) is committed. A refused replay leaves the store
+committed and nothing of the page that holds it does, except at a gap or a line of a kind
+this build does not know (fault ``unknown_kind``, written by a newer worker): neither is
+damage, so every event before it (the good prefix) is committed. A refused replay leaves the store
 as it was: a session the store lacks is created (with a minimal record) only once the
 first page is read and its digests verified, and deleted again if that page is refused
 before anything of it applied. A torn final line is reported in the result, never
@@ -54,6 +55,9 @@ BATCH = 4 * PAGE_SIZE
 
 
 logger = logging.getLogger(__name__)
+
+_PREFIX_FAULTS = frozenset({ChainFault.GAP, ChainFault.UNKNOWN_KIND})
+"""Faults that are not damage: every event read before one is committed."""
 
 
 @dataclass
@@ -153,11 +157,12 @@ def replay_source(
                 # A bad line or chain fault ends the replay as a bad event would: the
                 # complete pages read before it are committed, nothing of the page that
                 # holds it. A gap is not damage but missing history (fetch more, replay
-                # again): every event before it is the good prefix, and all of it is
-                # committed. A bad digest among the events read before the fault comes
+                # again), and a line of a newer worker's kind is not damage either
+                # (upgrade, replay again): every event before either is the good
+                # prefix, and all of it is committed. A bad digest among the events read before the fault comes
                 # first in the journal, so it is the one to report.
-                gap = isinstance(fault, RelayChainError) and fault.fault is ChainFault.GAP
-                keep = len(batch) if gap else len(batch) - len(batch) % PAGE_SIZE
+                whole = isinstance(fault, RelayChainError) and fault.fault in _PREFIX_FAULTS
+                keep = len(batch) if whole else len(batch) - len(batch) % PAGE_SIZE
                 if keep:
                     sender.observe(batch[:keep], where)
                 _check_digests(batch[keep:], source.session_id, where)

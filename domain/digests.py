@@ -22,6 +22,7 @@ from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
     RelayEvent,
+    RelayLine,
     SessionOpened,
 )
 from relaystore.domain.wire import encode
@@ -45,7 +46,9 @@ def is_relay_digest(value: str) -> bool:
     return _DIGEST(value) is not None
 
 
-def _payload_digest(event: RelayEvent, observation: bytes, session_id: str | None) -> str:
+def _payload_digest(
+    event: RelayEvent | RelayLine, observation: bytes, session_id: str | None
+) -> str:
     if event.format == RELAY_EVENT_FORMAT_V1:
         if not is_relay_digest(event.previous_digest):
             raise RelayChainError(
@@ -88,17 +91,19 @@ def _payload_digest(event: RelayEvent, observation: bytes, session_id: str | Non
     return digest.hexdigest()
 
 
-def relay_event_digest(event: RelayEvent, *, session_id: str | None = None) -> str:
-    """The digest the worker would write for ``event``.
+def relay_event_digest(event: RelayEvent | RelayLine, *, session_id: str | None = None) -> str:
+    """The digest the worker would write for ``event`` (or an undecoded line).
 
     Raises :class:`RelayChainError` for an unknown format or a malformed previous digest.
     """
     return _payload_digest(event, event.observation_json, session_id)
 
 
-def _legacy_session_opened(event: RelayEvent) -> bytes | None:
+def _legacy_session_opened(event: RelayEvent | RelayLine) -> bytes | None:
     # Builds of 2026-09-15 digested session_opened with an explicit
     # "native_continuity_lost":false; the origin accepts either encoding.
+    if isinstance(event, RelayLine):
+        return None
     observation = event.observation
     if not isinstance(observation, SessionOpened):
         return None
@@ -114,8 +119,14 @@ def _legacy_session_opened(event: RelayEvent) -> bytes | None:
     )
 
 
-def validate_relay_event_self(event: RelayEvent, *, session_id: str | None = None) -> None:
-    """Check that ``event.digest`` is well formed and matches its content."""
+def validate_relay_event_self(
+    event: RelayEvent | RelayLine, *, session_id: str | None = None
+) -> None:
+    """Check that ``event.digest`` is well formed and matches its content.
+
+    ``event`` may be a :class:`RelayLine` too: the digest covers the observation's bytes,
+    so a line of a kind this build cannot decode still verifies or not.
+    """
     if not is_relay_digest(event.digest):
         raise RelayChainError(
             ChainFault.BAD_DIGEST,

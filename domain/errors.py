@@ -5,6 +5,7 @@ The tree::
     StoreError
     ├── InvalidInput        a message, record, relay line or argument fails validation
     ├── RelayChainError     gap, fork, duplicate with another digest, bad digest, unknown format
+    │   └── UnknownRelayKind  a command, outcome, observation or reason newer than this build
     ├── ProjectionError     a relay event the projection cannot apply (integrity rules)
     ├── SchemaMismatch      needs migration, incompatible floor, invalid metadata, rollback
     ├── UnknownSession      a write that needs an existing session
@@ -33,6 +34,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "UnknownRelayKind",
     "UnknownSession",
     "WriterStopped",
 ]
@@ -113,6 +115,9 @@ class ChainFault(enum.Enum):
     BAD_DIGEST = "bad_digest"
     UNKNOWN_FORMAT = "unknown_format"
     ORDINAL_OUT_OF_RANGE = "ordinal_out_of_range"
+    UNKNOWN_KIND = "unknown_kind"
+    """A command, outcome, observation or reason this build does not know: the line was
+    written by a newer worker (see :class:`UnknownRelayKind`)."""
 
 
 class RelayChainError(StoreError):
@@ -133,6 +138,37 @@ class RelayChainError(StoreError):
     ) -> None:
         self.fault = fault
         super().__init__(detail, session_id=session_id, ordinal=ordinal, path=path, line=line)
+
+
+class UnknownRelayKind(RelayChainError):
+    """A journal line of a kind this build does not know: a newer worker wrote it.
+
+    ``fault`` is :attr:`ChainFault.UNKNOWN_KIND`; ``kind`` is the unknown value as read,
+    ``position`` what it names (``observation``, ``command``, ``command kind``,
+    ``command outcome`` or ``reason``) and ``line`` the event's envelope, from which its
+    digest can still be checked (:func:`relaystore.domain.digests.validate_relay_event_self`), so
+    a line of a newer worker can be told from a damaged one.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        position: str,
+        envelope: object,
+        *,
+        session_id: str | None = None,
+        ordinal: int | None = None,
+    ) -> None:
+        self.kind = kind
+        self.position = position
+        self.envelope = envelope
+        super().__init__(
+            ChainFault.UNKNOWN_KIND,
+            f"unknown relay {position} {kind!r}: this journal was written by a newer worker "
+            "than this build reads (relay protocol 33); upgrade relaystore to replay it",
+            session_id=session_id,
+            ordinal=ordinal,
+        )
 
 
 class ProjectionError(StoreError):

@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
+from relaystore.domain.errors import InvalidInput, UnknownRelayKind
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
 from relaystore.domain.runtime import RuntimeIdentity
 from relaystore.domain.wire import JSON, Variant, Wire, emitted, encode
@@ -76,6 +76,7 @@ __all__ = [
     "RelayCommandOutcome",
     "RelayCursor",
     "RelayEvent",
+    "RelayLine",
     "RelayObservation",
     "ReleaseCheckpointCommand",
     "RemoveQueuedPromptCommand",
@@ -917,8 +918,10 @@ _OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Deco
 def decode_relay_event(line: bytes | str) -> RelayEvent:
     """Decode one journal line (a trailing newline is allowed).
 
-    Raises :class:`InvalidInput` naming the field for malformed JSON, a wrong type, an
-    unknown observation, a ``recorded_at_ms`` outside SQLite's INTEGER range, JSON nested
+    Raises :class:`~relaystore.domain.errors.UnknownRelayKind` for a command, command
+    kind, outcome, observation or reason this build does not know (a newer worker's
+    line: its envelope stays readable), and :class:`InvalidInput` naming the field for
+    malformed JSON, a wrong type, a ``recorded_at_ms`` outside SQLite's INTEGER range, JSON nested
     deeper than the decoder can follow, or a line over 2 MiB. The digest is not checked
     here.
     """
@@ -948,6 +951,11 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
         ) from None
     except msgspec.DecodeError as exc:
         text = str(exc)
+        unknown = _unknown_kind(text)
+        if unknown is not None:
+            raise UnknownRelayKind(
+                *unknown, _line(wire, bytes(wire.observation)), ordinal=wire.ordinal
+            ) from None
         text = (
             text.replace("`$", "`$.observation", 1)
             if "- at `$" in text
@@ -966,8 +974,65 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
     )
 
 
-def encode_relay_event(event: RelayEvent) -> bytes:
-    """Encode an event as the worker writes it (without the trailing newline)."""
+class RelayLine(msgspec.Struct, frozen=True, kw_only=True):
+    """A journal line's envelope with its observation as the bytes read, undecoded.
+
+    What a line of a kind this build does not know still offers: its place in the chain
+    and the bytes its digest covers (:func:`relaystore.domain.digests.validate_relay_event_self`).
+    """
+
+    format: int
+    ordinal: int
+    previous_digest: str
+    digest: str
+    recorded_at_ms: int
+    command_id: str | None
+    observation_json: bytes
+
+    @property
+    def cursor(self) -> RelayCursor:
+        """The cursor that points at this line."""
+        return RelayCursor(ordinal=self.ordinal, digest=self.digest)
+
+
+def _line(wire: _RelayEventWire, observation: bytes) -> RelayLine:
+    return RelayLine(
+        format=wire.format,
+        ordinal=wire.ordinal,
+        previous_digest=wire.previous_digest,
+        digest=wire.digest,
+        recorded_at_ms=wire.recorded_at_ms,
+        command_id=wire.command_id,
+        observation_json=observation,
+    )
+
+
+_KIND_POSITIONS = {
+    "$.type": "observation",
+    "$.data.command.type": "command",
+    "$.data.command": "command kind",
+    "$.data.outcome.type": "command outcome",
+    "$.data.reason": "reason",
+}
+"""Where in an observation a kind is named, and what it names: an unknown value at one
+of these is a newer protocol's kind, not damage."""
+
+_UNKNOWN_VALUE = re.compile(r"Invalid (?:enum )?value '(.*)' - at `(\$[.a-z_]*)`")
+
+
+def _unknown_kind(message: str) -> tuple[str, str] | None:
+    """``(kind, position)`` when a decode error names an unknown tag or kind value at a
+    kind position of :data:`_KIND_POSITIONS`; ``None`` for any other error."""
+    found = _UNKNOWN_VALUE.fullmatch(message)
+    if found is None:
+        return None
+    position = _KIND_POSITIONS.get(found.group(2))
+    return None if position is None else (found.group(1), position)
+
+
+def encode_relay_event(event: RelayEvent | RelayLine) -> bytes:
+    """Encode an event (or an undecoded line) as the worker writes it (without the
+    trailing newline)."""
     parts = [b"{"]
     if event.format != RELAY_EVENT_FORMAT_V1:
         parts.append(b'"format":%d,' % event.format)

@@ -49,11 +49,19 @@ from relaystore.actors.journal.sources import (
     resolve_source,
 )
 from relaystore.domain.chain import GENESIS, Step, advance, check_own_digest
-from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
+from relaystore.domain.digests import validate_relay_event_self
+from relaystore.domain.errors import (
+    ChainFault,
+    InvalidInput,
+    RelayChainError,
+    StoreError,
+    UnknownRelayKind,
+)
 from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
     RelayCursor,
     RelayEvent,
+    RelayLine,
     decode_relay_event,
 )
 
@@ -80,7 +88,7 @@ class ReadMode(enum.Enum):
 class ProblemKind(enum.Enum):
     """What is wrong at one place of a journal.
 
-    The first five mirror :class:`~relaystore.domain.errors.ChainFault`: every fault has
+    The first six mirror :class:`~relaystore.domain.errors.ChainFault`: every fault has
     the kind of the same value.
     """
 
@@ -89,6 +97,9 @@ class ProblemKind(enum.Enum):
     BAD_DIGEST = ChainFault.BAD_DIGEST.value
     UNKNOWN_FORMAT = ChainFault.UNKNOWN_FORMAT.value
     ORDINAL_OUT_OF_RANGE = ChainFault.ORDINAL_OUT_OF_RANGE.value
+    UNKNOWN_KIND = ChainFault.UNKNOWN_KIND.value
+    """A line of a kind this build does not know, whose digest verifies: a newer
+    worker wrote it (not damage; upgrade relaystore)."""
     BAD_LINE = "bad_line"
     """A line that is not a relay event: not JSON, a wrong shape, or over 2 MiB."""
     UNREADABLE = "unreadable"
@@ -262,6 +273,9 @@ class JournalReader:
                     except InvalidInput as exc:
                         self._problem(exc, path, number)
                         continue
+                    except UnknownRelayKind as exc:
+                        self._unknown_kind(exc, path, number)
+                        continue
                     accepted, overlap = self._judge(event, path, number, overlap=overlap)
                     if accepted:
                         yield event, Location(path=path, line=number)
@@ -334,6 +348,23 @@ class JournalReader:
             return False
         self.valid_digests += 1
         return True
+
+    def _unknown_kind(self, error: UnknownRelayKind, path: Path, line: int) -> None:
+        """A line of a kind this build does not know: a newer worker's line when its
+        digest verifies from the bytes read (fault ``unknown_kind``), a damaged one when
+        it does not (``bad_digest``). Verify mode counts on from it, as after a fault."""
+        envelope = error.envelope
+        assert isinstance(envelope, RelayLine)
+        self.records += 1
+        try:
+            validate_relay_event_self(envelope, session_id=self.source.session_id)
+        except RelayChainError as damaged:
+            self._problem(damaged, path, line)  # raises in strict mode
+            return
+        self.valid_digests += 1
+        self._problem(error, path, line)  # raises in strict mode
+        if self.cursor is None or envelope.ordinal > self.cursor.ordinal:
+            self.cursor = envelope.cursor
 
     # -- reporting ----------------------------------------------------------------------
 

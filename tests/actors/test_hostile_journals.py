@@ -35,11 +35,13 @@ from relaystore.actors.journal import reader as reader_module
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import MAX_ORDINAL
+from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.messages import LoadMaterializedSession
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RelayEvent,
+    RelayLine,
     decode_relay_event,
     encode_relay_event,
 )
@@ -126,6 +128,42 @@ def _recorded_at_past_sqlite(events: list[RelayEvent], lines: list[bytes]) -> No
     lines[BAD - 1] = _line(_recreated(events[BAD - 1], recorded_at_ms=2**63))
 
 
+def _newer_line(event: RelayEvent, observation: bytes) -> bytes:
+    """``event``'s envelope around ``observation`` (a kind no build knows yet), with the
+    digest a worker would write for it."""
+    line = RelayLine(
+        format=event.format,
+        ordinal=event.ordinal,
+        previous_digest=event.previous_digest,
+        digest="",
+        recorded_at_ms=event.recorded_at_ms,
+        command_id=event.command_id,
+        observation_json=observation,
+    )
+    return encode_relay_event(msgspec.structs.replace(line, digest=relay_event_digest(line)))
+
+
+_FUTURE = b'{"type":"future_observation","data":{"n":1}}'
+
+
+def _newer_kind(events: list[RelayEvent], lines: list[bytes]) -> None:
+    lines[BAD - 1] = _newer_line(events[BAD - 1], _FUTURE)
+
+
+def _newer_command(events: list[RelayEvent], lines: list[bytes]) -> None:
+    observation = (
+        b'{"type":"command_queued","data":{"command_id":"c9","command":'
+        b'{"type":"future_command","data":{}},"created_at_ms":5}}'
+    )
+    lines[BAD - 1] = _newer_line(events[BAD - 1], observation)
+
+
+def _damaged_kind(events: list[RelayEvent], lines: list[bytes]) -> None:
+    # A kind tag damaged on disk: the digest no longer covers the bytes.
+    good = _newer_line(events[BAD - 1], _FUTURE)
+    lines[BAD - 1] = good.replace(b"future_observation", b"future_observatiom")
+
+
 def _deeply_nested(events: list[RelayEvent], lines: list[bytes]) -> None:
     event = events[BAD - 1]
     head = f'{{"format":2,"ordinal":{event.ordinal},"digest":"{"a" * 64}",'
@@ -158,6 +196,21 @@ CASES = [
         "$.recorded_at_ms",
     ),
     Hostile("nested 1000 deep", _deeply_nested, ProblemKind.BAD_LINE, BAD, "nested too deeply"),
+    Hostile(
+        "observation of a newer worker",
+        _newer_kind,
+        ProblemKind.UNKNOWN_KIND,
+        BAD,
+        "unknown relay observation 'future_observation': this journal was written by a newer worker",
+    ),
+    Hostile(
+        "command of a newer worker",
+        _newer_command,
+        ProblemKind.UNKNOWN_KIND,
+        BAD,
+        "unknown relay command 'future_command'",
+    ),
+    Hostile("unknown kind, damaged", _damaged_kind, ProblemKind.BAD_DIGEST, BAD, "does not match"),
 ]
 
 
@@ -225,8 +278,9 @@ def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
     assert (first.kind, first.line, first.ordinal) == (case.kind, BAD, case.ordinal)
     if case.ordinal is not None:
         assert f"ordinal {case.ordinal}" in refusal
-    if case.kind is ProblemKind.GAP:
-        # A gap is missing history, not damage: every event before it is kept.
+    if case.kind in (ProblemKind.GAP, ProblemKind.UNKNOWN_KIND):
+        # A gap is missing history and a newer worker's line is not damage either:
+        # every event before it is kept.
         assert _frontier(db) == BAD - 1
     else:
         # The complete page before the bad line is committed, nothing of the page holding it.
