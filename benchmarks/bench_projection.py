@@ -98,7 +98,12 @@ def _observations(count: int, rng: random.Random) -> Iterator[RelayObservation]:
                     )
                 )
             batch.append(
-                TerminalOutput.of(terminal_id=f"term-{turn}-{step}", output="ok\n" * 5, exit_code=0)
+                TerminalOutput.of(
+                    terminal_id=f"term-{turn}-{step}",
+                    output="ok\n" * 5,
+                    exit_code=0,
+                    truncated=False,
+                )
             )
             batch.append(
                 SessionUpdate.of(

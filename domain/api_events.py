@@ -77,9 +77,10 @@ class ApiActivityState(Wire, kw_only=True):
 
     state: str
     details: ApiActivityDetails | None = emitted(None)
-    is_idle: bool = emitted(False)
-    waiting_for_input: bool = emitted(False)
-    capacity_retry: bool = emitted(False)
+    # Required on read, as the origin requires them.
+    is_idle: bool
+    waiting_for_input: bool
+    capacity_retry: bool
 
 
 class _ApiVariant(Variant, kw_only=True):

@@ -145,7 +145,8 @@ class UnknownRelayKind(RelayChainError):
 
     ``fault`` is :attr:`ChainFault.UNKNOWN_KIND`; ``kind`` is the unknown value as read,
     ``position`` what it names (``observation``, ``command``, ``command kind``,
-    ``command outcome`` or ``reason``) and ``line`` the event's envelope, from which its
+    ``command outcome`` or ``reason``), ``path`` where in the line it stands, and
+    ``envelope`` the event's :class:`~relaystore.domain.relay.RelayLine`, from which its
     digest can still be checked (:func:`relaystore.domain.digests.validate_relay_event_self`), so
     a line of a newer worker can be told from a damaged one.
     """
@@ -154,6 +155,7 @@ class UnknownRelayKind(RelayChainError):
         self,
         kind: str,
         position: str,
+        path: str,
         envelope: object,
         *,
         session_id: str | None = None,
@@ -164,8 +166,9 @@ class UnknownRelayKind(RelayChainError):
         self.envelope = envelope
         super().__init__(
             ChainFault.UNKNOWN_KIND,
-            f"unknown relay {position} {kind!r}: this journal was written by a newer worker "
-            "than this build reads (relay protocol 33); upgrade relaystore to replay it",
+            f"unknown relay {position} {kind!r} at `{path}`: this journal was written by a "
+            "newer worker than this build reads (relay protocol 33); upgrade relaystore to "
+            "replay it",
             session_id=session_id,
             ordinal=ordinal,
         )

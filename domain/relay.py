@@ -27,6 +27,7 @@ __all__ = [
     "RELAY_EVENT_FORMAT_V1",
     "RELAY_EVENT_FORMAT_V2",
     "RELAY_EVENT_GENESIS_DIGEST",
+    "RELAY_PROTOCOL_VERSION",
     "AdvanceRecoveryFloorCommand",
     "AgentInitialized",
     "BeginCheckpointCommand",
@@ -53,14 +54,27 @@ __all__ = [
     "ConfigurationUpdated",
     "ConfiguredOutcome",
     "ContextClearedOutcome",
+    "ContextHistory",
     "ContinueAuthorizedWorkCommand",
+    "DeliverMailboxEventCommand",
     "ElicitationRequested",
     "ElicitationResolved",
     "ElicitationsCleared",
+    "EvidenceMessage",
     "GoalControlCommand",
     "GoalControlledOutcome",
+    "HandbackReminderCommand",
     "HarnessTurnSettled",
     "HarnessTurnStarted",
+    "InstallPromptContextCommand",
+    "MailboxDeliveryPath",
+    "MailboxEvent",
+    "MailboxEventsDelivered",
+    "MailboxHookLease",
+    "MailboxHookLeaseCreated",
+    "MailboxHookLeaseReturnReason",
+    "MailboxHookLeaseReturned",
+    "MailboxWakeCommand",
     "NativeAgent",
     "Notice",
     "NoticeRecordedOutcome",
@@ -81,10 +95,12 @@ __all__ = [
     "ReleaseCheckpointCommand",
     "RemoveQueuedPromptCommand",
     "ResolveSteeringCommand",
+    "RestoreExecutionModeCommand",
     "ResumeAfterQuotaCommand",
     "RetryAssessmentResolved",
     "RetryAssessmentStarted",
     "RunUserShellCommand",
+    "SeedAssessmentContextCommand",
     "SessionConfigured",
     "SessionFault",
     "SessionModeSetOutcome",
@@ -151,6 +167,44 @@ class UserShellResult(Wire, kw_only=True, forbid_unknown_fields=True):
     error: str | None = None
 
 
+# -- mailbox events and assessment context ---------------------------------------------
+
+
+class MailboxEvent(Wire, kw_only=True, forbid_unknown_fields=True):
+    """One event of a session's durable mailbox (protocol 33's text form).
+
+    ``source`` is free text (``github``, ``parent``, ``api`` are seen); ``key``
+    deduplicates deliveries. ``created_at_ms`` is unsigned on the wire.
+    """
+
+    key: str
+    source: str
+    wake: bool
+    text: str
+    created_at_ms: Annotated[int, msgspec.Meta(ge=0)]  # u64: msgspec reads at most 2**64 - 1
+
+
+class EvidenceMessage(Wire, kw_only=True, forbid_unknown_fields=True):
+    """One message of a retained authorization history (``role`` is free text)."""
+
+    id: str
+    role: str
+    text: str
+
+
+class ContextHistory(Wire, kw_only=True):
+    """The retained authorization history a controller seeds a worker with.
+
+    Every field is always written; the origin takes unknown fields and drops them.
+    """
+
+    messages: list[EvidenceMessage]
+    authorization_complete: bool
+    assistant_history_omitted: bool
+    open_assistant_id: str | None = emitted(None)
+    final_reply_omitted: bool = emitted(False)
+
+
 # -- commands -------------------------------------------------------------------------
 
 
@@ -166,6 +220,7 @@ class RelayCommandKind(enum.Enum):
     REMOVE_QUEUED_PROMPT = "remove_queued_prompt"
     CLEAR_QUEUED_PROMPTS = "clear_queued_prompts"
     SET_CONFIG = "set_config"
+    RESTORE_EXECUTION_MODE = "restore_execution_mode"
     GOAL_CONTROL = "goal_control"
     SET_SESSION_MODE = "set_session_mode"
     CANCEL_TURN = "cancel_turn"
@@ -178,15 +233,37 @@ class RelayCommandKind(enum.Enum):
     RECORD_NOTICE = "record_notice"
 
 
+RELAY_PROTOCOL_VERSION = 33
+"""The origin's relay protocol whose journal lines this build reads, every kind of it."""
+
+
 class _Command(Variant, kw_only=True, forbid_unknown_fields=True):
     KIND: ClassVar[RelayCommandKind]
+    MINIMUM_PROTOCOL: ClassVar[int] = 1
+    QUEUE_ENTRY: ClassVar[bool] = False
 
     def kind(self) -> RelayCommandKind:
+        """The kind a completion or refusal of this command journals."""
         return self.KIND
+
+    def minimum_protocol(self) -> int:
+        """The oldest relay protocol whose workers accept this command.
+
+        For a ``prompt`` this is the base value: the origin raises it for prompts with
+        attachment references (8) and context-clear commands (15), which only decides
+        what a controller may send; a journal line already went through.
+        """
+        return self.MINIMUM_PROTOCOL
+
+    def is_queue_entry(self) -> bool:
+        """True when the command waits its turn in the durable queue (prompts, the
+        worker's own prompts and configuration changes)."""
+        return self.QUEUE_ENTRY
 
 
 class ClearContextCommand(_Command, tag="clear_context"):
     KIND = RelayCommandKind.CLEAR_CONTEXT
+    MINIMUM_PROTOCOL = 15
     data: None = None
 
 
@@ -196,6 +273,7 @@ class PromptCommandData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class PromptCommand(_Command, tag="prompt"):
     KIND = RelayCommandKind.PROMPT
+    QUEUE_ENTRY = True
     data: PromptCommandData
 
 
@@ -203,11 +281,13 @@ class ContinueAuthorizedWorkData(Wire, kw_only=True, forbid_unknown_fields=True)
     expected: RelayCursor
     user_command_id: str
     completed_command_id: str
-    attempt: int
+    attempt: Annotated[int, msgspec.Meta(ge=0, le=255)]  # u8
 
 
 class ContinueAuthorizedWorkCommand(_Command, tag="continue_authorized_work"):
     KIND = RelayCommandKind.PROMPT
+    MINIMUM_PROTOCOL = 18
+    QUEUE_ENTRY = True
     data: ContinueAuthorizedWorkData
 
 
@@ -228,6 +308,7 @@ class SetQuotaRecoveryData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class SetQuotaRecoveryCommand(_Command, tag="set_quota_recovery"):
     KIND = RelayCommandKind.RECORD_NOTICE
+    MINIMUM_PROTOCOL = 20
     data: SetQuotaRecoveryData
 
 
@@ -238,6 +319,8 @@ class ResumeAfterQuotaData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class ResumeAfterQuotaCommand(_Command, tag="resume_after_quota"):
     KIND = RelayCommandKind.PROMPT
+    MINIMUM_PROTOCOL = 20
+    QUEUE_ENTRY = True
     data: ResumeAfterQuotaData
 
 
@@ -247,6 +330,7 @@ class RunUserShellData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class RunUserShellCommand(_Command, tag="run_user_shell"):
     KIND = RelayCommandKind.RUN_USER_SHELL
+    MINIMUM_PROTOCOL = 5
     data: RunUserShellData
 
 
@@ -256,6 +340,7 @@ class CancelUserShellData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class CancelUserShellCommand(_Command, tag="cancel_user_shell"):
     KIND = RelayCommandKind.CANCEL_USER_SHELL
+    MINIMUM_PROTOCOL = 5
     data: CancelUserShellData
 
 
@@ -280,6 +365,7 @@ class SetConfigData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class SetConfigCommand(_Command, tag="set_config"):
     KIND = RelayCommandKind.SET_CONFIG
+    QUEUE_ENTRY = True
     data: SetConfigData
 
 
@@ -295,6 +381,7 @@ class GoalControlData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class GoalControlCommand(_Command, tag="goal_control"):
     KIND = RelayCommandKind.GOAL_CONTROL
+    MINIMUM_PROTOCOL = 11
     data: GoalControlData
 
 
@@ -309,6 +396,7 @@ class SetSessionModeCommand(_Command, tag="set_session_mode"):
 
 class CancelTurnCommand(_Command, tag="cancel_turn"):
     KIND = RelayCommandKind.CANCEL_TURN
+    MINIMUM_PROTOCOL = 7
     data: None = None
 
 
@@ -319,6 +407,7 @@ class SteerData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class SteerCommand(_Command, tag="steer"):
     KIND = RelayCommandKind.STEER
+    MINIMUM_PROTOCOL = 17
     data: SteerData
 
 
@@ -328,6 +417,7 @@ class CancelTurnForData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class CancelTurnForCommand(_Command, tag="cancel_turn_for"):
     KIND = RelayCommandKind.CANCEL_TURN
+    MINIMUM_PROTOCOL = 17
     data: CancelTurnForData
 
 
@@ -337,6 +427,7 @@ class ResolveSteeringData(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class ResolveSteeringCommand(_Command, tag="resolve_steering"):
     KIND = RelayCommandKind.RESOLVE_STEERING
+    MINIMUM_PROTOCOL = 17
     data: ResolveSteeringData
 
 
@@ -396,9 +487,88 @@ class RecordNoticeCommand(_Command, tag="record_notice"):
     data: RecordNoticeData
 
 
+class InstallPromptContextData(Wire, kw_only=True, forbid_unknown_fields=True):
+    text: str
+
+
+class InstallPromptContextCommand(_Command, tag="install_prompt_context"):
+    """Hidden context installed before the first prompt (relay-local; protocol 26)."""
+
+    KIND = RelayCommandKind.RECORD_NOTICE
+    MINIMUM_PROTOCOL = 26
+    data: InstallPromptContextData
+
+
+class SeedAssessmentContextData(Wire, kw_only=True, forbid_unknown_fields=True):
+    expected: RelayCursor
+    context: ContextHistory
+
+
+class SeedAssessmentContextCommand(_Command, tag="seed_assessment_context"):
+    """Retained authorization history seeded at the controller's verified frontier
+    (relay-local; protocol 25)."""
+
+    KIND = RelayCommandKind.RECORD_NOTICE
+    MINIMUM_PROTOCOL = 25
+    data: SeedAssessmentContextData
+
+
+class HandbackReminderData(Wire, kw_only=True, forbid_unknown_fields=True):
+    completed_command_id: str
+    completed_ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64: msgspec reads at most 2**64 - 1
+
+
+class HandbackReminderCommand(_Command, tag="handback_reminder"):
+    """The fixed hand-back reminder, a prompt of its own (protocol 26)."""
+
+    KIND = RelayCommandKind.PROMPT
+    MINIMUM_PROTOCOL = 26
+    QUEUE_ENTRY = True
+    data: HandbackReminderData
+
+
+class DeliverMailboxEventData(Wire, kw_only=True, forbid_unknown_fields=True):
+    event: MailboxEvent
+
+
+class DeliverMailboxEventCommand(_Command, tag="deliver_mailbox_event"):
+    """One event added to the durable mailbox (relay-local; protocol 33)."""
+
+    KIND = RelayCommandKind.RECORD_NOTICE
+    MINIMUM_PROTOCOL = 33
+    data: DeliverMailboxEventData
+
+
+class MailboxWakeData(Wire, kw_only=True, forbid_unknown_fields=True):
+    events: list[MailboxEvent]
+
+
+class MailboxWakeCommand(_Command, tag="mailbox_wake"):
+    """A worker-made prompt carrying mailbox events claimed at an idle turn boundary
+    (protocol 33)."""
+
+    KIND = RelayCommandKind.PROMPT
+    MINIMUM_PROTOCOL = 33
+    QUEUE_ENTRY = True
+    data: MailboxWakeData
+
+
+class RestoreExecutionModeCommand(_Command, tag="restore_execution_mode"):
+    """Restore the worker's saved execution policy after planning (protocol 28)."""
+
+    KIND = RelayCommandKind.RESTORE_EXECUTION_MODE
+    MINIMUM_PROTOCOL = 28
+    data: None = None
+
+
 RelayCommand = (
-    ClearContextCommand
+    InstallPromptContextCommand
+    | SeedAssessmentContextCommand
+    | ClearContextCommand
     | PromptCommand
+    | HandbackReminderCommand
+    | DeliverMailboxEventCommand
+    | MailboxWakeCommand
     | ContinueAuthorizedWorkCommand
     | SetQuotaRecoveryCommand
     | ResumeAfterQuotaCommand
@@ -407,6 +577,7 @@ RelayCommand = (
     | RemoveQueuedPromptCommand
     | ClearQueuedPromptsCommand
     | SetConfigCommand
+    | RestoreExecutionModeCommand
     | GoalControlCommand
     | SetSessionModeCommand
     | CancelTurnCommand
@@ -491,7 +662,7 @@ class ClosedOutcome(Variant, tag="closed"):
 
 
 class QueueChangedData(Wire, kw_only=True):
-    removed_command_ids: list[str] = emitted([])
+    removed_command_ids: list[str]  # required, as the origin requires it
 
 
 class QueueChangedOutcome(Variant, tag="queue_changed"):
@@ -583,7 +754,7 @@ class SessionOpened(Variant, tag="session_opened"):
 
 
 class SessionConfiguredData(Wire, kw_only=True):
-    config_options: list[JSON] = emitted([])
+    config_options: list[JSON]  # required, as the origin requires it
 
 
 class SessionConfigured(Variant, tag="session_configured"):
@@ -707,8 +878,8 @@ class UserShellOutputData(Wire, kw_only=True):
     command: str
     stdout: str
     stderr: str
-    stdout_truncated: bool = emitted(False)
-    stderr_truncated: bool = emitted(False)
+    stdout_truncated: bool  # required, as the origin requires it
+    stderr_truncated: bool
 
 
 class UserShellOutput(Variant, tag="user_shell_output"):
@@ -757,8 +928,8 @@ class SessionRestarted(Variant, tag="session_restarted"):
 class TerminalOutputData(Wire, kw_only=True):
     terminal_id: str
     output: str
-    truncated: bool = emitted(False)
-    exit_code: int | None = emitted(None)
+    truncated: bool  # required, as the origin requires it
+    exit_code: Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)] | None = emitted(None)  # u32
     signal: str | None = emitted(None)
 
 
@@ -768,6 +939,60 @@ class TerminalOutput(Variant, tag="terminal_output"):
 
 class Notice(Variant, tag="notice"):
     data: MessageData
+
+
+class MailboxHookLease(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Mailbox events a tool hook claimed, until it acknowledges them or the lease ends."""
+
+    lease_id: str
+    events: list[MailboxEvent]
+    hook_event: str
+    expires_at_ms: int
+
+
+class MailboxHookLeaseCreatedData(Wire, kw_only=True):
+    lease: MailboxHookLease
+
+
+class MailboxHookLeaseCreated(Variant, tag="mailbox_hook_lease_created"):
+    data: MailboxHookLeaseCreatedData
+
+
+class MailboxHookLeaseReturnReason(enum.Enum):
+    """Why a hook lease's events went back to the mailbox."""
+
+    TIMEOUT = "timeout"
+    WORKER_RESTART = "worker_restart"
+
+
+class MailboxHookLeaseReturnedData(Wire, kw_only=True):
+    lease_id: str
+    reason: MailboxHookLeaseReturnReason
+
+
+class MailboxHookLeaseReturned(Variant, tag="mailbox_hook_lease_returned"):
+    data: MailboxHookLeaseReturnedData
+
+
+class MailboxDeliveryPath(enum.Enum):
+    """How mailbox events reached the agent."""
+
+    TOOL_HOOK = "tool_hook"
+    PROMPT = "prompt"
+    WAKE = "wake"
+
+
+class MailboxEventsDeliveredData(Wire, kw_only=True):
+    event_keys: list[str]
+    path: MailboxDeliveryPath
+    prompt_command_id: str | None = None
+    hook_event: str | None = None
+    events: list[MailboxEvent] = msgspec.field(default_factory=list)
+    lease_id: str | None = None
+
+
+class MailboxEventsDelivered(Variant, tag="mailbox_events_delivered"):
+    data: MailboxEventsDeliveredData
 
 
 class HarnessTurnStartedData(Wire, kw_only=True):
@@ -832,6 +1057,9 @@ RelayObservation = (
     | SessionRestarted
     | TerminalOutput
     | Notice
+    | MailboxHookLeaseCreated
+    | MailboxHookLeaseReturned
+    | MailboxEventsDelivered
     | HarnessTurnStarted
     | HarnessTurnSettled
     | Closing
@@ -1020,14 +1248,17 @@ of these is a newer protocol's kind, not damage."""
 _UNKNOWN_VALUE = re.compile(r"Invalid (?:enum )?value '(.*)' - at `(\$[.a-z_]*)`")
 
 
-def _unknown_kind(message: str) -> tuple[str, str] | None:
-    """``(kind, position)`` when a decode error names an unknown tag or kind value at a
-    kind position of :data:`_KIND_POSITIONS`; ``None`` for any other error."""
+def _unknown_kind(message: str) -> tuple[str, str, str] | None:
+    """``(kind, position, path)`` when a decode error names an unknown tag or kind value
+    at a kind position of :data:`_KIND_POSITIONS`; ``None`` for any other error."""
     found = _UNKNOWN_VALUE.fullmatch(message)
     if found is None:
         return None
-    position = _KIND_POSITIONS.get(found.group(2))
-    return None if position is None else (found.group(1), position)
+    path = found.group(2)
+    position = _KIND_POSITIONS.get(path)
+    if position is None:
+        return None
+    return found.group(1), position, "$.observation" + path[1:]
 
 
 def encode_relay_event(event: RelayEvent | RelayLine) -> bytes:

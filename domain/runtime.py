@@ -32,6 +32,7 @@ class HarnessKind(enum.Enum):
     MUSE = "muse"
     DEEPSEEK = "deepseek"
     ZCODE = "zcode"
+    OPENCODE = "opencode"
 
 
 class RuntimeProvenance(enum.Enum):

@@ -143,6 +143,8 @@ class SessionState(enum.Enum):
     """
 
     PROVISIONING = "provisioning"
+    STARTUP_CLEANUP = "startup-cleanup"
+    """Startup failed; teardown owns the target until its termination is confirmed."""
     RUNNING = "running"
     DISCONNECTED = "disconnected"
     CHECKPOINTING = "checkpointing"
@@ -183,6 +185,7 @@ _LIFECYCLE_OPERATIONS = frozenset(
 _LIVE_WORKER = frozenset(
     {
         SessionState.PROVISIONING,
+        SessionState.STARTUP_CLEANUP,
         SessionState.RUNNING,
         SessionState.DISCONNECTED,
         SessionState.CHECKPOINTING,
@@ -692,6 +695,8 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
     harness_kind: HarnessKind
     last_profile: str
     bundle_id: str
+    project: JSON | None = None
+    """The accepted project bundle (the origin's ``ProjectBundleSnapshot``), opaque JSON."""
     project_directory: str | None = None
     managed_worktree: ManagedWorktree | None = None
     create_managed_worktree: bool | None = None
@@ -699,10 +704,12 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
     launch_branch: str | None = None
     checkout: JSON | None = None
     """The origin's ``remote_git::ExactCheckout``, carried as opaque JSON."""
-    expected_runtime_identity: str | None = None
     publication: PublicationAssessment | None = None
     subagents: SubagentPolicy | bool | None = emitted(None)
     """Always written (``null`` when unset); a stored boolean is read as a policy."""
+    review: JSON | None = None
+    """The turn review chosen when the session was created (the origin's
+    ``SessionReview``), opaque JSON; None follows the global setting."""
     target_template_id: str
     resource_allocation: SessionResourceAllocation | None = None
     additional_mounts: list[AdditionalMount] = msgspec.field(default_factory=list)
@@ -732,8 +739,14 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
         default=UNSET, name="detached_after_event_ordinal"
     )
     """Input only: the old name of ``viewed_through_event_ordinal``."""
+    legacy_expected_runtime_identity: str | UnsetType | None = msgspec.field(
+        default=UNSET, name="expected_runtime_identity"
+    )
+    """Input only, and dropped: the runtime constraint the origin removed (its schema step
+    66; the receipts stay readable in the feed). A record that still carries it reads."""
 
     def __post_init__(self) -> None:
+        self.legacy_expected_runtime_identity = UNSET
         if self.legacy_subagents is not UNSET:
             if self.subagents is not None:
                 raise ValueError("duplicate field `subagents` (also given as `mjolnir_subagents`)")

@@ -55,7 +55,18 @@ def main(store_path: Path) -> None:
         waiter.start()
         store.ask(
             RecordActivities(
-                activities=[(session_id, ApiActivityState(state="running"))], recorded_at_ms=1
+                activities=[
+                    (
+                        session_id,
+                        ApiActivityState(
+                            state="running",
+                            is_idle=False,
+                            waiting_for_input=False,
+                            capacity_retry=False,
+                        ),
+                    )
+                ],
+                recorded_at_ms=1,
             )
         )
         waiter.join()

@@ -423,7 +423,12 @@ class Worker:
         self.start(command_id)
         self.emit(
             UserShellOutput.of(
-                command_id=command_id, command=command, stdout=stdout, stderr=stderr
+                command_id=command_id,
+                command=command,
+                stdout=stdout,
+                stderr=stderr,
+                stdout_truncated=False,
+                stderr_truncated=False,
             ),
             command_id=command_id,
             after_ms=180,

@@ -9,9 +9,16 @@ Revisions (relaystore's own numbering):
 2. Typed bodies: ``error`` became ``legacy_notice`` and ``turn_ended`` carries an
    ``ApiTurnOutcome``; the triggers are gone (the store emits ``session_fault`` itself);
    one ``checkpoint_operations`` row per session.
-3. *Current* (:data:`SCHEMA_VERSION`). ``materialized_history_start``: where a session's
-   history starts when it does not start at ordinal 1 (a seeded or pruned journal).
-   Additive, so the floor stays 2: a revision-2 build may still read and write it.
+3. ``materialized_history_start``: where a session's history starts when it does not
+   start at ordinal 1 (a seeded or pruned journal). Additive, so the floor stays 2: a
+   revision-2 build may still read and write it.
+4. *Current* (:data:`SCHEMA_VERSION`). The ``sessions`` CHECK constraints admit every
+   harness kind and session state the domain knows (the origin's steps 68 and 74 added
+   ``startup-cleanup`` and ``opencode``). The constraints only widen, so the step rewrites
+   the table's definition in place (SQLite's documented procedure for a change that
+   leaves the stored rows as they are) and checks the file's integrity before it commits.
+   It raises the floor to 4: a revision-3 build cannot decode a record with a new kind or
+   state, and would refuse that session's record (or, where it lists sessions, fail).
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -29,6 +36,7 @@ and is refused with ``SchemaMismatch(INCOMPATIBLE)`` otherwise.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +48,8 @@ import msgspec
 from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded
 from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
 from relaystore.domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.sessions import SessionState
 from relaystore.domain.wire import decode_json
 from relaystore.storage.events import encode_event_body
 from relaystore.storage.transaction import store_error, transaction
@@ -59,10 +69,10 @@ __all__ = [
     "tables_ddl",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The revision this build reads and writes."""
 
-COMPATIBILITY_FLOOR = 2
+COMPATIBILITY_FLOOR = 4
 """The oldest build revision that may read and write a store this build creates."""
 
 CHECKPOINT_OPERATIONS_DDL = """
@@ -238,6 +248,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         create_store_schema(
             connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL
         )
+        _widen_session_checks(connection)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
             (COMPATIBILITY_FLOOR,),
@@ -270,7 +281,79 @@ def _add_history_start(connection: apsw.Connection) -> None:
         _record_revision(connection, 3)
 
 
-_MIGRATIONS = {2: _migrate_to_typed_events, 3: _add_history_start}
+def _admit_current_session_kinds(connection: apsw.Connection) -> None:
+    """Revision 4: the sessions CHECKs admit every harness kind and state (floor 4)."""
+    with _step(connection, "migrate the relaystore schema to revision 4"):
+        if int(connection.pragma("user_version")) != 3:
+            return
+        _widen_session_checks(connection)
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = 4 WHERE singleton = 1"
+        )
+        _record_revision(connection, 4)
+
+
+_SESSION_CHECKS = (
+    ("harness_kind", tuple(kind.value for kind in HarnessKind)),
+    ("state", tuple(state.value for state in SessionState)),
+)
+"""The ``sessions`` columns whose CHECK lists the domain's enum values, and those values."""
+
+
+def _session_checks(sql: str) -> str | None:
+    """``sql`` (the ``sessions`` table's definition) with each enum CHECK listing exactly
+    the values of :data:`_SESSION_CHECKS`; None when a CHECK is not there to rewrite."""
+    for column, values in _SESSION_CHECKS:
+        listed = ",".join(f"'{value}'" for value in values)
+        sql, found = re.subn(
+            rf"CHECK\(\s*{column} IN \([^)]*\)\s*\)", f"CHECK({column} IN ({listed}))", sql
+        )
+        if found != 1:
+            return None
+    return sql
+
+
+def _widen_session_checks(connection: apsw.Connection) -> None:
+    """Rewrite the ``sessions`` table's CHECKs in place, inside the caller's transaction.
+
+    Widening a CHECK changes no stored row, so SQLite's procedure for such changes
+    applies: the definition in ``sqlite_schema`` is rewritten under ``writable_schema``
+    and ``schema_version`` is bumped so every connection re-reads it. The file's
+    integrity is checked before the caller commits.
+    """
+    row = connection.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'sessions'"
+    ).fetchone()
+    sql = "" if row is None else str(row[0])
+    widened = _session_checks(sql)
+    if widened is None:  # not the table relaystore created: refuse, leave it as it was
+        raise _mismatch(
+            SchemaMismatchReason.INVALID_METADATA,
+            int(connection.pragma("user_version")),
+            connection.filename or None,
+        )
+    if widened == sql:
+        return
+    version = int(connection.pragma("schema_version"))
+    connection.pragma("writable_schema", True)
+    try:
+        connection.execute(
+            "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'sessions'",
+            (widened,),
+        )
+        connection.pragma("schema_version", version + 1)
+    finally:
+        connection.pragma("writable_schema", False)
+    problems = [str(row[0]) for row in connection.execute("PRAGMA integrity_check")]
+    if problems != ["ok"]:
+        raise InvalidInput(
+            "the store's integrity check failed while widening the sessions constraints: "
+            + "; ".join(problems[:3]),
+            path=connection.filename or None,
+        )
+
+
+_MIGRATIONS = {2: _migrate_to_typed_events, 3: _add_history_start, 4: _admit_current_session_kinds}
 
 
 class _LegacyErrorData(msgspec.Struct, kw_only=True):

@@ -76,11 +76,18 @@ def templates() -> list[ApiEventData]:
     activity = ApiActivityState(
         state="running",
         details=ApiActivityDetails(kind=ApiActivityKind.TURN, turn_started_at_ms=1_795_000_000_000),
+        is_idle=False,
+        waiting_for_input=False,
+        capacity_retry=False,
     )
     return [
         ApiTurnStarted.of(turn=turn),
         ApiActivityChanged.of(activity=activity),
-        ApiActivityChanged.of(activity=ApiActivityState(state="running", is_idle=True)),
+        ApiActivityChanged.of(
+            activity=ApiActivityState(
+                state="running", is_idle=True, waiting_for_input=False, capacity_retry=False
+            )
+        ),
         ApiTurnEnded.of(turn=ApiTurnOutcome.from_materialized(outcome)),
         ApiSessionFault.of(
             reason=OutcomeReason.RUNTIME_UNAVAILABLE, message="runtime exited", command_id=None

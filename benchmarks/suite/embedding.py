@@ -190,7 +190,12 @@ def _sse_delivery(path: Path, events: int, clients: int) -> tuple[float, float]:
             for reader in readers:
                 reader.start()
             time.sleep(0.5)
-            states = [ApiActivityState(state=f"s{i}") for i in range(2)]
+            states = [
+                ApiActivityState(
+                    state=f"s{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+                )
+                for i in range(2)
+            ]
             started = time.perf_counter()
             for n in range(events):
                 store.tell(RecordActivities(activities=[("s-0", states[n % 2])], recorded_at_ms=n))

@@ -343,7 +343,14 @@ class _Story:
         stdout = _text(self.rng, 2, 30) + "\n"
         yield from self.queued(command_id, RunUserShellCommand.of(command=command))
         yield (
-            UserShellOutput.of(command_id=command_id, command=command, stdout=stdout, stderr=""),
+            UserShellOutput.of(
+                command_id=command_id,
+                command=command,
+                stdout=stdout,
+                stderr="",
+                stdout_truncated=False,
+                stderr_truncated=False,
+            ),
             command_id,
         )
         result = UserShellResult(

@@ -36,7 +36,12 @@ BATCHES = (1, 100)
 
 
 def _states() -> list[ApiActivityState]:
-    return [ApiActivityState(state=f"running-{i}") for i in range(2)]
+    return [
+        ApiActivityState(
+            state=f"running-{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+        )
+        for i in range(2)
+    ]
 
 
 def eventsourcing_rate(path: Path, senders: int, batch: int, seconds: float) -> tuple[float, int]:

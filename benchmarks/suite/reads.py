@@ -73,7 +73,12 @@ class BusyWriter:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        states = [ApiActivityState(state=f"busy-{i}") for i in range(2)]
+        states = [
+            ApiActivityState(
+                state=f"busy-{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+            )
+            for i in range(2)
+        ]
         try:
             while not self._stop.is_set():
                 activity = (self.session_id, states[self.sent % 2])

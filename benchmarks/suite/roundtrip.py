@@ -64,7 +64,12 @@ STAGES = (
     "apsw FULL",
 )
 
-_STATES = [ApiActivityState(state=f"running-{i}") for i in range(2)]
+_STATES = [
+    ApiActivityState(
+        state=f"running-{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+    for i in range(2)
+]
 _SESSION = "roundtrip-session"
 
 

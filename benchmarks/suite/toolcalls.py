@@ -42,7 +42,9 @@ def tool_call_events(calls: int) -> list[RelayEvent]:
                 }
             )
         )
-        journal.add(TerminalOutput.of(terminal_id=f"t-{n}", output=output, exit_code=0))
+        journal.add(
+            TerminalOutput.of(terminal_id=f"t-{n}", output=output, exit_code=0, truncated=False)
+        )
     return journal.events
 
 

@@ -46,7 +46,12 @@ def measure(
     ) as store:
         for n in range(senders):
             store.ask(SaveSession(record=example_session(f"session-{n}", "bench")))
-        states = [ApiActivityState(state=f"running-{i}") for i in range(2)]
+        states = [
+            ApiActivityState(
+                state=f"running-{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+            )
+            for i in range(2)
+        ]
 
         def send(sender: int, i: int) -> None:
             activity = (f"session-{sender}", states[i % 2])  # alternates: always a change

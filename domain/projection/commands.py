@@ -40,10 +40,14 @@ from relaystore.domain.projection.context import (
     upsert,
 )
 from relaystore.domain.projection.goal import GOAL_STATE_KEY, Goal, goal_of, goal_running
+from relaystore.domain.projection.mailbox import mailbox_delivery_notice, queued_notice
 from relaystore.domain.projection.markers import (
     CONTEXT_BOUNDARY_PREFIX,
     CONTEXT_BOUNDARY_TEXT,
     CONTINUATION_PROMPT,
+    HANDBACK_REMINDER_TEXT,
+    HARNESS_TURN_ITEM_PREFIX,
+    HARNESS_TURN_OUTCOME_PREFIX,
     TURN_INTERRUPTED_ITEM_PREFIX,
     TURN_INTERRUPTED_TEXT,
     WORK_INTERRUPTED_ITEM_PREFIX,
@@ -58,6 +62,7 @@ from relaystore.domain.projection.text import (
     user_shell_text,
 )
 from relaystore.domain.relay import (
+    CancelledOutcome,
     ClearContextCommand,
     CloseCommand,
     ClosedOutcome,
@@ -70,9 +75,13 @@ from relaystore.domain.relay import (
     ConfiguredOutcome,
     ContextClearedOutcome,
     ContinueAuthorizedWorkCommand,
+    DeliverMailboxEventCommand,
+    HandbackReminderCommand,
+    MailboxWakeCommand,
     PromptCommand,
     PromptOutcome,
     QueueChangedOutcome,
+    RelayCommand,
     RelayCommandKind,
     ResumeAfterQuotaCommand,
     RunUserShellCommand,
@@ -92,6 +101,10 @@ _COORDINATION_KINDS = frozenset(
         RelayCommandKind.ADVANCE_RECOVERY_FLOOR,
     }
 )
+
+
+_CONFIGURATIONS = frozenset({RelayCommandKind.SET_CONFIG, RelayCommandKind.RESTORE_EXECUTION_MODE})
+"""Kinds whose refusal is a configuration result (a client waits for either answer)."""
 
 
 def _without(
@@ -139,24 +152,48 @@ def _relabel_shell(
     upsert(ctx, changed(shell, at_ms, **fields))
 
 
+_PROMPT_BEARING = (
+    PromptCommand,
+    HandbackReminderCommand,
+    MailboxWakeCommand,
+    ContinueAuthorizedWorkCommand,
+    ResumeAfterQuotaCommand,
+)
+"""Commands that carry a prompt: each is queued as a prompt and opens a turn."""
+
+
+def _prompt_content(command: RelayCommand) -> list[JSON]:
+    """What a prompt-bearing command's queue entry (and user line) holds.
+
+    A wake carries no visible content: the agent gets the rendered mailbox events, the
+    transcript only the delivery line written when it was queued.
+    """
+    if isinstance(command, PromptCommand):
+        return list(command.data.prompt)
+    if isinstance(command, HandbackReminderCommand):
+        return [{"type": "text", "text": HANDBACK_REMINDER_TEXT}]
+    if isinstance(command, MailboxWakeCommand):
+        return []
+    return [{"type": "text", "text": CONTINUATION_PROMPT}]
+
+
 def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
     data, current, mutation = observation.data, ctx.current, ctx.mutation
     command = data.command
     if isinstance(command, ClearContextCommand):
         mutation.execution = ExecutionRunning(started_at_ms=data.created_at_ms)
         push_system(ctx, "Clearing context…")
-    elif isinstance(
-        command, PromptCommand | ContinueAuthorizedWorkCommand | ResumeAfterQuotaCommand
-    ):
+    elif isinstance(command, _PROMPT_BEARING):
         if isinstance(command, ContinueAuthorizedWorkCommand):
             push_system(
                 ctx, f"Continuing requested work automatically · {command.data.attempt} of 3"
             )
-        if isinstance(command, PromptCommand):
-            content = list(command.data.prompt)
-        else:
-            content = [{"type": "text", "text": CONTINUATION_PROMPT}]
-        if current.session_title is None:
+        wake = isinstance(command, MailboxWakeCommand)
+        if isinstance(command, MailboxWakeCommand):
+            events = command.data.events
+            push_system(ctx, mailbox_delivery_notice(len(events), "in a wake prompt", events))
+        content = _prompt_content(command)
+        if current.session_title is None and not wake:
             title = resolved_title(current, ctx.transcript) or provisional_session_title(
                 materialized_content_text(content)
             )
@@ -175,9 +212,13 @@ def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
         text = user_shell_text(command.data.command, "queued", "", "", False, False)
         body = SystemBody(text=text)
         upsert(ctx, new_item(ctx, f"shell:{data.command_id}", body, at_ms=data.created_at_ms))
+    elif isinstance(command, DeliverMailboxEventCommand):
+        push_system(ctx, queued_notice(command.data.event))
     elif isinstance(command, CloseCommand):
         close_streams(ctx)
         mutation.execution = ExecutionClosing()
+    # Relay-local records (install_prompt_context, seed_assessment_context, a notice)
+    # and restore_execution_mode leave nothing when queued.
 
 
 def command_started(ctx: ProjectionContext, observation: CommandStarted) -> None:
@@ -256,9 +297,54 @@ def command_completed(ctx: ProjectionContext, observation: CommandCompleted) -> 
         queue = _steer(ctx, queue, outcome.data.queued_command_id)
     elif isinstance(outcome, ConfiguredOutcome):
         mutation.config_results.append((command_id, None))
+    elif isinstance(outcome, CancelledOutcome) and data.command in _TURN_CANCELS:
+        _end_cancelled_harness_turn(ctx, command_id)
     # Other outcomes (a returned steer keeps its queue entry) change nothing here.
     if queue != current.queued_prompts:
         mutation.queued_prompts = queue
+
+
+_TURN_CANCELS = frozenset({RelayCommandKind.CANCEL_TURN, RelayCommandKind.CANCEL})
+
+
+def _end_cancelled_harness_turn(ctx: ProjectionContext, cancel_id: str) -> None:
+    """A cancel that stopped a turn the harness started on its own ends that turn.
+
+    Only while no prompt of ours runs (its own completion ends its turn), the session is
+    running, and the newest ``harness-turn:`` line has no outcome yet (a second stop of
+    the same turn changes nothing). The turn's outcome is a completion with stop reason
+    ``Cancelled`` under the id ``harness-turn-{position}``, with no acceptance ordinal;
+    the line ``Interrupted`` is keyed on the cancel. Execution stays running until the
+    harness settles the turn.
+    """
+    current = ctx.current
+    if current.active_turn is not None or not isinstance(current.execution, ExecutionRunning):
+        return
+    transcript = ctx.transcript
+    start = next(
+        (
+            transcript[offset].position
+            for offset in range(len(transcript) - 1, -1, -1)
+            if transcript.stable_id(offset).startswith(HARNESS_TURN_ITEM_PREFIX)
+        ),
+        None,
+    )
+    if start is None:
+        return
+    turn_id = f"{HARNESS_TURN_OUTCOME_PREFIX}{start}"
+    last = current.last_turn_outcome
+    if last is not None and last.command_id == turn_id:
+        return
+    event = ctx.event
+    push_system_with_id(ctx, f"{TURN_INTERRUPTED_ITEM_PREFIX}{cancel_id}", TURN_INTERRUPTED_TEXT)
+    ctx.mutation.last_turn_outcome = MaterializedTurnOutcome(
+        command_id=turn_id,
+        accepted_ordinal=None,
+        turn_start_position=start,
+        completed_ordinal=event.ordinal,
+        completed_at_ms=event.recorded_at_ms,
+        outcome=TurnOutcomeCompleted(stop_reason="Cancelled"),
+    )
 
 
 def _steer(
@@ -294,7 +380,7 @@ def command_ended(
     rejected = isinstance(observation, CommandRejected)
     if kind is RelayCommandKind.CLEAR_CONTEXT:
         mutation.execution = ExecutionIdle()
-    if kind is RelayCommandKind.SET_CONFIG:
+    if kind in _CONFIGURATIONS:
         mutation.config_results.append((command_id, message))
     started = ctx.get(f"user:{command_id}") is not None
     queued = next(

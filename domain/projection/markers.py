@@ -12,7 +12,9 @@ __all__ = [
     "CONTINUATION_PROMPT",
     "FALLBACK_TERMINAL_META_KEY",
     "FALLBACK_TERMINAL_TOOL_ID_PREFIX",
+    "HANDBACK_REMINDER_TEXT",
     "HARNESS_TURN_ITEM_PREFIX",
+    "HARNESS_TURN_OUTCOME_PREFIX",
     "HARNESS_TURN_TEXT",
     "PLAN_REVIEW_ID_PREFIX",
     "PLAN_REVIEW_MESSAGE_PREFIX",
@@ -29,6 +31,9 @@ TURN_INTERRUPTED_ITEM_PREFIX = "system:turn-interrupted:"
 TURN_INTERRUPTED_TEXT = "Interrupted"
 HARNESS_TURN_ITEM_PREFIX = "harness-turn:"
 HARNESS_TURN_TEXT = "Agent continued on its own"
+HARNESS_TURN_OUTCOME_PREFIX = "harness-turn-"
+"""The ``command_id`` of a harness-started turn's outcome: ``harness-turn-{position}`` of
+its ``harness-turn:`` line (a dash, where the line's id has a colon)."""
 CONTEXT_BOUNDARY_PREFIX = "system:context-cleared:"
 """Stable-id prefix of the line a context clear leaves (``{prefix}{command_id}``).
 
@@ -47,3 +52,10 @@ CONTINUATION_PROMPT = (
     "it and stop."
 )
 """The text the worker sends for ``continue_authorized_work`` and ``resume_after_quota``."""
+
+HANDBACK_REMINDER_TEXT = (
+    "[handback reminder] Your turn ended without delivering a report. If your assigned task "
+    "is finished, call the mj-agents handback tool now with your full report, then stop. If it "
+    "is not finished, continue working on it, and hand back when it is done."
+)
+"""The prompt a ``handback_reminder`` command gives the agent (and the transcript)."""

@@ -41,19 +41,43 @@ from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
+    CancelledOutcome,
+    CancelTurnCommand,
     CommandCompleted,
     CommandInterrupted,
     CommandQueued,
+    CommandRejected,
     CommandStarted,
+    ConfiguredOutcome,
+    ContextHistory,
+    DeliverMailboxEventCommand,
     ElicitationRequested,
     ElicitationResolved,
+    EvidenceMessage,
+    HandbackReminderCommand,
+    HarnessTurnSettled,
+    HarnessTurnStarted,
+    InstallPromptContextCommand,
+    MailboxDeliveryPath,
+    MailboxEvent,
+    MailboxEventsDelivered,
+    MailboxHookLease,
+    MailboxHookLeaseCreated,
+    MailboxHookLeaseReturned,
+    MailboxHookLeaseReturnReason,
+    MailboxWakeCommand,
+    NoticeRecordedOutcome,
     PromptCommand,
     PromptOutcome,
+    RelayCommand,
     RelayCommandKind,
+    RelayCommandOutcome,
     RelayCursor,
     RelayEvent,
     RelayObservation,
+    RestoreExecutionModeCommand,
     RunUserShellCommand,
+    SeedAssessmentContextCommand,
     SessionRestarted,
     SessionUpdate,
     UserShellOutcome,
@@ -431,7 +455,12 @@ class JournalBuilder:
             ),
             self.add(
                 UserShellOutput.of(
-                    command_id=command_id, command=command, stdout=stdout, stderr=stderr
+                    command_id=command_id,
+                    command=command,
+                    stdout=stdout,
+                    stderr=stderr,
+                    stdout_truncated=False,
+                    stderr_truncated=False,
                 ),
                 command_id=command_id,
             ),
@@ -488,6 +517,231 @@ class JournalBuilder:
                 )
             )
         return events
+
+    # -- protocol 33: mailboxes, reminders, harness turns -----------------------------------
+
+    def command(
+        self, command: RelayCommand, *, command_id: str | None = None, prefix: str = "command"
+    ) -> list[RelayEvent]:
+        """``command`` queued (``command_queued``); its id is the event's command id."""
+        command_id = command_id or self.next_id(prefix)
+        queued = CommandQueued.of(
+            command_id=command_id, command=command, created_at_ms=self._next_ms
+        )
+        return [self.add(queued, command_id=command_id)]
+
+    def complete(
+        self,
+        command_id: str,
+        outcome: RelayCommandOutcome,
+        *,
+        kind: RelayCommandKind | None = None,
+    ) -> list[RelayEvent]:
+        """The command ``command_id`` completed with ``outcome`` (journaling ``kind``)."""
+        completed = CommandCompleted.of(command=kind, command_id=command_id, outcome=outcome)
+        return [self.add(completed, command_id=command_id)]
+
+    def mailbox_event(
+        self, text: str, *, source: str = "github", wake: bool = False, key: str | None = None
+    ) -> MailboxEvent:
+        """A mailbox event (not journaled: hand it to the mailbox stories)."""
+        return MailboxEvent(
+            key=key or self.next_id(f"{source}:event"),
+            source=source,
+            wake=wake,
+            text=text,
+            created_at_ms=self._next_ms,
+        )
+
+    def deliver_mailbox_event(
+        self, event: MailboxEvent, *, command_id: str | None = None
+    ) -> list[RelayEvent]:
+        """``event`` added to the mailbox and recorded (``command_ended`` succeeded for
+        ``record_notice``); the transcript says where it came from."""
+        events = self.command(
+            DeliverMailboxEventCommand.of(event=event), command_id=command_id, prefix="mailbox"
+        )
+        command_id = events[0].command_id
+        assert command_id is not None
+        events += self.complete(
+            command_id, NoticeRecordedOutcome(), kind=RelayCommandKind.RECORD_NOTICE
+        )
+        return events
+
+    def mailbox_hook_delivery(
+        self,
+        events: Sequence[MailboxEvent],
+        *,
+        hook_event: str = "PostToolUse",
+        lease_id: str | None = None,
+        returned: MailboxHookLeaseReturnReason | None = None,
+    ) -> list[RelayEvent]:
+        """A tool hook leases ``events`` and acknowledges them (a delivery line), or,
+        with ``returned``, the lease ends and they go back (no line)."""
+        lease_id = lease_id or self.next_id("lease")
+        lease = MailboxHookLease(
+            lease_id=lease_id,
+            events=list(events),
+            hook_event=hook_event,
+            expires_at_ms=self._next_ms + 60_000,
+        )
+        journaled = [self.add(MailboxHookLeaseCreated.of(lease=lease))]
+        if returned is not None:
+            journaled.append(
+                self.add(MailboxHookLeaseReturned.of(lease_id=lease_id, reason=returned))
+            )
+            return journaled
+        delivered = MailboxEventsDelivered.of(
+            event_keys=[event.key for event in events],
+            path=MailboxDeliveryPath.TOOL_HOOK,
+            hook_event=hook_event,
+            events=list(events),
+            lease_id=lease_id,
+        )
+        journaled.append(self.add(delivered))
+        return journaled
+
+    def mailbox_prompt_delivery(
+        self, events: Sequence[MailboxEvent], prompt_command_id: str
+    ) -> list[RelayEvent]:
+        """``events`` went in with the prompt ``prompt_command_id`` (a delivery line)."""
+        delivered = MailboxEventsDelivered.of(
+            event_keys=[event.key for event in events],
+            path=MailboxDeliveryPath.PROMPT,
+            prompt_command_id=prompt_command_id,
+            events=list(events),
+        )
+        return [self.add(delivered)]
+
+    def mailbox_wake(
+        self,
+        events: Sequence[MailboxEvent],
+        *,
+        command_id: str | None = None,
+        stop_reason: str = "end_turn",
+    ) -> list[RelayEvent]:
+        """A wake prompt carrying ``events``: queued (its delivery line), started and
+        completed, a turn of its own (``turn_started``, ``turn_ended``)."""
+        journaled = self.command(
+            MailboxWakeCommand.of(events=list(events)), command_id=command_id, prefix="wake"
+        )
+        wake_id = journaled[0].command_id
+        assert wake_id is not None
+        journaled.append(
+            self.add(
+                CommandStarted.of(command_id=wake_id, started_at_ms=self._next_ms),
+                command_id=wake_id,
+            )
+        )
+        journaled += self.end_prompt(wake_id, stop_reason=stop_reason)
+        return journaled
+
+    def handback_reminder(
+        self, completed_command_id: str, completed_ordinal: int, *, stop_reason: str = "end_turn"
+    ) -> list[RelayEvent]:
+        """The worker's hand-back reminder after turn ``completed_command_id`` ended at
+        ``completed_ordinal``: a prompt turn of its own, ``handback-reminder-{ordinal}``."""
+        reminder_id = f"handback-reminder-{completed_ordinal}"
+        command = HandbackReminderCommand.of(
+            completed_command_id=completed_command_id, completed_ordinal=completed_ordinal
+        )
+        journaled = self.command(command, command_id=reminder_id)
+        journaled.append(
+            self.add(
+                CommandStarted.of(command_id=reminder_id, started_at_ms=self._next_ms),
+                command_id=reminder_id,
+            )
+        )
+        journaled += self.end_prompt(reminder_id, stop_reason=stop_reason)
+        return journaled
+
+    def harness_turn_cancelled(self, *, command_id: str | None = None) -> list[RelayEvent]:
+        """A turn the harness started on its own, stopped by ``cancel_turn``, then settled:
+        an ``Interrupted`` line and a cancelled outcome (``command_ended``, ``turn_ended``)."""
+        journaled = [self.add(HarnessTurnStarted.of(started_at_ms=self._next_ms))]
+        journaled += self.command(CancelTurnCommand(), command_id=command_id, prefix="cancel")
+        cancel_id = journaled[-1].command_id
+        assert cancel_id is not None
+        journaled += self.complete(cancel_id, CancelledOutcome(), kind=RelayCommandKind.CANCEL_TURN)
+        journaled.append(self.add(HarnessTurnSettled.of(origin=None, prompt_in_flight=False)))
+        return journaled
+
+    def restore_execution_mode(
+        self, *, refused: str | None = None, command_id: str | None = None
+    ) -> list[RelayEvent]:
+        """The worker's execution mode restored (a configuration result), or refused
+        with ``refused`` as its message."""
+        journaled = self.command(
+            RestoreExecutionModeCommand(), command_id=command_id, prefix="mode"
+        )
+        mode_id = journaled[0].command_id
+        assert mode_id is not None
+        if refused is None:
+            return journaled + self.complete(
+                mode_id, ConfiguredOutcome(), kind=RelayCommandKind.RESTORE_EXECUTION_MODE
+            )
+        rejected = CommandRejected.of(
+            reason=OutcomeReason.COMMAND_FAILED,
+            command_id=mode_id,
+            command=RelayCommandKind.RESTORE_EXECUTION_MODE,
+            message=refused,
+        )
+        journaled.append(self.add(rejected, command_id=mode_id))
+        return journaled
+
+    def prompt_context(
+        self, text: str = "Repository layout: src/ holds the code."
+    ) -> list[RelayEvent]:
+        """Hidden prompt context installed, and the retained authorization history seeded
+        at the journal's frontier: both relay-local records that leave no line."""
+        install = self.command(InstallPromptContextCommand.of(text=text), prefix="context")
+        context = ContextHistory(
+            messages=[EvidenceMessage(id="user:c1", role="user", text="Implement and test.")],
+            authorization_complete=True,
+            assistant_history_omitted=False,
+        )
+        seed = self.command(
+            SeedAssessmentContextCommand.of(expected=self.frontier, context=context),
+            prefix="assessment",
+        )
+        journaled = install + seed
+        for queued in (install[0], seed[0]):
+            assert queued.command_id is not None
+            journaled += self.complete(
+                queued.command_id, NoticeRecordedOutcome(), kind=RelayCommandKind.RECORD_NOTICE
+            )
+        return journaled
+
+    def protocol_33(self) -> list[RelayEvent]:
+        """Every command, outcome and observation protocol 33 added, in one valid run: a
+        prompt with mailbox events delivered by tool hook and with the prompt, a lease
+        that times out, a wake, a hand-back reminder, a harness turn cancelled, the
+        execution mode restored and refused, hidden context and assessment history."""
+        journaled = self.prompt_context()
+        first = self.mailbox_event("A review comment arrived.")
+        journaled += self.deliver_mailbox_event(first)
+        journaled += self.start_prompt("Fix the failing test.")
+        prompt_id = journaled[-1].command_id
+        assert prompt_id is not None
+        journaled += self.mailbox_hook_delivery([first])
+        second = self.mailbox_event("Please check this detail.", source="parent")
+        journaled += self.deliver_mailbox_event(second)
+        journaled += self.mailbox_prompt_delivery([second], prompt_id)
+        late = self.mailbox_event("CI finished.")
+        journaled += self.deliver_mailbox_event(late)
+        journaled += self.mailbox_hook_delivery(
+            [late], returned=MailboxHookLeaseReturnReason.TIMEOUT
+        )
+        journaled += self.say("Fixed.")
+        journaled += self.end_prompt(prompt_id)
+        journaled += self.handback_reminder(prompt_id, journaled[-1].ordinal)
+        urgent = self.mailbox_event("A new task is ready.", source="api", wake=True)
+        journaled += self.deliver_mailbox_event(urgent)
+        journaled += self.mailbox_wake([urgent])
+        journaled += self.harness_turn_cancelled()
+        journaled += self.restore_execution_mode()
+        journaled += self.restore_execution_mode(refused="auto mode refused")
+        return journaled
 
 
 def example_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:

@@ -28,7 +28,15 @@ from relaystore.testing import example_session
 
 def activity(n: int) -> RecordActivities:
     return RecordActivities(
-        activities=[("session-1", ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+        activities=[
+            (
+                "session-1",
+                ApiActivityState(
+                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
+                ),
+            )
+        ],
+        recorded_at_ms=n,
     )
 
 

@@ -102,6 +102,9 @@ BAD_MESSAGES: list[tuple[str, Any]] = [
                     ApiActivityState(
                         state="idle",
                         details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=2**70),
+                        is_idle=False,
+                        waiting_for_input=False,
+                        capacity_retry=False,
                     ),
                 )
             ],
@@ -135,7 +138,9 @@ def test_a_relay_event_out_of_sqlite_range_is_refused_before_the_writer(
 
 
 def test_a_valid_message_still_passes(store: EventStore) -> None:
-    state = ApiActivityState(state="busy")
+    state = ApiActivityState(
+        state="busy", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
     store.ask(RecordActivities(activities=[("session-1", state)], recorded_at_ms=5))
     assert [e.kind for e in _feed_is_readable(store)] == ["activity_changed"]
 
@@ -161,7 +166,11 @@ garbage = st.recursive(
         st.binary(max_size=8),
         st.just("session-1"),
         st.just(example_session()),
-        st.just(ApiActivityState(state="x")),
+        st.just(
+            ApiActivityState(
+                state="x", is_idle=False, waiting_for_input=False, capacity_retry=False
+            )
+        ),
         st.just(object()),
     ),
     lambda inner: st.one_of(
@@ -217,7 +226,9 @@ def test_a_timed_out_ask_raises_ask_timeout_and_may_still_take_effect(
     store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = _hold_writer(store, monkeypatch)
-    state = ApiActivityState(state="late")
+    state = ApiActivityState(
+        state="late", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
     with pytest.raises(AskTimeout, match="may still take effect") as caught:
         store.ask(
             RecordActivities(activities=[("session-1", state)], recorded_at_ms=9), timeout=0.2
@@ -278,7 +289,18 @@ def test_follow_yields_in_order_and_wakes_on_commits(store: EventStore) -> None:
     for n in range(5):
         store.ask(
             RecordActivities(
-                activities=[("session-1", ApiActivityState(state=f"{n}"))], recorded_at_ms=n
+                activities=[
+                    (
+                        "session-1",
+                        ApiActivityState(
+                            state=f"{n}",
+                            is_idle=False,
+                            waiting_for_input=False,
+                            capacity_retry=False,
+                        ),
+                    )
+                ],
+                recorded_at_ms=n,
             )
         )
     follower.join(timeout=5)

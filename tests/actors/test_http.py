@@ -26,7 +26,15 @@ from relaystore.testing import example_session
 
 def activity(n: int, session_id: str = "session-1") -> RecordActivities:
     return RecordActivities(
-        activities=[(session_id, ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+        activities=[
+            (
+                session_id,
+                ApiActivityState(
+                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
+                ),
+            )
+        ],
+        recorded_at_ms=n,
     )
 
 
@@ -290,7 +298,17 @@ def test_a_client_that_stops_reading_blocks_neither_the_writer_nor_other_streams
         for n in range(600):
             store.ask(
                 RecordActivities(
-                    activities=[("session-1", ApiActivityState(state=f"{padding}{n}"))],
+                    activities=[
+                        (
+                            "session-1",
+                            ApiActivityState(
+                                state=f"{padding}{n}",
+                                is_idle=False,
+                                waiting_for_input=False,
+                                capacity_retry=False,
+                            ),
+                        )
+                    ],
                     recorded_at_ms=n,
                 )
             )

@@ -61,7 +61,12 @@ def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # The one-line records project no API event: give their sessions the kinds the
         # supervisor writes (an activity with awkward text, a startup fault).
         for index, path in enumerate(LIVE_RECORDS):
-            state = ApiActivityState(state=f'waiting "{index}" \\ \u2028 é\n')
+            state = ApiActivityState(
+                state=f'waiting "{index}" \\ \u2028 é\n',
+                is_idle=False,
+                waiting_for_input=False,
+                capacity_retry=False,
+            )
             activity = (resolve_source(path).session_id, state)
             store.ask(RecordActivities(activities=[activity], recorded_at_ms=-index))
         store.ask(
@@ -211,7 +216,12 @@ def test_follow_raw_yields_what_follow_yields(tmp_path: Path) -> None:
 
             follower = asyncio.create_task(follow())
             for n in range(5):
-                state = ApiActivityState(state=f'state "{n}"\n')
+                state = ApiActivityState(
+                    state=f'state "{n}"\n',
+                    is_idle=False,
+                    waiting_for_input=False,
+                    capacity_retry=False,
+                )
                 await store.ask(
                     RecordActivities(activities=[("session-1", state)], recorded_at_ms=n)
                 )

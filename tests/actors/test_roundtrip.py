@@ -40,7 +40,15 @@ from relaystore.testing import example_session
 
 def activity(n: int, session: str = "session-1") -> RecordActivities:
     return RecordActivities(
-        activities=[(session, ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+        activities=[
+            (
+                session,
+                ApiActivityState(
+                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
+                ),
+            )
+        ],
+        recorded_at_ms=n,
     )
 
 

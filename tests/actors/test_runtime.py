@@ -38,7 +38,15 @@ from tests.actors.seed import all_events, chain, page, turn
 
 def activity(n: int) -> RecordActivities:
     return RecordActivities(
-        activities=[("session-1", ApiActivityState(state=f"state-{n}"))], recorded_at_ms=n
+        activities=[
+            (
+                "session-1",
+                ApiActivityState(
+                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
+                ),
+            )
+        ],
+        recorded_at_ms=n,
     )
 
 

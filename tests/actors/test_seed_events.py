@@ -252,6 +252,8 @@ def test_api_activity_events_track_changes_without_repeating_or_reviving_forgott
         state="running",
         details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=100),
         is_idle=True,
+        waiting_for_input=False,
+        capacity_retry=False,
     )
     store.ask(RecordActivities(activities=[("session-1", idle)], recorded_at_ms=100))
     store.ask(RecordActivities(activities=[("session-1", idle)], recorded_at_ms=200))
@@ -263,7 +265,9 @@ def test_api_activity_events_track_changes_without_repeating_or_reviving_forgott
     store.ask(RecordActivities(activities=[("session-1", background)], recorded_at_ms=250))
     waiting = msgspec.structs.replace(background, waiting_for_input=True)
     store.ask(RecordActivities(activities=[("session-1", waiting)], recorded_at_ms=300))
-    unknown = ApiActivityState(state="disconnected")
+    unknown = ApiActivityState(
+        state="disconnected", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
     store.ask(RecordActivities(activities=[("session-1", unknown)], recorded_at_ms=400))
     events = all_events(store)
     assert len(events) == 4

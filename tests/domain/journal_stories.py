@@ -151,7 +151,9 @@ def journal_observations(steps: list[tuple[str, int, str]]) -> list[RelayObserva
             )
         elif action == "terminal":
             observations.append(
-                TerminalOutput.of(terminal_id=f"t{small}", output=text, exit_code=small)
+                TerminalOutput.of(
+                    terminal_id=f"t{small}", output=text, exit_code=small, truncated=False
+                )
             )
         elif action == "plan":
             observations.append(
@@ -205,7 +207,14 @@ def journal_observations(steps: list[tuple[str, int, str]]) -> list[RelayObserva
                         created_at_ms=counter,
                     ),
                     start(shell_id, at_ms=counter),
-                    UserShellOutput.of(command_id=shell_id, command="ls", stdout=text, stderr=""),
+                    UserShellOutput.of(
+                        command_id=shell_id,
+                        command="ls",
+                        stdout=text,
+                        stderr="",
+                        stdout_truncated=False,
+                        stderr_truncated=False,
+                    ),
                     CommandCompleted.of(
                         command_id=shell_id,
                         command=RelayCommandKind.RUN_USER_SHELL,

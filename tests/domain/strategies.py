@@ -139,6 +139,7 @@ COMMAND_KINDS = [
     "remove_queued_prompt",
     "clear_queued_prompts",
     "set_config",
+    "restore_execution_mode",
     "goal_control",
     "set_session_mode",
     "cancel_turn",

@@ -165,7 +165,11 @@ SHAPES: list[tuple[str, ApiEventData, bytes]] = [
     ),
     (
         "activity_changed",
-        ApiActivityChanged.of(activity=ApiActivityState(state="running")),
+        ApiActivityChanged.of(
+            activity=ApiActivityState(
+                state="running", is_idle=False, waiting_for_input=False, capacity_retry=False
+            )
+        ),
         b'{"type":"activity_changed","data":{"activity":{"state":"running","details":null,"is_idle":false,'
         b'"waiting_for_input":false,"capacity_retry":false}}}',
     ),
@@ -269,9 +273,16 @@ def test_api_event_in_any_key_order_decodes_to_the_same_event() -> None:
 
 def test_activity_state_encoding_is_deterministic() -> None:
     details = ApiActivityDetails(kind=ApiActivityKind.STEP, step_started_at_ms=5, label="Bash")
-    first = ApiActivityState(state="running", details=details, is_idle=False)
+    first = ApiActivityState(
+        state="running",
+        details=details,
+        is_idle=False,
+        waiting_for_input=False,
+        capacity_retry=False,
+    )
     second = decode_json(
-        b'{"capacity_retry":false,"details":{"label":"Bash","step_started_at_ms":5,"kind":"step"},"state":"running"}',
+        b'{"capacity_retry":false,"details":{"label":"Bash","step_started_at_ms":5,"kind":"step"},'
+        b'"waiting_for_input":false,"is_idle":false,"state":"running"}',
         ApiActivityState,
     )
     assert first == second
@@ -285,8 +296,19 @@ def test_activity_state_encoding_is_deterministic() -> None:
     )
 
 
+@pytest.mark.parametrize("missing", ["is_idle", "waiting_for_input", "capacity_retry"])
+def test_activity_state_requires_its_flags_as_the_origin_does(missing: str) -> None:
+    body = {"state": "running", "is_idle": False, "waiting_for_input": False}
+    body["capacity_retry"] = False
+    del body[missing]
+    with pytest.raises(InvalidInput, match=f"`{missing}`"):
+        decode_json(encode(body), ApiActivityState)
+
+
 def test_activity_state_always_writes_null_details() -> None:
-    state = ApiActivityState(state="disconnected", is_idle=True)
+    state = ApiActivityState(
+        state="disconnected", is_idle=True, waiting_for_input=False, capacity_retry=False
+    )
     assert encode(state) == (
         b'{"state":"disconnected","details":null,"is_idle":true,"waiting_for_input":false,"capacity_retry":false}'
     )
@@ -305,8 +327,14 @@ def test_activity_kinds_are_lowercase() -> None:
 def test_activity_details_refuse_unknown_fields_but_state_ignores_them() -> None:
     with pytest.raises(InvalidInput, match="`tokens`"):
         decode_json(b'{"kind":"turn","tokens":4}', ApiActivityDetails)
-    state = decode_json(b'{"state":"running","details":null,"mood":"calm"}', ApiActivityState)
-    assert state == ApiActivityState(state="running")
+    state = decode_json(
+        b'{"state":"running","details":null,"mood":"calm","is_idle":false,'
+        b'"waiting_for_input":false,"capacity_retry":false}',
+        ApiActivityState,
+    )
+    assert state == ApiActivityState(
+        state="running", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
 
 
 def test_materialized_turn_refuses_unknown_fields() -> None:

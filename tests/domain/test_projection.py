@@ -104,6 +104,13 @@ from relaystore.domain.relay import (
     GoalControlledOutcome,
     HarnessTurnSettled,
     HarnessTurnStarted,
+    MailboxDeliveryPath,
+    MailboxEvent,
+    MailboxEventsDelivered,
+    MailboxHookLease,
+    MailboxHookLeaseCreated,
+    MailboxHookLeaseReturned,
+    MailboxHookLeaseReturnReason,
     NativeAgent,
     Notice,
     NoticeRecordedOutcome,
@@ -1133,8 +1140,21 @@ _TOOL = update(
     kind="execute",
     content=[{"type": "terminal", "terminalId": "t1"}],
 )
-_TERMINAL = TerminalOutput.of(terminal_id="t1", output="done\n", exit_code=0)
+_TERMINAL = TerminalOutput.of(terminal_id="t1", output="done\n", exit_code=0, truncated=False)
 _USAGE = TokenUsage(scope=UsageScope.TURN, total_tokens=3, input_tokens=2, output_tokens=1)
+
+_MAILBOX = MailboxEvent(
+    key="github:pr:1:comment:2", source="github", wake=False, text="Looks good.", created_at_ms=1
+)
+
+
+def mailbox_delivery_line(
+    before: MaterializedSession, mutation: MaterializedSessionMutation, after: MaterializedSession
+) -> None:
+    assert system_texts(after) == [
+        "Delivered 1 mailbox event by tool hook (PostToolUse): github — Looks good."
+    ]
+
 
 CASES = [
     Case(
@@ -1580,7 +1600,12 @@ CASES = [
     Case(
         "user_shell_output",
         UserShellOutput.of(
-            command_id="sh-1", command="ls -la", stdout="out", stderr="err", stdout_truncated=True
+            command_id="sh-1",
+            command="ls -la",
+            stdout="out",
+            stderr="err",
+            stdout_truncated=True,
+            stderr_truncated=False,
         ),
         [],
         shell_output_rewrites_the_line,
@@ -1665,6 +1690,36 @@ CASES = [
     ),
     Case("closing", Closing(), [], closing_state),
     Case("closed", Closed(), [], closed_state),
+    Case(
+        "mailbox_hook_lease_created",
+        MailboxHookLeaseCreated.of(
+            lease=MailboxHookLease(
+                lease_id="lease-1", events=[_MAILBOX], hook_event="PostToolUse", expires_at_ms=9
+            )
+        ),
+        [],
+        only_frontier_moves,
+    ),
+    Case(
+        "mailbox_hook_lease_returned",
+        MailboxHookLeaseReturned.of(
+            lease_id="lease-1", reason=MailboxHookLeaseReturnReason.TIMEOUT
+        ),
+        [],
+        only_frontier_moves,
+    ),
+    Case(
+        "mailbox_events_delivered",
+        MailboxEventsDelivered.of(
+            event_keys=[_MAILBOX.key],
+            path=MailboxDeliveryPath.TOOL_HOOK,
+            hook_event="PostToolUse",
+            events=[_MAILBOX],
+            lease_id="lease-1",
+        ),
+        [],
+        mailbox_delivery_line,
+    ),
 ]
 
 
@@ -2090,7 +2145,7 @@ def test_parked_terminal_output_moves_into_the_tool_call_that_names_it() -> None
 
 def test_a_raw_result_claims_its_one_parked_terminal() -> None:
     journal = Journal()
-    journal.add(TerminalOutput.of(terminal_id="t9", output="hi\n", exit_code=0))
+    journal.add(TerminalOutput.of(terminal_id="t9", output="hi\n", exit_code=0, truncated=False))
     journal.add(update("tool_call", toolCallId="k1", title="Bash", kind="execute"))
     journal.add(
         update(
@@ -2111,7 +2166,9 @@ def test_a_raw_result_claims_its_one_parked_terminal() -> None:
 def test_identical_raw_results_leave_the_output_parked() -> None:
     journal = Journal()
     for terminal_id in ("t1", "t2"):
-        journal.add(TerminalOutput.of(terminal_id=terminal_id, output="same", exit_code=0))
+        journal.add(
+            TerminalOutput.of(terminal_id=terminal_id, output="same", exit_code=0, truncated=False)
+        )
     journal.add(
         update(
             "tool_call",
@@ -2143,7 +2200,7 @@ def fallback_call(terminal_id: str) -> SessionUpdate:
 def test_terminal_exit_completes_the_interim_fallback_call() -> None:
     journal = Journal()
     journal.add(fallback_call("t1"))
-    journal.add(TerminalOutput.of(terminal_id="t1", output="boom", exit_code=1))
+    journal.add(TerminalOutput.of(terminal_id="t1", output="boom", exit_code=1, truncated=False))
 
     body = item(journal.session, "tool:hel-terminal:t1").body
     assert isinstance(body, ToolBody)
@@ -2153,7 +2210,9 @@ def test_terminal_exit_completes_the_interim_fallback_call() -> None:
 def test_a_real_tool_call_replaces_the_fallback_and_adopts_its_start() -> None:
     journal = Journal()
     journal.add(fallback_call("t1"), at_ms=50)
-    journal.add(TerminalOutput.of(terminal_id="t1", output="ok", exit_code=0), at_ms=60)
+    journal.add(
+        TerminalOutput.of(terminal_id="t1", output="ok", exit_code=0, truncated=False), at_ms=60
+    )
     journal.add(_TOOL, at_ms=70)
 
     assert [entry.stable_id for entry in journal.session.transcript] == ["tool:call-1"]
@@ -2431,7 +2490,7 @@ def test_last_activity_never_moves_back_and_a_claimed_terminal_item_is_removed()
     journal.add(Warning.of(message="a"), at_ms=500)
     journal.add(Warning.of(message="b"), at_ms=400)
     assert journal.session.last_activity_at_ms == 500
-    journal.add(TerminalOutput.of(terminal_id="t9", output="x", exit_code=0))
+    journal.add(TerminalOutput.of(terminal_id="t9", output="x", exit_code=0, truncated=False))
     assert item(journal.session, "terminal:t9") is not None
     mutation = journal.add(
         update(
@@ -2560,7 +2619,7 @@ def test_the_incremental_index_equals_an_index_built_from_scratch() -> None:
         update("plan", entries=[]),
         _TERMINAL,
         fallback_call("t2"),
-        TerminalOutput.of(terminal_id="t2", output="x", exit_code=0),
+        TerminalOutput.of(terminal_id="t2", output="x", exit_code=0, truncated=False),
         update(
             "tool_call",
             toolCallId="c9",

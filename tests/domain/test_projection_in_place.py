@@ -97,7 +97,7 @@ def _terminal_observation(kind: str, n: int, text: str) -> RelayObservation:
     if kind == "raw_update":
         raw = {"exit_code": n, "output": text}
         return acp("tool_call_update", toolCallId=f"r{n}", status="failed", rawOutput=raw)
-    return TerminalOutput.of(terminal_id=f"t{n}", output=text, exit_code=n)
+    return TerminalOutput.of(terminal_id=f"t{n}", output=text, exit_code=n, truncated=False)
 
 
 terminal_steps = st.lists(
@@ -194,7 +194,9 @@ def _opening() -> list[RelayObservation]:
         start("p1", at_ms=2),
         says("hi", "m1"),
         acp("tool_call", toolCallId="c1", title="t", content=[]),
-        TerminalOutput.of(terminal_id="t9", output="x", exit_code=0),  # parked: terminal:t9
+        TerminalOutput.of(
+            terminal_id="t9", output="x", exit_code=0, truncated=False
+        ),  # parked: terminal:t9
         acp("plan", entries=[]),
     ]
 

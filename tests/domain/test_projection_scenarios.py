@@ -178,7 +178,9 @@ def test_a_prompt_with_tool_calls_and_streamed_output_reads_as_one_turn() -> Non
                 content=[{"type": "terminal", "terminalId": "term-1"}],
             ),
             acp("tool_call_update", toolCallId="c1", status="in_progress"),
-            TerminalOutput.of(terminal_id="term-1", output="a.txt\nb.txt\n", exit_code=0),
+            TerminalOutput.of(
+                terminal_id="term-1", output="a.txt\nb.txt\n", exit_code=0, truncated=False
+            ),
             acp("tool_call_update", toolCallId="c1", status="completed"),
             says("Two files.", "m2"),
             end("p1"),
@@ -294,7 +296,14 @@ def test_a_shell_command_is_one_line_that_follows_its_progress() -> None:
     session.observe(start("sh1", at_ms=950))
     assert session.text("shell:sh1") == "Shell · running\n$ make"
     session.observe(
-        UserShellOutput.of(command_id="sh1", command="make", stdout="cc main.c", stderr="")
+        UserShellOutput.of(
+            command_id="sh1",
+            command="make",
+            stdout="cc main.c",
+            stderr="",
+            stdout_truncated=False,
+            stderr_truncated=False,
+        )
     )
     assert session.text("shell:sh1") == "Shell · running\n$ make\n\nstdout:\ncc main.c"
     result = UserShellResult(

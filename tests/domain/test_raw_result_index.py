@@ -170,6 +170,7 @@ def _terminal(terminal_id: str, output: str, exit_code: int | None, signal: bool
         output=output,
         exit_code=exit_code,
         signal="SIGKILL" if signal else None,
+        truncated=False,
     )
 
 

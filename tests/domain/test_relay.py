@@ -16,7 +16,7 @@ from relaystore.domain.digests import (
     relay_event_digest,
     validate_relay_event_self,
 )
-from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, UnknownRelayKind
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic, UsageScope
 from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
@@ -53,6 +53,7 @@ from relaystore.domain.relay import (
     RelayCommandKind,
     RelayCursor,
     RelayEvent,
+    RelayLine,
     ReleaseCheckpointCommand,
     RemoveQueuedPromptCommand,
     ResolveSteeringCommand,
@@ -174,10 +175,18 @@ def test_missing_required_event_field_is_named() -> None:
     assert "`digest`" in refusal(raw)
 
 
-def test_unknown_observation_type_names_the_path() -> None:
-    message = refusal(line({"type": "telepathy", "data": {}}))
-    assert "telepathy" in message
-    assert "$.observation.type" in message
+def newer(raw: bytes) -> UnknownRelayKind:
+    with pytest.raises(UnknownRelayKind) as caught:
+        decode_relay_event(raw)
+    assert caught.value.fault is ChainFault.UNKNOWN_KIND
+    return caught.value
+
+
+def test_unknown_observation_type_is_a_newer_kind_naming_the_path() -> None:
+    error = newer(line({"type": "telepathy", "data": {}}))
+    assert (error.kind, error.position) == ("telepathy", "observation")
+    assert "unknown relay observation 'telepathy' at `$.observation.type`" in str(error)
+    assert "newer worker" in str(error)
 
 
 def test_wrong_type_inside_an_observation_names_the_nested_path() -> None:
@@ -187,10 +196,38 @@ def test_wrong_type_inside_an_observation_names_the_nested_path() -> None:
     assert "$.observation.data.command_id" in message
 
 
-def test_unknown_command_type_names_the_path() -> None:
-    message = refusal(queued({"type": "self_destruct"}))
-    assert "self_destruct" in message
-    assert "$.observation.data.command.type" in message
+def test_unknown_command_type_is_a_newer_kind_naming_the_path() -> None:
+    error = newer(queued({"type": "self_destruct"}))
+    assert (error.kind, error.position) == ("self_destruct", "command")
+    assert "`$.observation.data.command.type`" in str(error)
+
+
+def test_unknown_command_kind_and_outcome_are_newer_kinds() -> None:
+    completed = {"type": "command_completed", "data": {"command_id": "c", "command": "warp"}}
+    completed["data"]["outcome"] = {"type": "closed"}
+    assert newer(line(completed)).position == "command kind"
+    completed["data"] = {"command_id": "c", "outcome": {"type": "warped"}}
+    assert newer(line(completed)).position == "command outcome"
+
+
+def test_an_unknown_value_elsewhere_is_a_bad_line_not_a_newer_kind() -> None:
+    # An enum outside the kind positions (a shell status) is damage, not a newer kind.
+    result = {"command": "ls", "stdout": "", "stderr": "", "duration_ms": 1, "status": "odd"}
+    observation = {"type": "command_completed", "data": {"command_id": "c"}}
+    observation["data"]["outcome"] = {"type": "user_shell", "data": {"result": result}}
+    with pytest.raises(InvalidInput, match="status"):
+        decode_relay_event(line(observation))
+
+
+def test_a_newer_kind_keeps_the_envelope_and_its_bytes() -> None:
+    raw = (
+        b'{"format":2,"ordinal":4,"digest":"' + DIGEST.encode() + b'","recorded_at_ms":5,'
+        b'"command_id":"c1","observation":{"type":"telepathy","data":{"x":[1, 2]}}}'
+    )
+    envelope = newer(raw).envelope
+    assert isinstance(envelope, RelayLine)
+    assert envelope.observation_json == b'{"type":"telepathy","data":{"x":[1, 2]}}'
+    assert encode_relay_event(envelope) == raw
 
 
 def test_unknown_field_in_command_data_is_refused_naming_field_and_path() -> None:
@@ -237,12 +274,13 @@ def test_unknown_field_in_user_shell_result_is_refused() -> None:
     assert "$.observation.data.outcome.data.result" in message
 
 
-def test_unknown_outcome_reason_is_refused() -> None:
+def test_unknown_outcome_reason_is_a_newer_kind() -> None:
     observation = {
         "type": "command_rejected",
         "data": {"reason": "bad_luck", "command_id": "c", "command": "cancel", "message": "m"},
     }
-    assert "bad_luck" in refusal(line(observation))
+    error = newer(line(observation))
+    assert (error.kind, error.position) == ("bad_luck", "reason")
 
 
 @pytest.mark.parametrize("body", ["5", '{"data":{}}'], ids=["not an object", "no type"])
@@ -510,7 +548,14 @@ SKIP_RULES: list[tuple[str, Any, bytes]] = [
     ),
     (
         "user shell output always writes both truncation flags",
-        UserShellOutput.of(command_id="c", command="ls", stdout="a", stderr=""),
+        UserShellOutput.of(
+            command_id="c",
+            command="ls",
+            stdout="a",
+            stderr="",
+            stdout_truncated=False,
+            stderr_truncated=False,
+        ),
         b'{"type":"user_shell_output","data":{"command_id":"c","command":"ls","stdout":"a","stderr":"",'
         b'"stdout_truncated":false,"stderr_truncated":false}}',
     ),
@@ -575,7 +620,7 @@ SKIP_RULES: list[tuple[str, Any, bytes]] = [
     ),
     (
         "queue_changed always writes its removed ids",
-        QueueChangedOutcome.of(),
+        QueueChangedOutcome.of(removed_command_ids=[]),
         b'{"type":"queue_changed","data":{"removed_command_ids":[]}}',
     ),
     (

@@ -150,7 +150,8 @@ def test_a_fully_populated_record_round_trips() -> None:
     record.launch_base = "origin/main"
     record.launch_branch = "main"
     record.checkout = {"repository": "x", "commit": "1" * 40, "nested": {"z": 1, "a": [None]}}
-    record.expected_runtime_identity = "mj-runtime-v1:" + "b" * 64
+    record.project = {"bundle_id": "project-1", "repositories": [{"path": "app"}]}
+    record.review = {"mode": "always"}
     record.subagents = SingleModelSubagents(model="gpt", effort=None)
     record.resource_allocation = AwsEc2Allocation(
         instance_type="m7i.large", vcpus=2, memory_bytes=8 << 30
@@ -239,6 +240,7 @@ def test_a_worktree_kind_is_left_out_and_a_clone_kind_written() -> None:
 def test_session_states_use_kebab_case() -> None:
     assert [state.value for state in SessionState] == [
         "provisioning",
+        "startup-cleanup",
         "running",
         "disconnected",
         "checkpointing",
@@ -957,15 +959,16 @@ RECORDS = obj(
     field("harness_kind", st.sampled_from([kind.value for kind in HarnessKind])),
     field("last_profile", TEXT),
     field("bundle_id", TEXT),
+    optional("project", JSON_OBJECTS),
     optional("project_directory", TEXT),
     optional("managed_worktree", MANAGED_WORKTREES),
     optional("create_managed_worktree", st.booleans()),
     optional("launch_base", TEXT),
     optional("launch_branch", TEXT),
     optional("checkout", JSON_OBJECTS),
-    optional("expected_runtime_identity", TEXT),
     optional("publication", PUBLICATIONS),
     field("subagents", st.none() | POLICIES),
+    optional("review", JSON_OBJECTS),
     field("target_template_id", TEXT),
     optional("resource_allocation", ALLOCATIONS),
     field("additional_mounts", st.lists(MOUNTS, max_size=2), IF_EMPTY),

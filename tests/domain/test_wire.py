@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from relaystore.domain.api_events import ApiActivityChanged, ApiActivityDetails, MaterializedTurn
 from relaystore.domain.errors import InvalidInput
+from relaystore.domain.materialized import AgentBody, UserBody
 from relaystore.domain.outcomes import MaterializedTurnOutcome
 from relaystore.domain.relay import (
     ClosedOutcome,
@@ -22,10 +23,8 @@ from relaystore.domain.relay import (
     CommandStarted,
     PromptCommand,
     PromptOutcome,
-    QueueChangedData,
     RelayCommandKind,
     RelayCursor,
-    SessionConfiguredData,
     SessionRestarted,
     UserShellOutput,
     UserShellResult,
@@ -218,12 +217,12 @@ def test_decoded_instances_do_not_share_emitted_defaults() -> None:
 
 
 def test_domain_structs_do_not_share_emitted_lists() -> None:
-    first, second = QueueChangedData(), QueueChangedData()
-    first.removed_command_ids.append("x")
-    assert second.removed_command_ids == []
-    options, others = SessionConfiguredData(), SessionConfiguredData()
-    options.config_options.append({})
-    assert others.config_options == []
+    first, second = UserBody(), UserBody()
+    first.content.append("x")
+    assert second.content == []
+    chunks, others = AgentBody(), AgentBody()
+    chunks.chunks.append({})
+    assert others.chunks == []
 
 
 # --- decode_json and json_value --------------------------------------------------------------
@@ -348,7 +347,14 @@ def test_variant_of_keeps_given_structs_and_fills_defaults() -> None:
     command = PromptCommand.of(prompt=[])
     queued = CommandQueued.of(command_id="c1", command=command, created_at_ms=1)
     assert queued.data.command is command
-    output = UserShellOutput.of(command_id="c1", command="ls", stdout="", stderr="")
+    output = UserShellOutput.of(
+        command_id="c1",
+        command="ls",
+        stdout="",
+        stderr="",
+        stdout_truncated=False,
+        stderr_truncated=False,
+    )
     assert output.data.stdout_truncated is False
     assert encode(output) == (
         b'{"type":"user_shell_output","data":{"command_id":"c1","command":"ls","stdout":"",'

@@ -91,6 +91,8 @@ def idle_activity(since_ms: int = 100) -> ApiActivityState:
         state="running",
         details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=since_ms),
         is_idle=True,
+        waiting_for_input=False,
+        capacity_retry=False,
     )
 
 

@@ -20,11 +20,12 @@ only adds that table.
 from __future__ import annotations
 
 import os
+import re
 
 import apsw
 
 from relaystore.storage.connection import open_writer
-from relaystore.storage.schema import create_store_schema
+from relaystore.storage.schema import create_store_schema, tables_ddl
 
 __all__ = [
     "LEGACY_SCHEMA_VERSION",
@@ -91,14 +92,61 @@ def create_revision_2_store(path: str | os.PathLike[str]) -> None:
     step_back_to_revision_2(path)
 
 
-def step_back_to_revision_2(path: str | os.PathLike[str]) -> None:
-    """Turn the revision-3 store at ``path`` into what a revision-2 build wrote.
+def create_revision_3_store(path: str | os.PathLike[str]) -> None:
+    """Create an empty revision-3 store at ``path`` (floor 2, ledger row 3)."""
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        msg = f"{os.fspath(path)} already holds a store"
+        raise FileExistsError(msg)
+    open_writer(path).close()
+    step_back_to_revision_3(path)
 
-    In one transaction through a plain connection: drop ``materialized_history_start``,
-    turn the ledger's single row 3 into row 2 (a fresh store records only the revision
-    it was created at) and set ``user_version`` to 2. The floor (2) and every row of the
-    shared tables stay as they are.
+
+def _baseline_sessions_sql() -> str:
+    """The ``sessions`` definition every revision up to 3 created (``tables.sql``)."""
+    found = re.search(r"CREATE TABLE sessions \(.*?\) STRICT", tables_ddl(), re.DOTALL)
+    assert found is not None
+    return found.group(0)
+
+
+def step_back_to_revision_3(path: str | os.PathLike[str]) -> None:
+    """Turn the revision-4 store at ``path`` into what a revision-3 build wrote.
+
+    In one transaction through a plain connection: give ``sessions`` back the baseline
+    CHECK lists (without ``opencode`` and ``startup-cleanup``; every stored row must fit
+    them), turn the ledger's single row 4 into row 3, lower the floor to 2 and set
+    ``user_version`` to 3.
     """
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            version = int(connection.pragma("schema_version"))
+            connection.pragma("writable_schema", True)
+            connection.execute(
+                "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'sessions'",
+                (_baseline_sessions_sql(),),
+            )
+            connection.pragma("schema_version", version + 1)
+            connection.pragma("writable_schema", False)
+            connection.execute(
+                "DELETE FROM schema_migrations WHERE version = 4;"
+                "INSERT INTO schema_migrations(version, applied_at)"
+                " VALUES (3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "UPDATE schema_compatibility SET minimum_compatible_version = 2;"
+                "PRAGMA user_version = 3;"
+            )
+    finally:
+        connection.close()
+
+
+def step_back_to_revision_2(path: str | os.PathLike[str]) -> None:
+    """Turn the current store at ``path`` into what a revision-2 build wrote.
+
+    :func:`step_back_to_revision_3`, then in one transaction through a plain connection:
+    drop ``materialized_history_start``, turn the ledger's single row 3 into row 2 and set
+    ``user_version`` to 2. Every row of the shared tables stays as it is.
+    """
+    step_back_to_revision_3(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

@@ -49,7 +49,9 @@ def test_api_activity_events_track_changes_without_repeating_or_reviving_forgott
     record_activities(db, [("session-1", background)], 250)
     waiting = msgspec.structs.replace(background, waiting_for_input=True)
     record_activities(db, [("session-1", waiting)], 300)
-    unknown = ApiActivityState(state="disconnected")
+    unknown = ApiActivityState(
+        state="disconnected", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
     record_activities(db, [("session-1", unknown)], 400)
 
     page = load_api_events(db, None, 0, 100)

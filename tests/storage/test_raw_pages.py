@@ -100,6 +100,8 @@ def every_kind(n: int) -> list[ApiEventData]:
                 state=AWKWARD if n % 2 else "running",
                 details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=n),
                 is_idle=bool(n % 2),
+                waiting_for_input=False,
+                capacity_retry=False,
             )
         ),
     ]

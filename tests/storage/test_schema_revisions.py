@@ -17,6 +17,8 @@ from relaystore.domain.outcomes import (
     TurnOutcomeRejected,
     TurnResultKind,
 )
+from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.sessions import SessionRecord, SessionState
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
@@ -34,7 +36,9 @@ from tests.storage.builders import old_turn_outcome, scan, turn_started
 from tests.storage.legacy import (
     create_legacy_store,
     create_revision_2_store,
+    create_revision_3_store,
     step_back_to_revision_2,
+    step_back_to_revision_3,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -108,8 +112,9 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == 3
-    assert COMPATIBILITY_FLOOR == 2  # revision 3 is additive: revision-2 builds still fit
+        assert writer.revision == SCHEMA_VERSION == 4
+    # Revision 4 admits kinds and states a revision-3 build cannot decode.
+    assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
     objects = {name for kind, name, _ in schema_objects(store_path)}
     assert "checkpoint_operations" in objects
@@ -154,7 +159,7 @@ def test_reopening_a_current_store_changes_nothing(store_path: Path) -> None:
 
 # -- migrating older revisions ---------------------------------------------------------
 
-OLDER_STORES = {1: create_legacy_store, 2: create_revision_2_store}
+OLDER_STORES = {1: create_legacy_store, 2: create_revision_2_store, 3: create_revision_3_store}
 
 
 @pytest.mark.parametrize(
@@ -189,8 +194,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     create_revision_2_store(old)
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
-    assert {name for _, name, _ in missing} == {"materialized_history_start"}
-    assert schema_objects(old) < schema_objects(fresh)
+    assert {name for _, name, _ in missing} == {"materialized_history_start", "sessions"}
 
 
 def test_a_revision_2_store_is_migrated_in_place_on_the_first_writable_open(
@@ -206,7 +210,7 @@ def test_a_revision_2_store_is_migrated_in_place_on_the_first_writable_open(
             )
         }
     assert "materialized_history_start" in tables
-    # Revision 3 is additive: it adds its ledger row and leaves the floor at 2.
+    # Revision 3 adds its ledger row and leaves the floor at 2; revision 4 raises it.
     assert metadata(store_path) == (
         SCHEMA_VERSION,
         list(range(2, SCHEMA_VERSION + 1)),
@@ -632,3 +636,70 @@ def test_the_writer_refuses_compatibility_metadata_dropped_underneath_it(store_p
         with pytest.raises(SchemaMismatch) as caught:
             check_writer_schema(writer.connection, writer.revision)
         assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
+
+
+# -- revision 4 ------------------------------------------------------------------------
+
+
+def _record(session_id: str, **changes: object) -> SessionRecord:
+    return msgspec.structs.replace(example_session(session_id), **changes)
+
+
+def test_the_revision_3_fixture_refuses_the_new_kinds_as_a_revision_3_build_did(
+    store_path: Path,
+) -> None:
+    create_revision_3_store(store_path)
+    assert metadata(store_path) == (3, [3], [(1, 2)])
+    connection = raw(store_path)
+    try:
+        with pytest.raises(InvalidInput, match="CHECK constraint failed: harness_kind"):
+            save_session(connection, _record("s-1", harness_kind=HarnessKind.OPENCODE))
+    finally:
+        connection.close()
+
+
+def test_a_revision_3_store_is_migrated_to_admit_every_kind_and_state(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("kept"))
+    step_back_to_revision_3(store_path)
+    with open_writer(store_path) as writer:
+        assert writer.revision == 4
+        for kind in HarnessKind:
+            save_session(writer.connection, _record(f"h-{kind.value}", harness_kind=kind))
+        for state in SessionState:
+            save_session(writer.connection, _record(f"s-{state.value}", state=state))
+        sessions = {str(s) for (s,) in writer.connection.execute("SELECT session_id FROM sessions")}
+    assert "kept" in sessions
+    assert {"h-opencode", "s-startup-cleanup"} <= sessions
+    assert metadata(store_path) == (4, [3, 4], [(1, 4)])
+
+
+def test_the_sessions_checks_list_exactly_the_domains_values(store_path: Path) -> None:
+    open_writer(store_path).close()
+    connection = raw(store_path)
+    try:
+        with pytest.raises(apsw.ConstraintError):
+            connection.execute(
+                "UPDATE sessions SET harness_kind = 'notepad' WHERE 0 = 1;"
+                "INSERT INTO session_contexts(session_id, workspace_id, bundle_id)"
+                " VALUES ('x', 'default', 'b');"
+                "INSERT INTO sessions(session_id, title, harness_kind, state, updated_at,"
+                " record_json) VALUES ('x', 't', 'notepad', 'running', 'now', '{}')"
+            )
+        (sql,) = connection.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'sessions'"
+        ).fetchone()
+    finally:
+        connection.close()
+    for kind in HarnessKind:
+        assert f"'{kind.value}'" in sql
+    for state in SessionState:
+        assert f"'{state.value}'" in sql
+
+
+def test_a_revision_3_build_is_refused_by_a_revision_4_store(store_path: Path) -> None:
+    open_writer(store_path).close()
+    state = SchemaState(revision=4, minimum_compatible=4)
+    assert state.minimum_compatible > 3  # the floor keeps a revision-3 build out
+    with open_writer(store_path) as writer:
+        assert read_schema_state(writer.connection) == state
