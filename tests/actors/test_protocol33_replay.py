@@ -1,0 +1,118 @@
+"""A journal of every kind relay protocol 33 added, end to end through the command line:
+``verify`` and ``replay`` agree on it, ``show`` prints the projection the origin's rules
+give, ``events`` the feed; a line of a protocol newer than 33 is refused as a newer
+worker's, never as a bad line, with every event before it kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+
+from relaystore.domain.digests import relay_event_digest
+from relaystore.domain.materialized import MaterializedSession, SystemBody
+from relaystore.domain.projection import SessionProjection
+from relaystore.domain.relay import RelayLine, encode_relay_event
+from relaystore.domain.wire import encode
+from relaystore.testing import JournalBuilder
+from tests.actors.cli_support import cli, events, failure, ok, replay, show
+
+SESSION = "protocol-33"
+
+
+def _journal() -> JournalBuilder:
+    journal = JournalBuilder()
+    journal.prompt_turn("Hello")
+    journal.protocol_33()
+    return journal
+
+
+def _projected(journal: JournalBuilder) -> tuple[MaterializedSession, list[bytes]]:
+    projection = SessionProjection(MaterializedSession.empty(SESSION))
+    feed: list[bytes] = []
+    for event in journal.events:
+        mutation = projection.apply(event)
+        assert mutation is not None
+        feed.extend(encode(api) for api in mutation.api_events)
+    return projection.session, feed
+
+
+def test_a_journal_of_every_protocol_33_kind_verifies_replays_and_shows(tmp_path: Path) -> None:
+    journal = _journal()
+    root = journal.write_worker_root(tmp_path / "root", SESSION)
+    db = tmp_path / "store.sqlite3"
+
+    verified = json.loads(ok(db, "verify", str(root), "--json").stdout)
+    assert verified["problems"] == []
+    assert verified["records"] == len(journal.events)
+    read, applied, already, written = replay(db, root)
+    assert (read, applied, already) == (len(journal.events), len(journal.events), 0)
+
+    expected, feed = _projected(journal)
+    session = show(db, SESSION)
+    assert session.transcript == expected.transcript
+    assert session.last_turn_outcome == expected.last_turn_outcome
+    texts = [item.body.text for item in session.transcript if isinstance(item.body, SystemBody)]
+    assert "Mailbox event queued from github" in texts
+    assert (
+        "Delivered 1 mailbox event by tool hook (PostToolUse): github — A review comment arrived."
+        in texts
+    )
+    assert "Delivered 1 mailbox event with prompt: parent — Please check this detail." in texts
+    assert "Delivered 1 mailbox event in a wake prompt: api — A new task is ready." in texts
+    assert "Interrupted" in texts
+    assert "auto mode refused" in texts
+    assert any(item.stable_id.startswith("user:handback-reminder-") for item in session.transcript)
+
+    printed = events(db, "--session", SESSION)
+    assert written == len(printed) == len(feed)
+    bodies = [json.loads(line) for line in printed]
+    assert [(body["type"], body["data"]) for body in bodies] == [
+        (body["type"], body["data"]) for body in map(json.loads, feed)
+    ]
+    kinds = {body["data"].get("command_kind") for body in bodies if body["type"] == "command_ended"}
+    assert {"record_notice", "restore_execution_mode", "cancel_turn"} <= kinds
+
+
+def _newer_line(journal: JournalBuilder, observation: bytes) -> bytes:
+    line = RelayLine(
+        format=2,
+        ordinal=journal.next_ordinal,
+        previous_digest="",
+        digest="",
+        recorded_at_ms=journal.next_ms,
+        command_id=None,
+        observation_json=observation,
+    )
+    return (
+        encode_relay_event(msgspec.structs.replace(line, digest=relay_event_digest(line))) + b"\n"
+    )
+
+
+def test_a_line_newer_than_protocol_33_is_refused_as_a_newer_workers_keeping_what_came_before(
+    tmp_path: Path,
+) -> None:
+    journal = _journal()
+    kept = len(journal.events)
+    future = _newer_line(journal, b'{"type":"mailbox_digest_sent","data":{"count":3}}')
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(journal.to_bytes() + future)
+    db = tmp_path / "store.sqlite3"
+
+    verified = cli(db, "verify", str(path), "--session", SESSION, "--json")
+    assert verified.returncode == 1
+    (problem,) = json.loads(verified.stdout)["problems"]
+    assert (problem["fault"], problem["line"], problem["ordinal"]) == (
+        "unknown_kind",
+        kept + 1,
+        kept + 1,
+    )
+    assert "mailbox_digest_sent" in problem["message"]
+
+    refusal = failure(cli(db, "replay", str(path), "--session", SESSION))
+    assert f"{path}:{kept + 1}" in refusal
+    assert "unknown relay observation 'mailbox_digest_sent'" in refusal
+    assert "newer worker" in refusal
+    # Like a gap, a newer worker's line is not damage: everything before it is kept.
+    assert show(db, SESSION).applied_event_ordinal == kept
