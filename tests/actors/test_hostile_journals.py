@@ -201,7 +201,7 @@ CASES = [
         _newer_kind,
         ProblemKind.UNKNOWN_KIND,
         BAD,
-        "unknown relay observation 'future_observation': this journal was written by a newer worker",
+        "unknown relay observation 'future_observation' at `$.observation.type`: this journal was written by a newer worker",
     ),
     Hostile(
         "command of a newer worker",
