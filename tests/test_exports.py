@@ -57,6 +57,7 @@ CONTRACT_NAMES = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "UnknownRelayKind",
     "UnknownSession",
     "WriterStopped",
     "__version__",
@@ -118,6 +119,7 @@ def test_every_error_derives_from_store_error() -> None:
         "WriterStopped",
         "StoreClosed",
         "StoreLocked",
+        "UnknownRelayKind",
     ]:
         assert issubclass(getattr(relaystore, name), relaystore.StoreError)
 

@@ -34,6 +34,7 @@ from relaystore.domain.errors import (
     StoreClosed,
     StoreError,
     StoreLocked,
+    UnknownRelayKind,
     UnknownSession,
     WriterStopped,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "UnknownRelayKind",
     "UnknownSession",
     "WriterStopped",
     "__version__",
