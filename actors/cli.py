@@ -195,6 +195,11 @@ def _parser() -> argparse.ArgumentParser:
     _file_argument(verify.add_argument("sources", nargs="+", metavar="SOURCE", type=_path))
     verify.add_argument("--session", type=_id("session"), help="session id for the sources")
     verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.add_argument(
+        "--from-first",
+        action="store_true",
+        help="as replay --from-first: accept a journal that lost its earlier segments",
+    )
 
     events = command("events", "print API events as JSON lines, oldest first")
     events.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="start after SEQ")
@@ -429,7 +434,11 @@ def _tty(stream: Any) -> bool:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    report = verify_sources(_sources(args), session_id=args.session)
+    report = verify_sources(_sources(args), session_id=args.session, from_first=args.from_first)
+    starts = {
+        session: {"ordinal": start.after.ordinal + 1, "from": start.origin}
+        for session, start in report.starts.items()
+    }
     if args.json:
         document = {
             "ok": report.ok,
@@ -455,9 +464,13 @@ def _verify(args: argparse.Namespace) -> int:
                 session: {"ordinal": cursor.ordinal, "digest": cursor.digest}
                 for session, cursor in report.frontiers.items()
             },
+            "starts": starts,
         }
         print(json.dumps(document, indent=2))
         return 0 if report.ok else 1
+    for session, start in report.starts.items():
+        if start.origin != "genesis":
+            print(f"session {session}: {start.note}")
     for problem in report.problems:
         print(str(problem))
     for tail in report.torn_tails:

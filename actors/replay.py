@@ -32,10 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from relaystore.actors.journal import JournalReader, JournalSource, Location, TornTail
+from relaystore.actors.journal.start import history_start
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import GENESIS, check_own_digest
-from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError, StoreError
+from relaystore.domain.errors import ChainFault, RelayChainError, StoreError
 from relaystore.domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
@@ -45,7 +46,6 @@ from relaystore.domain.messages import (
 )
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.seed import start_before
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
 __all__ = ["BATCH", "ReplayReport", "minimal_record", "replay_source"]
@@ -118,7 +118,8 @@ def replay_source(
     A session with nothing applied yet starts where its journal does: at a worker root's
     ``relay-seed.json`` frontier when there is one; at the first event's position when
     the journal does not start at ordinal 1 and ``from_first`` is set (without it such a
-    journal is refused with :class:`InvalidInput` naming the option).
+    journal is refused, a gap from genesis naming the option; see
+    :func:`~relaystore.actors.journal.start.history_start`, which ``verify`` shares).
 
     ``workspace`` is the workspace of a session the store lacks. For progress,
     ``on_start`` gets the report before the first event is read (its ``expected`` and
@@ -129,11 +130,19 @@ def replay_source(
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
     start = GENESIS if current is None else current.frontier
     report.frontier = None if current is None else start
-    seeding = None
+    seeding, note = None, None
     if start.ordinal == 0:
-        seeding = _history_start(source, from_first=from_first)
-        if seeding is not None:
-            start = seeding.start
+        history = history_start(source, from_first=from_first)
+        if history.refusal is not None:
+            raise history.refusal
+        start, note = history.after, history.note
+        if history.origin != "genesis":
+            seeding = SeedProjection(
+                session_id=source.session_id,
+                start=history.after,
+                queued_prompts=history.queued_prompts,
+                source=history.origin,
+            )
     last = source.last_ordinal
     if last is not None:
         report.expected = max(0, last - start.ordinal)
@@ -145,6 +154,7 @@ def replay_source(
         source,
         after=start,
         on_torn_tail=report.torn_tails.append,
+        after_note=note,
     )
     batch: list[RelayEvent] = []
     where: dict[int, Location] = {}
@@ -243,33 +253,6 @@ class _Sender:
         stored = self.store.ask(LoadMaterializedSession(session_id=session_id))
         if stored is not None and stored.applied_event_ordinal == 0:
             self.store.ask(DeleteSession(session_id=session_id))
-
-
-def _history_start(source: JournalSource, *, from_first: bool) -> SeedProjection | None:
-    """Where a session with nothing applied starts, when not at ordinal 1 (None: it does)."""
-    session_id = source.session_id
-    if source.seed is not None:
-        return SeedProjection(
-            session_id=session_id,
-            start=source.seed.frontier,
-            queued_prompts=source.seed.queued_prompts,
-            source="seed",
-        )
-    first = next(iter(JournalReader(source)), None)
-    if first is None or first[0].ordinal <= 1:
-        return None
-    event, location = first
-    if not from_first:
-        raise InvalidInput(
-            f"the journal starts at ordinal {event.ordinal}, not 1: its earlier segments "
-            "are gone and the worker root has no relay-seed.json. Replay with --from-first "
-            "to start the session's history at its first event",
-            session_id=session_id,
-            ordinal=event.ordinal,
-            path=str(location.path),
-            line=location.line,
-        )
-    return SeedProjection(session_id=session_id, start=start_before(event), source="first_event")
 
 
 def _check_digests(events: list[RelayEvent], session_id: str, where: dict[int, Location]) -> None:

@@ -33,6 +33,7 @@ import enum
 
 from relaystore.domain.digests import validate_frontier, validate_relay_event_self
 from relaystore.domain.errors import ChainFault, RelayChainError
+from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
@@ -50,7 +51,7 @@ __all__ = [
     "checked_frontier",
 ]
 
-MAX_ORDINAL = 2**63 - 1
+MAX_ORDINAL = INT64_MAX
 """The largest ordinal a store can hold (SQLite's INTEGER)."""
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)

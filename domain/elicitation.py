@@ -27,6 +27,7 @@ from typing import Annotated, Any, TypeAlias, TypeGuard, cast
 import msgspec
 
 from relaystore.domain.errors import InvalidInput
+from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.wire import Wire, decode_json, emitted, encode, variant_type
 
 __all__ = [
@@ -57,8 +58,6 @@ MAX_OPTIONS = 100
 MAX_TEXT_BYTES = 16 * 1024
 """Largest message, title, description, default, pattern, preview or field id (UTF-8 bytes)."""
 
-_I64_MIN = -(2**63)
-_I64_MAX = 2**63 - 1
 _U64_MAX = 2**64 - 1
 
 # Rust's `char::is_whitespace` (Unicode White_Space); Python's isspace() adds U+001C..U+001F.
@@ -178,7 +177,7 @@ class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
         elif kind is ElicitationFieldKind.INTEGER:
             for name in ("default", "minimum", "maximum"):
                 value = getattr(self, name)
-                if value is not None and not _is_int(value, _I64_MIN, _I64_MAX):
+                if value is not None and not _is_int(value, INT64_MIN, INT64_MAX):
                     raise _ShapeError(
                         f"field {_show(self.id)}: `{name}` must be an integer that fits 64 bits"
                     )
@@ -311,7 +310,7 @@ class ElicitationAccept(
             if (
                 isinstance(value, int)
                 and not isinstance(value, bool)
-                and not _I64_MIN <= value <= _I64_MAX
+                and not INT64_MIN <= value <= INT64_MAX
             ):
                 try:
                     value = float(value)
@@ -648,7 +647,7 @@ def _optional_i64(body: Mapping[str, Any], key: str, where: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if not _is_int(value, _I64_MIN, _I64_MAX):
+    if not _is_int(value, INT64_MIN, INT64_MAX):
         raise InvalidInput(f"{where}.{key} must be an integer that fits 64 bits")
     return value
 

@@ -18,6 +18,7 @@ import msgspec
 
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
+from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
 from relaystore.domain.runtime import RuntimeIdentity
 from relaystore.domain.wire import JSON, Variant, Wire, emitted, encode
@@ -1129,7 +1130,7 @@ class _RelayEventWire(msgspec.Struct, kw_only=True):
     ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64
     previous_digest: str = ""
     digest: str
-    recorded_at_ms: Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]  # i64: SQLite's INTEGER
+    recorded_at_ms: Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]  # the origin's i64
     command_id: str | None = None
     observation: msgspec.Raw
 

@@ -24,14 +24,13 @@ import msgspec
 
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
+from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.messages import ObserveRelayEvents, Request
 from relaystore.domain.relay import RelayEvent, RelayObservation
 from relaystore.domain.sessions import validate_id
 
 __all__ = ["INT64_MAX", "INT64_MIN", "validate_message"]
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 
 _KEPT_AS_IS = (
     bytes,
@@ -157,7 +156,7 @@ def _check_events(where: str, events: object) -> None:
             raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
         _check_int(f"{at}.format", event.format, 0)
         _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
-        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, 0)
+        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, INT64_MIN)  # the origin's i64
         for text in ("digest", "previous_digest"):
             if type(getattr(event, text)) is not str:
                 raise InvalidInput(f"{at}.{text}: expected a str")

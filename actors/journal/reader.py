@@ -66,6 +66,7 @@ from relaystore.domain.relay import (
 )
 
 __all__ = [
+    "NOT_A_JOURNAL_LINES",
     "JournalProblem",
     "JournalReader",
     "Location",
@@ -74,6 +75,11 @@ __all__ = [
     "TornTail",
     "read_journal",
 ]
+
+
+NOT_A_JOURNAL_LINES = 8
+"""Lines that are no relay event, before any that is, after which a file is reported as
+not a relay journal (one problem) and not read on."""
 
 
 class ReadMode(enum.Enum):
@@ -184,11 +190,15 @@ class JournalReader:
         check_chain: bool = False,
         after: RelayCursor | None = None,
         on_torn_tail: Callable[[TornTail], None] | None = None,
+        after_note: str | None = None,
     ) -> None:
         self.source = source
         self.mode = mode
         self.check_chain = check_chain
         self.after = after
+        self.after_note = after_note
+        """Where ``after`` came from (a seed file, ``--from-first``): added to a fault of
+        the first event, which must continue it."""
         self.on_torn_tail = on_torn_tail
         self.records = 0
         self.valid_digests = 0
@@ -196,6 +206,8 @@ class JournalReader:
         self.problems: list[JournalProblem] = []
         self.torn_tails: list[TornTail] = []
         self.cursor: RelayCursor | None = after
+        self.valid_until: RelayCursor | None = None
+        """The cursor when the first problem was found: the end of the valid prefix."""
         self._started = False
 
     def __iter__(self) -> Iterator[tuple[RelayEvent, Location]]:
@@ -238,6 +250,8 @@ class JournalReader:
         the crash overlap with what was read before, skipped uncounted."""
         number = 0
         blanks = BlankBudget()
+        strangers = 0  # lines before the file's first relay event that are not one
+        read_one = False
         try:
             with open_journal_file(path) as stream:
                 for line in lines(stream):
@@ -272,10 +286,17 @@ class JournalReader:
                         event = decode_relay_event(line.data)
                     except InvalidInput as exc:
                         self._problem(exc, path, number)
+                        if not read_one:
+                            strangers += 1
+                            if strangers == NOT_A_JOURNAL_LINES:
+                                self._not_a_journal(path)
+                                return
                         continue
                     except UnknownRelayKind as exc:
+                        read_one = True  # a relay event, of a newer kind
                         self._unknown_kind(exc, path, number)
                         continue
+                    read_one = True
                     accepted, overlap = self._judge(event, path, number, overlap=overlap)
                     if accepted:
                         yield event, Location(path=path, line=number)
@@ -319,6 +340,13 @@ class JournalReader:
                 hashed = self.check_chain
         except RelayChainError as exc:
             self.records += 1
+            if self.after_note is not None and frontier == self.after:
+                exc = RelayChainError(
+                    exc.fault,
+                    f"{exc.detail} ({self.after_note})",
+                    session_id=exc.session_id,
+                    ordinal=exc.ordinal,
+                )
             self._problem(exc, path, line)  # raises in strict mode
             return self._resync(event, exc), False
         if step is Step.ALREADY_APPLIED:
@@ -366,6 +394,18 @@ class JournalReader:
         if self.cursor is None or envelope.ordinal > self.cursor.ordinal:
             self.cursor = envelope.cursor
 
+    def _not_a_journal(self, path: Path) -> None:
+        """Verify mode: the file's first lines are none of them relay events; their
+        problems become one, and the file is not read on."""
+        mine = [problem for problem in self.problems if problem.path == path]
+        self.problems = [problem for problem in self.problems if problem.path != path]
+        first = mine[0]
+        refusal = InvalidInput(
+            f"not a relay journal: none of its first {NOT_A_JOURNAL_LINES} lines is a relay "
+            f"event (line {first.line}: {first.message}); not read on"
+        )
+        self._problem(refusal, path, 1, kind=ProblemKind.UNREADABLE)
+
     # -- reporting ----------------------------------------------------------------------
 
     def _torn(self, tail: TornTail) -> None:
@@ -379,6 +419,8 @@ class JournalReader:
         located = error.located(path=str(path), line=line, session_id=self.source.session_id)
         if self.mode is ReadMode.STRICT:
             raise located from error
+        if not self.problems:
+            self.valid_until = self.cursor
         self.problems.append(
             JournalProblem(
                 path=path,

@@ -111,6 +111,8 @@ class JournalSource:
     """The ``latest_ordinal`` of the worker root's ``relay-state.json``, when it has one."""
     seed: RelaySeed | None = None
     """The worker root's ``relay-seed.json`` (left by a checkpoint restore), if any."""
+    seed_path: Path | None = None
+    """Where :attr:`seed` was read from."""
 
     @property
     def size_bytes(self) -> int:
@@ -342,6 +344,7 @@ def _resolve(source: Path, session_id: str | None) -> JournalSource:
             if resolved.name == JOURNAL_DIR_NAME
             else None,
             seed=_seed(resolved.parent) if resolved.name == JOURNAL_DIR_NAME else None,
+            seed_path=resolved.parent / SEED_NAME if resolved.name == JOURNAL_DIR_NAME else None,
         )
     if source.is_file():
         parent = source.parent

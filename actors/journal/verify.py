@@ -14,9 +14,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from relaystore.actors.journal.reader import JournalProblem, JournalReader, ReadMode, TornTail
+from relaystore.actors.journal.reader import (
+    JournalProblem,
+    JournalReader,
+    ProblemKind,
+    ReadMode,
+    TornTail,
+)
 from relaystore.actors.journal.sources import JournalSource, resolve_source
+from relaystore.actors.journal.start import HistoryStart, history_start
+from relaystore.domain.errors import StoreError
 from relaystore.domain.relay import RelayCursor
 
 __all__ = ["VerifyReport", "verify_sources"]
@@ -30,7 +39,7 @@ class VerifyReport:
     ``already_applied`` the re-deliveries skipped (exact duplicates: not a problem);
     ``problems`` lists every chain fault and bad line, in reading order; ``torn_tails``
     every torn final line (not a problem: a write cut short is never applied);
-    ``frontiers`` the last event read per session.
+    ``frontiers`` the last event of each session's valid prefix.
     """
 
     records: int = 0
@@ -39,6 +48,8 @@ class VerifyReport:
     problems: list[JournalProblem] = field(default_factory=list)
     torn_tails: list[TornTail] = field(default_factory=list)
     frontiers: dict[str, RelayCursor] = field(default_factory=dict)
+    starts: dict[str, HistoryStart] = field(default_factory=dict)
+    """Where each session's history starts, as replay would start it."""
     sources: list[JournalSource] = field(default_factory=list)
 
     @property
@@ -48,24 +59,43 @@ class VerifyReport:
 
 
 def verify_sources(
-    sources: Iterable[str | os.PathLike[str]], *, session_id: str | None = None
+    sources: Iterable[str | os.PathLike[str]],
+    *,
+    session_id: str | None = None,
+    from_first: bool = False,
 ) -> VerifyReport:
     """Check digests and continuity of every source, collecting every problem.
 
     Sources of one session (by the rules of
     :func:`~relaystore.actors.journal.sources.resolve_source`) continue one chain, in
-    the order given. Raises :class:`~relaystore.domain.errors.InvalidInput` only for a
+    the order given. The first source of a session starts where ``replay`` into an empty
+    store would start it (:func:`~relaystore.actors.journal.start.history_start`: a
+    seed, genesis, or with ``from_first`` the first event), and is refused where replay
+    would refuse it. A session's frontier is the end of its valid prefix: never past
+    its first problem. Raises :class:`~relaystore.domain.errors.InvalidInput` only for a
     source that cannot be resolved; everything found inside journals lands in the report.
     """
     report = VerifyReport()
+    positions: dict[str, RelayCursor] = {}  # where each session's next source continues
+    broken: set[str] = set()
     for path in sources:
         source = resolve_source(path, session_id=session_id)
         report.sources.append(source)
+        sid = source.session_id
+        after, note = positions.get(sid), None
+        if sid not in report.starts and sid not in positions:
+            try:
+                start = history_start(source, from_first=from_first)
+            except StoreError:
+                pass  # a problem at the first line: the reader below reports it
+            else:
+                if start.refusal is not None:
+                    report.problems.append(_refusal(start.refusal))
+                else:
+                    after, note = start.after, start.note
+                    report.starts[sid] = start
         reader = JournalReader(
-            source,
-            mode=ReadMode.VERIFY,
-            check_chain=True,
-            after=report.frontiers.get(source.session_id),
+            source, mode=ReadMode.VERIFY, check_chain=True, after=after, after_note=note
         )
         for _ in reader:
             pass
@@ -75,5 +105,23 @@ def verify_sources(
         report.problems.extend(reader.problems)
         report.torn_tails.extend(reader.torn_tails)
         if reader.cursor is not None:
-            report.frontiers[source.session_id] = reader.cursor
+            positions[sid] = reader.cursor
+        if sid in broken:
+            continue  # the valid prefix ended in an earlier source
+        frontier = reader.valid_until if reader.problems else reader.cursor
+        if reader.problems:
+            broken.add(sid)
+        if frontier is not None and frontier.ordinal > 0:
+            report.frontiers[sid] = frontier
     return report
+
+
+def _refusal(error: StoreError) -> JournalProblem:
+    return JournalProblem(
+        path=Path(error.path or ""),
+        line=error.line,
+        ordinal=error.ordinal,
+        kind=ProblemKind.of(error),
+        message=error.detail,
+        error=error,
+    )

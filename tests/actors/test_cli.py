@@ -476,7 +476,7 @@ def fixture_journal() -> Path:
 
 
 def test_verify_reports_the_gap_of_the_real_excerpt(fixture_journal: Path, tmp_path: Path) -> None:
-    result = cli(tmp_path / "unused.sqlite3", "verify", str(fixture_journal))
+    result = cli(tmp_path / "unused.sqlite3", "verify", str(fixture_journal), "--from-first")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     problems = [line for line in result.stdout.splitlines() if str(fixture_journal) in line]
@@ -493,7 +493,7 @@ def test_verify_passes_the_contiguous_part_of_the_real_excerpt(
 ) -> None:
     head = b"".join(fixture_journal.read_bytes().splitlines(keepends=True)[:17])
     journal = write_journal(tmp_path / "head.jsonl", head)
-    result = cli(tmp_path / "unused.sqlite3", "verify", str(journal))
+    result = cli(tmp_path / "unused.sqlite3", "verify", str(journal), "--from-first")
     assert result.returncode == 0, result.stdout + result.stderr
     assert _counts(result.stdout) == (17, 17, 0)
 

@@ -506,21 +506,31 @@ def test_verify_continues_one_chain_across_sources_of_a_session(tmp_path):
 
 
 def test_verify_of_the_real_kimi_excerpt_finds_only_its_gap_after_3344():
-    report = verify_sources([FIXTURE])
+    # The excerpt starts at 3328: as replay does, verify needs --from-first to start there.
+    report = verify_sources([FIXTURE], from_first=True)
 
     assert report.records == report.valid_digests == 18
     assert len(report.problems) == 1
     problem = report.problems[0]
     assert (problem.kind, problem.line, problem.ordinal) == (ProblemKind.GAP, 18, 3347)
     assert "expected ordinal 3345" in problem.message
-    assert report.frontiers["real-kimi-v2-excerpt"].ordinal == 3347
+    # The valid prefix ends before the gap: the frontier is never past a problem.
+    assert report.frontiers["real-kimi-v2-excerpt"].ordinal == 3344
+    assert report.starts["real-kimi-v2-excerpt"].after.ordinal == 3327
+
+
+def test_without_from_first_verify_refuses_the_excerpt_where_replay_does():
+    report = verify_sources([FIXTURE])
+    first = report.problems[0]
+    assert (first.kind, first.line, first.ordinal) == (ProblemKind.GAP, 1, 3328)
+    assert "--from-first" in first.message
 
 
 def test_the_first_17_real_lines_are_valid_and_contiguous(tmp_path):
     head = b"".join(FIXTURE.read_bytes().splitlines(keepends=True)[:17])
     path = write(tmp_path / "kimi.jsonl", head)
 
-    report = verify_sources([path])
+    report = verify_sources([path], from_first=True)
     read = read_all(path, check_chain=True)
 
     assert report.ok
