@@ -123,7 +123,7 @@ __all__ = [
     "UserShellOutput",
     "UserShellResult",
     "UserShellStatus",
-    "Warning",
+    "WarningObservation",
     "decode_relay_event",
     "encode_relay_event",
 ]
@@ -918,7 +918,7 @@ class MessageData(Wire, kw_only=True):
     message: str
 
 
-class Warning(Variant, tag="warning"):
+class WarningObservation(Variant, tag="warning"):
     data: MessageData
 
 
@@ -1054,7 +1054,7 @@ RelayObservation = (
     | ConfigurationUpdated
     | CheckpointReady
     | SessionFault
-    | Warning
+    | WarningObservation
     | SessionRestarted
     | TerminalOutput
     | Notice

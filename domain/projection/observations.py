@@ -79,7 +79,7 @@ from relaystore.domain.relay import (
     SessionUpdate,
     TerminalOutput,
     UserShellOutput,
-    Warning,
+    WarningObservation,
 )
 from relaystore.domain.wire import JSON
 
@@ -247,7 +247,7 @@ def _terminal_output(ctx: ProjectionContext, observation: TerminalOutput) -> Non
     project_terminal_output(ctx, record)
 
 
-def _warning(ctx: ProjectionContext, observation: Warning | SessionFault) -> None:
+def _warning(ctx: ProjectionContext, observation: WarningObservation | SessionFault) -> None:
     # A fault is a line in the transcript; it never ends or rewrites a turn.
     push_system(ctx, f"warning: {observation.data.message}")
 
@@ -340,7 +340,7 @@ HANDLERS: dict[type, Callable[[ProjectionContext, Any], None]] = dict(
         _handler(ConfigurationUpdated, _configuration_updated),
         _handler(UserShellOutput, _user_shell_output),
         _handler(TerminalOutput, _terminal_output),
-        _handler(Warning, _warning),
+        _handler(WarningObservation, _warning),
         _handler(SessionFault, _warning),
         _handler(SessionRestarted, _session_restarted),
         _handler(HarnessTurnStarted, _harness_turn_started),

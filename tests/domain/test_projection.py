@@ -145,7 +145,7 @@ from relaystore.domain.relay import (
     UserShellOutput,
     UserShellResult,
     UserShellStatus,
-    Warning,
+    WarningObservation,
 )
 from relaystore.domain.runtime import (
     HarnessKind,
@@ -330,9 +330,9 @@ def refused(
     return observation.of(reason=reason, command_id=command_id, command=kind, message=message)
 
 
-def question(id: str = "question-1") -> ElicitationRequest:
+def question(request_id: str = "question-1") -> ElicitationRequest:
     return ElicitationRequest.from_acp_params(
-        id,
+        request_id,
         {
             "mode": "form",
             "sessionId": "session-1",
@@ -1624,7 +1624,7 @@ CASES = [
         ["session_fault"],
         warning_line,
     ),
-    Case("warning", Warning.of(message="disk almost full"), [], warning_line),
+    Case("warning", WarningObservation.of(message="disk almost full"), [], warning_line),
     Case(
         "session_restarted_running",
         SessionRestarted(),
@@ -2487,8 +2487,8 @@ def test_a_refused_event_changes_nothing_and_the_projection_stays_usable() -> No
 
 def test_last_activity_never_moves_back_and_a_claimed_terminal_item_is_removed() -> None:
     journal = Journal()
-    journal.add(Warning.of(message="a"), at_ms=500)
-    journal.add(Warning.of(message="b"), at_ms=400)
+    journal.add(WarningObservation.of(message="a"), at_ms=500)
+    journal.add(WarningObservation.of(message="b"), at_ms=400)
     assert journal.session.last_activity_at_ms == 500
     journal.add(TerminalOutput.of(terminal_id="t9", output="x", exit_code=0, truncated=False))
     assert item(journal.session, "terminal:t9") is not None
@@ -2536,7 +2536,9 @@ def test_a_turn_that_is_already_active_is_not_started_again() -> None:
         command_id="p", accepted_ordinal=1, turn_start_position=2, started_at_ms=2
     )
     session = msgspec.structs.replace(session, active_turn=active)
-    event = RelayEvent.create(ordinal=1, recorded_at_ms=1, observation=Warning.of(message="x"))
+    event = RelayEvent.create(
+        ordinal=1, recorded_at_ms=1, observation=WarningObservation.of(message="x")
+    )
     assert derive_api_events(session, event, MaterializedSessionMutation(active_turn=active)) == []
     other = msgspec.structs.replace(active, command_id="q")
     assert [

@@ -41,7 +41,7 @@ from relaystore.domain.relay import (
     RelayObservation,
     SteeredOutcome,
     TerminalOutput,
-    Warning,
+    WarningObservation,
     decode_relay_event,
     encode_relay_event,
 )
@@ -287,16 +287,16 @@ def test_a_transcript_change_that_breaks_a_rule_changes_nothing(
     assert {"terminal:t9", "tool:c1", "agent:m1"} <= {item.stable_id for item in transcript}
     snapshot, items = encode(session), list(transcript)
     expected_index = _index_snapshot(projection.index)
-    event = _next_event(session, Warning.of(message="changes"))
+    event = _next_event(session, WarningObservation.of(message="changes"))
     changes: list[object] = []
 
-    def broken(ctx: ProjectionContext, _: Warning) -> None:
+    def broken(ctx: ProjectionContext, _: WarningObservation) -> None:
         # A projection bug that writes changes breaking an integrity rule.
         ctx.mutation.session_title = "changed"
         ctx.mutation.configuration = {"k": "v"}
         ctx.mutation.transcript.extend(changes)  # type: ignore[arg-type]
 
-    monkeypatch.setitem(HANDLERS, Warning, broken)
+    monkeypatch.setitem(HANDLERS, WarningObservation, broken)
     for failing in _failing_mutations(session):
         changes[:] = failing
         with pytest.raises(ProjectionError, match="transcript item"):

@@ -48,10 +48,10 @@ from relaystore.testing import example_session
 # --- the fixture ---------------------------------------------------------------------------
 
 
-def session(id: str = "session-1", bundle: str = "project-1") -> SessionRecord:
+def session(session_id: str = "session-1", bundle: str = "project-1") -> SessionRecord:
     """The origin's storage-test fixture ``session(id, bundle)``, field for field."""
     return SessionRecord(
-        id=id,
+        id=session_id,
         workspace_id="default",
         title="test session",
         harness_kind=HarnessKind.CODEX,
@@ -442,7 +442,7 @@ def test_validate_id_accepts_good_ids(value: str) -> None:
 
 def test_an_invalid_session_id_is_refused_without_a_session_context() -> None:
     with pytest.raises(InvalidInput, match=r'invalid session id "bad/id"') as raised:
-        session(id="bad/id").validate()
+        session(session_id="bad/id").validate()
     assert raised.value.session_id is None
 
 

@@ -11,7 +11,7 @@ import apsw
 from relaystore.domain.chain import Step
 from relaystore.domain.materialized import MaterializedSessionMutation
 from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, Warning
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, WarningObservation
 from relaystore.storage.materialized import load_frontier
 from tests.storage.builders import event_digest as digest
 
@@ -31,7 +31,7 @@ def synthetic_event(
         previous_digest=digest(ordinal - 1) if format == RELAY_EVENT_FORMAT_V1 else "",
         digest=digest(ordinal),
         recorded_at_ms=recorded_at_ms,
-        observation=Warning.of(message=f"event {ordinal}"),
+        observation=WarningObservation.of(message=f"event {ordinal}"),
     )
 
 

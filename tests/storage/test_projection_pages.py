@@ -58,7 +58,7 @@ from relaystore.domain.relay import (
     RelayCursor,
     RelayEvent,
     RelayObservation,
-    Warning,
+    WarningObservation,
 )
 from relaystore.storage.connection import WriterConnection, open_writer
 from relaystore.storage.materialized import load_frontier, load_materialized_session
@@ -175,7 +175,7 @@ def test_redelivered_events_at_or_below_the_frontier_are_already_applied_and_wri
     # Events at or below the page's end fold nothing (the chain rule).
     page = new_page(store)
     below = RelayEvent(
-        ordinal=1, digest="f" * 64, recorded_at_ms=0, observation=Warning.of(message="x")
+        ordinal=1, digest="f" * 64, recorded_at_ms=0, observation=WarningObservation.of(message="x")
     )
     assert page.add(below, duplicate, digest_checked=True) is Step.ALREADY_APPLIED
     assert page.add(synthetic_event(2), duplicate, digest_checked=True) is Step.ALREADY_APPLIED
@@ -221,7 +221,7 @@ def test_a_different_digest_at_the_frontier_is_a_fork(store: apsw.Connection) ->
         ordinal=2,
         digest="e" * 64,
         recorded_at_ms=0,
-        observation=Warning.of(message="x"),
+        observation=WarningObservation.of(message="x"),
     )
 
     with pytest.raises(RelayChainError) as caught:
@@ -256,7 +256,7 @@ def test_a_previous_digest_that_does_not_continue_the_frontier_is_a_fork(
         previous_digest="a" * 64,
         digest=digest(3),
         recorded_at_ms=0,
-        observation=Warning.of(message="x"),
+        observation=WarningObservation.of(message="x"),
     )
 
     with pytest.raises(RelayChainError) as caught:
@@ -294,7 +294,7 @@ def test_a_malformed_event_is_refused_by_the_chain_rule_and_nothing_is_written(
         ordinal=1,
         previous_digest=RELAY_EVENT_GENESIS_DIGEST,
         recorded_at_ms=0,
-        observation=Warning.of(message="x"),
+        observation=WarningObservation.of(message="x"),
     )
     arguments = {name: getattr(good, name) for name in good.__struct_fields__}
     bad = RelayEvent(**{**arguments, **fields})  # type: ignore[arg-type]
@@ -837,7 +837,7 @@ def test_api_events_survive_coalescing_rollback_and_reopen(
             ordinal=current.applied_event_ordinal,
             digest=current.applied_event_digest,
             recorded_at_ms=0,
-            observation=Warning.of(message="probe"),
+            observation=WarningObservation.of(message="probe"),
         )
         page = PageDelta.starting_at(SESSION, current.frontier)
         assert page.add(probe, MaterializedSessionMutation()) is Step.ALREADY_APPLIED
