@@ -28,7 +28,7 @@ from relaystore.domain.messages import ObserveRelayEvents, Request
 from relaystore.domain.relay import RelayEvent, RelayObservation
 from relaystore.domain.sessions import validate_id
 
-__all__ = ["INT64_MAX", "INT64_MIN", "validate_message"]
+__all__ = ["INT64_MAX", "INT64_MIN", "check_cursor", "validate_message"]
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -70,6 +70,16 @@ def validate_message(message: object) -> None:
             value = getattr(wanted, field)
             if value is not None:
                 _check_id(f"{name}.filter.{field}", kind, value)
+
+
+def check_cursor(after_seq: int, latest_seq: int) -> None:
+    """Refuse a feed cursor past the store's newest event: a reader that asks for what
+    comes after an event the store never wrote is talking to another store (the HTTP
+    feed answers 400, ``relaystore events`` exits 1)."""
+    if after_seq > latest_seq:
+        raise InvalidInput(
+            f"cursor {after_seq} is ahead of this database's newest event ({latest_seq})"
+        )
 
 
 _AT_PATH = re.compile(r"(.*) - at `\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*)`$", re.DOTALL)
