@@ -309,3 +309,20 @@ def test_a_backup_onto_a_sidecar_of_the_live_store_is_refused(
         store.ask(SaveSession(record=example_session("session-2")))  # the store still works
     with EventStore.open(live) as reopened:
         assert set(reopened.ask(LoadState()).sessions) == {"session-1", "session-2"}
+
+
+def test_the_backup_command_refuses_a_sidecar_in_one_line_and_the_store_still_works(
+    tmp_path: Path,
+) -> None:
+    from tests.actors.cli_support import cli, failure, ok
+
+    db = tmp_path / "live.sqlite3"
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session()))
+    line = failure(cli(db, "backup", f"{db}-journal"))
+    assert line == (
+        f"relaystore: {db}-journal: the backup destination is a sidecar file of the live "
+        "store (its rollback journal); a copy there would break the store: name another file"
+    )
+    assert not Path(f"{db}-journal").exists()
+    assert "sessions 1" in ok(db, "stats").stdout.splitlines()
