@@ -85,6 +85,7 @@ __all__ = [
     "TargetRuntimeSettings",
     "VolumeStorage",
     "validate_id",
+    "validate_timestamp",
 ]
 
 DEFAULT_WORKSPACE_ID = "default"
@@ -221,12 +222,13 @@ class CheckpointMetadata(Wire, kw_only=True, forbid_unknown_fields=True):
             raise InvalidInput(
                 "checkpoint timestamp (created_at) is empty; record when it was made"
             )
-        _check_timestamp("checkpoint.created_at", self.created_at)
+        validate_timestamp("checkpoint.created_at", self.created_at)
 
 
-def _check_timestamp(name: str, value: str) -> None:
-    """Refuse a timestamp that is no RFC 3339 date-time (the origin writes chrono's
-    ``to_rfc3339``, for example ``2026-08-12T00:00:00.123456789+00:00``)."""
+def validate_timestamp(name: str, value: str) -> None:
+    """Raise :class:`InvalidInput` naming ``name`` unless ``value`` is an RFC 3339
+    date-time (the origin writes chrono's ``to_rfc3339``, for example
+    ``2026-08-12T00:00:00.123456789+00:00``): every timestamp of a record or message."""
     if not is_rfc3339_date_time(value):
         raise InvalidInput(
             f"timestamp ({name}) {_quoted(value)} is not an RFC 3339 date-time; "
@@ -825,7 +827,9 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
         for name, value in (("created_at", self.created_at), ("updated_at", self.updated_at)):
             if not value.strip():
                 raise InvalidInput(f"empty timestamp ({name}); record an RFC 3339 time")
-            _check_timestamp(name, value)
+            validate_timestamp(name, value)
+        if self.publication is not None:
+            validate_timestamp("publication.checked_at", self.publication.checked_at)
         if self.target is not None:
             _validate_target(self.target, self.id)
         if self.checkpoint is not None:

@@ -24,9 +24,9 @@ import msgspec
 
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.messages import ObserveRelayEvents, Request
+from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
 from relaystore.domain.relay import RelayEvent, RelayObservation
-from relaystore.domain.sessions import validate_id
+from relaystore.domain.sessions import validate_id, validate_timestamp
 
 __all__ = ["INT64_MAX", "INT64_MIN", "check_cursor", "validate_message"]
 
@@ -62,6 +62,11 @@ def validate_message(message: object) -> None:
         _check_events(f"{name}.events", message.events)
     else:
         _check_fields(name, message)
+    if isinstance(message, RecoverInterruptedCheckpoints) and message.updated_at.strip():
+        try:  # (a blank one is the storage layer's "checkpoint recovery timestamp is empty")
+            validate_timestamp("updated_at", message.updated_at)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}.updated_at: {exc.detail}") from exc
     if session_id is not None:
         _check_id(f"{name}.session_id", "session", session_id)
     wanted = getattr(message, "filter", None)

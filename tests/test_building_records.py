@@ -20,12 +20,19 @@ from relaystore import (
     HarnessKind,
     InvalidInput,
     LoadState,
+    PublicationState,
+    RecoverInterruptedCheckpoints,
     SaveLifecycleSession,
     SaveSession,
     SessionRecord,
     SessionState,
 )
-from relaystore.domain.sessions import AdditionalMount, CheckpointMetadata, MountAccess
+from relaystore.domain.sessions import (
+    AdditionalMount,
+    CheckpointMetadata,
+    MountAccess,
+    PublicationAssessment,
+)
 from relaystore.testing import example_session
 
 
@@ -138,6 +145,20 @@ def test_a_wrong_value_inside_a_record_names_the_nested_field(
             },
             "checkpoint.created_at",
         ),
+        (
+            {
+                "publication": PublicationAssessment(
+                    checkpoint_sha256="a" * 64,
+                    state=PublicationState.PUBLISHED,
+                    dirty=False,
+                    stashed=False,
+                    saved_commits=[],
+                    destinations=[],
+                    checked_at="last week",
+                )
+            },
+            "publication.checked_at",
+        ),
     ],
 )
 def test_a_timestamp_that_is_no_rfc_3339_time_is_refused_naming_it(
@@ -170,3 +191,13 @@ def test_the_example_session_still_round_trips(store: EventStore) -> None:
     stored = store.ask(LoadState()).sessions["session-1"]
     assert msgspec.json.encode(stored) == msgspec.json.encode(record)
     assert stored.additional_mounts[0].access is MountAccess.COW
+
+
+def test_a_recovery_timestamp_that_is_no_rfc_3339_time_is_refused(store: EventStore) -> None:
+    with pytest.raises(
+        InvalidInput, match=r"^RecoverInterruptedCheckpoints\.updated_at: .*RFC 3339"
+    ):
+        store.ask(RecoverInterruptedCheckpoints(updated_at="after lunch"))
+    with pytest.raises(InvalidInput, match="recovery timestamp is empty"):
+        store.ask(RecoverInterruptedCheckpoints(updated_at=" "))
+    assert store.ask(RecoverInterruptedCheckpoints(updated_at="2026-08-12T00:00:00Z")) == 0
