@@ -72,20 +72,31 @@ def backup_store(source: apsw.Connection, destination: str | os.PathLike[str]) -
                 latest = load_latest_seq(copy)
             finally:
                 copy.close()
-        except (apsw.FullError, apsw.IOError) as exc:
-            raise StoreError(
-                f"cannot write the backup copy: its disk is full or the file would pass a "
-                f"size limit ({type(exc).__name__}: {exc})",
-                path=target,
-            ) from exc
         except apsw.Error as exc:
+            if isinstance(exc, apsw.FullError) or _is_write_error(exc):
+                raise StoreError(
+                    "cannot write the backup copy: its disk is full or the file would pass "
+                    f"a size limit ({type(exc).__name__}: {exc})",
+                    path=target,
+                ) from exc
             raise store_error(exc, "back up the store", source) from exc
-        _publish(copy_path, target)
+        try:
+            _publish(copy_path, target)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot give the backup copy its name: {exc.strerror or exc}", path=target
+            ) from exc
     finally:
         for path in ours:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
     return BackupReport(path=target, pages=pages, latest_seq=latest, schema_revision=state.revision)
+
+
+def _is_write_error(exc: apsw.Error) -> bool:
+    """Whether SQLite failed writing or syncing a file (EFBIG or ENOSPC, for a copy)."""
+    code: object = getattr(exc, "extendedresult", None)
+    return code in (apsw.SQLITE_IOERR_WRITE, apsw.SQLITE_IOERR_FSYNC, apsw.SQLITE_IOERR_TRUNCATE)
 
 
 def _refuse_sidecar(target: str, store: str) -> None:
