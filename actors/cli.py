@@ -365,11 +365,7 @@ def _replay(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             continue
-        frontier = (
-            "none"
-            if totals.frontier is None
-            else f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
-        )
+        frontier = f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
         print(
             f"session {session_id}: {totals.read} read, {totals.applied} applied, "
             f"{totals.already} already applied, {totals.written} API events written, "
