@@ -24,27 +24,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from relaystore.actors.journal import resolve_source, verify_sources
-from relaystore.actors.journal.sources import worker_roots
-from relaystore.actors.replay import ReplayReport, replay_source
-from relaystore.actors.store import EventStore
-from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.messages import (
-    BackupStore,
-    CompactStore,
-    LoadMaterializedSession,
-    LoadRawApiEvents,
-)
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.sessions import validate_id
-from relaystore.domain.validation import INT64_MAX
-from relaystore.storage.connection import open_reader
-from relaystore.storage.stats import load_stats
+
+# Each command imports what it runs, when it runs: ``--version``, ``--help`` and a usage
+# error load no runtime (no actors, no SQLite, no codec).
+if TYPE_CHECKING:
+    from relaystore.actors.replay import ReplayReport
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.relay import RelayCursor
 
 __all__ = ["main"]
 
@@ -79,6 +68,8 @@ def _whole(text: str) -> int:
 
 def _seq(text: str) -> int:
     """A sequence number: 0 up to SQLite's largest integer."""
+    from relaystore.domain.validation import INT64_MAX
+
     value = _whole(text)
     if not 0 <= value <= INT64_MAX:
         raise argparse.ArgumentTypeError(f"must be 0 or more (and at most {INT64_MAX}), got {text}")
@@ -87,6 +78,8 @@ def _seq(text: str) -> int:
 
 def _count(text: str) -> int:
     """A positive count (``--limit``): 1 up to SQLite's largest integer."""
+    from relaystore.domain.validation import INT64_MAX
+
     value = _whole(text)
     if not 1 <= value <= INT64_MAX:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
@@ -124,6 +117,8 @@ def _path(text: str) -> str:
 
 def _id(kind: str) -> Callable[[str], str]:
     def check(text: str) -> str:
+        from relaystore.domain.sessions import validate_id
+
         try:
             validate_id(kind, text)
         except InvalidInput as exc:
@@ -314,6 +309,8 @@ class _SessionTotals:
 
 def _expand(paths: Sequence[str]) -> list[str]:
     """The sources, with each folder of worker roots replaced by its worker roots."""
+    from relaystore.actors.journal.sources import worker_roots
+
     expanded: list[str] = []
     for path in paths:
         roots = worker_roots(path)
@@ -322,6 +319,8 @@ def _expand(paths: Sequence[str]) -> list[str]:
 
 
 def _sources(args: argparse.Namespace) -> list[str]:
+    from relaystore.actors.journal import resolve_source
+
     sources = _expand(args.sources)
     if args.session is not None and len(sources) > len(args.sources):
         sessions = {resolve_source(path).session_id for path in sources}
@@ -334,6 +333,10 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from relaystore.actors.journal import resolve_source
+    from relaystore.actors.replay import replay_source
+    from relaystore.actors.store import EventStore
+
     started = time.monotonic()
     sources = _sources(args)
     sessions: dict[str, _SessionTotals] = {}
@@ -361,11 +364,13 @@ def _replay(args: argparse.Namespace) -> int:
                 )
     elapsed = max(time.monotonic() - started, 1e-9)
     for session_id, totals in sessions.items():
-        frontier = (
-            "none"
-            if totals.frontier is None
-            else f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
-        )
+        if totals.frontier is None:  # nothing to replay into a session the store lacks
+            print(
+                f"session {session_id}: empty journal, nothing replayed (no session created)",
+                file=sys.stderr,
+            )
+            continue
+        frontier = f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
         print(
             f"session {session_id}: {totals.read} read, {totals.applied} applied, "
             f"{totals.already} already applied, {totals.written} API events written, "
@@ -373,13 +378,13 @@ def _replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     read = sum(totals.read for totals in sessions.values())
+    stored = sum(totals.frontier is not None for totals in sessions.values())
     print(
         f"replayed {read} events: "
         f"{sum(totals.applied for totals in sessions.values())} applied, "
         f"{sum(totals.already for totals in sessions.values())} already applied, "
         f"{sum(totals.written for totals in sessions.values())} API events written "
-        f"({read / elapsed:,.0f} events/s, {len(sessions)} "
-        f"{'session' if len(sessions) == 1 else 'sessions'})",
+        f"({read / elapsed:,.0f} events/s, {stored} {'session' if stored == 1 else 'sessions'})",
         file=sys.stderr,
     )
     return 0
@@ -434,6 +439,8 @@ def _tty(stream: Any) -> bool:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from relaystore.actors.journal import verify_sources
+
     report = verify_sources(_sources(args), session_id=args.session, from_first=args.from_first)
     starts = {
         session: {"ordinal": start.after.ordinal + 1, "from": start.origin}
@@ -496,16 +503,27 @@ def _require_store(db: str) -> None:
 
 
 def _open_read_only(db: str) -> EventStore:
+    from relaystore.actors.store import EventStore
+
     _require_store(db)
     return EventStore.open(db, read_only=True, readers=1)
 
 
 def _events(args: argparse.Namespace) -> int:
+    from relaystore.domain.api_events import ApiEventFilter
+    from relaystore.domain.messages import LoadRawApiEvents
+    from relaystore.domain.validation import check_cursor
+
     event_filter = ApiEventFilter(session_id=args.session, workspace_id=args.workspace)
     remaining = args.limit
     after = args.after
     out = sys.stdout.buffer
     with _open_read_only(args.db) as store:
+        # Refused as the HTTP feed refuses them, rather than printing nothing (or
+        # following for ever): a cursor past the newest event, an unknown session.
+        check_cursor(after, store.latest_seq)
+        if args.session is not None:
+            _require_session(args.db, args.session)
         while True:
             limit = 1000 if remaining is None else min(remaining, 1000)
             if limit <= 0:
@@ -525,16 +543,41 @@ def _events(args: argparse.Namespace) -> int:
             store.wait_for(after + 1, timeout=1.0)
 
 
+def _require_session(db: str, session_id: str) -> None:
+    """Refuse a session the store does not hold, as ``show`` does (one record read)."""
+    from relaystore.storage.connection import open_reader
+    from relaystore.storage.sessions import load_session
+
+    connection = open_reader(db)
+    try:
+        found = load_session(connection, session_id) is not None
+    finally:
+        connection.close()
+    if not found:
+        raise _no_session(db, session_id)
+
+
+def _no_session(db: str, session_id: str) -> InvalidInput:
+    return InvalidInput(f"no session {session_id} in {db}")
+
+
 def _show(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from relaystore.domain.messages import LoadMaterializedSession
+
     with _open_read_only(args.db) as store:
         session = store.ask(LoadMaterializedSession(session_id=args.session))
     if session is None:
-        raise InvalidInput(f"no session {args.session} in {args.db}")
+        raise _no_session(args.db, args.session)
     sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(session), indent=2) + b"\n")
     return 0
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from relaystore.storage.connection import open_reader
+    from relaystore.storage.stats import load_stats
+
     _require_store(args.db)
     connection = open_reader(args.db)
     try:
@@ -594,6 +637,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
+    from relaystore.domain.messages import BackupStore
+
     folder = Path(args.destination).absolute().parent
     if not folder.is_dir():
         raise InvalidInput(
@@ -610,6 +655,9 @@ def _backup(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import CompactStore
+
     _require_store(args.db)
     with EventStore.open(args.db, readers=1) as store:
         report = store.ask(CompactStore())

@@ -45,6 +45,7 @@ __all__ = [
     "ElicitationResponse",
     "ElicitationValue",
     "decode_elicitation_response",
+    "is_rfc3339_date_time",
     "validate_field_value",
     "validate_response",
 ]
@@ -791,7 +792,7 @@ def _format_problem(value: str, fmt: str) -> str | None:
     elif fmt == "date":
         if not _is_date(value):
             return "must be a YYYY-MM-DD date"
-    elif fmt == "date-time" and not _is_date_time(value):
+    elif fmt == "date-time" and not is_rfc3339_date_time(value):
         return "must be an RFC 3339 date-time"
     return None
 
@@ -816,7 +817,9 @@ def _is_date(value: str) -> bool:
     return _valid_date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
 
 
-def _is_date_time(value: str) -> bool:
+def is_rfc3339_date_time(value: str) -> bool:
+    """Whether ``value`` is an RFC 3339 date-time as chrono's strict parser reads one (the
+    rule of a ``date-time`` field and of a session record's timestamps)."""
     match = _DATE_TIME.fullmatch(value)
     if match is None:
         return False

@@ -36,6 +36,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from relaystore.domain.digests import is_relay_digest
+from relaystore.domain.elicitation import is_rfc3339_date_time
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.wire import JSON, Wire, emitted
@@ -84,6 +85,7 @@ __all__ = [
     "TargetRuntimeSettings",
     "VolumeStorage",
     "validate_id",
+    "validate_timestamp",
 ]
 
 DEFAULT_WORKSPACE_ID = "default"
@@ -220,6 +222,18 @@ class CheckpointMetadata(Wire, kw_only=True, forbid_unknown_fields=True):
             raise InvalidInput(
                 "checkpoint timestamp (created_at) is empty; record when it was made"
             )
+        validate_timestamp("checkpoint.created_at", self.created_at)
+
+
+def validate_timestamp(name: str, value: str) -> None:
+    """Raise :class:`InvalidInput` naming ``name`` unless ``value`` is an RFC 3339
+    date-time (the origin writes chrono's ``to_rfc3339``, for example
+    ``2026-08-12T00:00:00.123456789+00:00``): every timestamp of a record or message."""
+    if not is_rfc3339_date_time(value):
+        raise InvalidInput(
+            f"timestamp ({name}) {_quoted(value)} is not an RFC 3339 date-time; "
+            "write one such as 2026-08-12T00:00:00Z"
+        )
 
 
 # --- managed worktree ----------------------------------------------------------------------
@@ -813,6 +827,9 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
         for name, value in (("created_at", self.created_at), ("updated_at", self.updated_at)):
             if not value.strip():
                 raise InvalidInput(f"empty timestamp ({name}); record an RFC 3339 time")
+            validate_timestamp(name, value)
+        if self.publication is not None:
+            validate_timestamp("publication.checked_at", self.publication.checked_at)
         if self.target is not None:
             _validate_target(self.target, self.id)
         if self.checkpoint is not None:

@@ -25,11 +25,11 @@ import msgspec
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
-from relaystore.domain.messages import ObserveRelayEvents, Request
+from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
 from relaystore.domain.relay import RelayEvent, RelayObservation
-from relaystore.domain.sessions import validate_id
+from relaystore.domain.sessions import validate_id, validate_timestamp
 
-__all__ = ["INT64_MAX", "INT64_MIN", "validate_message"]
+__all__ = ["INT64_MAX", "INT64_MIN", "check_cursor", "validate_message"]
 
 
 _KEPT_AS_IS = (
@@ -61,6 +61,11 @@ def validate_message(message: object) -> None:
         _check_events(f"{name}.events", message.events)
     else:
         _check_fields(name, message)
+    if isinstance(message, RecoverInterruptedCheckpoints) and message.updated_at.strip():
+        try:  # (a blank one is the storage layer's "checkpoint recovery timestamp is empty")
+            validate_timestamp("updated_at", message.updated_at)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}.updated_at: {exc.detail}") from exc
     if session_id is not None:
         _check_id(f"{name}.session_id", "session", session_id)
     wanted = getattr(message, "filter", None)
@@ -71,7 +76,18 @@ def validate_message(message: object) -> None:
                 _check_id(f"{name}.filter.{field}", kind, value)
 
 
-_FIELD = re.compile(r" - at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
+def check_cursor(after_seq: int, latest_seq: int) -> None:
+    """Refuse a feed cursor past the store's newest event: a reader that asks for what
+    comes after an event the store never wrote is talking to another store (the HTTP
+    feed answers 400, ``relaystore events`` exits 1)."""
+    if after_seq > latest_seq:
+        raise InvalidInput(
+            f"cursor {after_seq} is ahead of this database's newest event ({latest_seq})"
+        )
+
+
+_AT_PATH = re.compile(r"(.*) - at `\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*)`$", re.DOTALL)
+"""msgspec's ``... - at `$.record.additional_mounts[0].access``` suffix: the text, the path."""
 
 
 def _check_fields(name: str, message: object) -> None:
@@ -83,20 +99,17 @@ def _check_fields(name: str, message: object) -> None:
             raise InvalidInput(f"{name}.{out_of_range}: integer outside SQLite's INTEGER range")
         converted = msgspec.convert(plain, type(message), strict=True)
         if converted != message:
-            # The plain form converts, but a value is of another type than declared
-            # (a dict for a struct, a tuple for a list): name the first such field.
-            for field in type(message).__struct_fields__:  # type: ignore[attr-defined]
-                value = getattr(message, field)
-                if getattr(converted, field) != value:
-                    expected = type(getattr(converted, field)).__name__
-                    raise InvalidInput(
-                        f"{name}.{field}: expected {expected}, got {type(value).__name__}"
-                    )
+            # The plain form converts, but a value is of another type than declared (a
+            # str for an enum, a dict for a struct, a tuple for a list): name the first
+            # such field, however deep inside the message it is.
+            where, expected, given = _first_difference(converted, message)
+            raise InvalidInput(f"{name}{where}: expected {expected}, got {given}")
     except msgspec.ValidationError as exc:
         text = str(exc)
-        field = _FIELD.search(text)
-        where = f"{name}.{field.group(1)}" if field else name
-        raise InvalidInput(f"{where}: {text}") from exc
+        at = _AT_PATH.fullmatch(text)
+        if at is None:
+            raise InvalidInput(f"{name}: {text}") from exc
+        raise InvalidInput(f"{name}{at.group(2)}: {at.group(1)}") from exc
     except InvalidInput as exc:
         if exc.detail.startswith(f"{name}."):
             raise
@@ -105,6 +118,30 @@ def _check_fields(name: str, message: object) -> None:
         raise InvalidInput(f"{name}: {exc.detail}") from exc
     except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise InvalidInput(f"{name}: a field holds a value of no relaystore type ({exc})") from exc
+
+
+def _first_difference(declared: object, given: object) -> tuple[str, str, str]:
+    """Where ``given`` first differs from ``declared`` (its value as the declared types
+    hold it): the path (``.record.harness_kind``), the declared and the given type."""
+    if type(declared) is type(given):
+        if isinstance(declared, msgspec.Struct):
+            for field in declared.__struct_fields__:
+                inner, outer = getattr(declared, field), getattr(given, field)
+                if inner != outer or type(inner) is not type(outer):
+                    where, expected, got = _first_difference(inner, outer)
+                    return f".{field}{where}", expected, got
+        elif isinstance(declared, list | tuple) and len(declared) == len(cast(Any, given)):
+            for index, (inner, outer) in enumerate(zip(declared, cast(Any, given), strict=True)):
+                if inner != outer or type(inner) is not type(outer):
+                    where, expected, got = _first_difference(inner, outer)
+                    return f"[{index}]{where}", expected, got
+        elif isinstance(declared, dict) and declared.keys() == cast(Any, given).keys():
+            for key, inner in declared.items():
+                outer = cast(Any, given)[key]
+                if inner != outer or type(inner) is not type(outer):
+                    where, expected, got = _first_difference(inner, outer)
+                    return f"[{key!r}]{where}", expected, got
+    return "", type(declared).__name__, type(given).__name__
 
 
 def _integer_out_of_range(value: object) -> str | None:

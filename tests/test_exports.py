@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,9 @@ CONTRACT_NAMES = [
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "EventStore",
+    "ExecutionPolicy",
     "FinishFailedCheckpoint",
+    "HarnessKind",
     "InvalidInput",
     "LifecycleConflict",
     "LoadApiEvents",
@@ -35,10 +38,13 @@ CONTRACT_NAMES = [
     "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
+    "ManagedCheckoutKind",
     "MaterializedSession",
+    "MountAccess",
     "ObserveRelayEvents",
     "ProjectionError",
     "ProjectionReport",
+    "PublicationState",
     "RawApiEvent",
     "RawApiEventPage",
     "RecordActivities",
@@ -53,6 +59,7 @@ CONTRACT_NAMES = [
     "SaveSession",
     "SchemaMismatch",
     "SessionRecord",
+    "SessionState",
     "State",
     "StoreClosed",
     "StoreError",
@@ -198,3 +205,22 @@ def test_domain_does_no_io() -> None:
         if module.split(".")[0] in banned
     ]
     assert wrong == []
+
+
+def test_the_lazy_exports_name_what_type_checkers_see() -> None:
+    """``relaystore`` imports its names on first use (``_HOMES``); the imports under
+    ``TYPE_CHECKING`` that type checkers read must name the same modules and names."""
+    tree = ast.parse((ROOT / "src" / "relaystore" / "__init__.py").read_text())
+    checked: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.module:
+                    names = checked.setdefault(statement.module, set())
+                    names.update(alias.name for alias in statement.names)
+    homes = {module: set(names) for module, names in vars(relaystore)["_HOMES"].items()}
+    assert checked == homes
+    assert sorted({*itertools.chain(*homes.values()), "__version__"}) == relaystore.__all__
+    assert "NoSuchName" not in dir(relaystore)
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        _ = relaystore.NoSuchName  # type: ignore[attr-defined]

@@ -256,7 +256,10 @@ def test_a_bad_observation_is_refused_naming_what_is_wrong(observation: object, 
 
 
 def test_an_unknown_format_is_refused() -> None:
-    builder = JournalBuilder(format=3)
+    with pytest.raises(InvalidInput, match="format 3"):
+        JournalBuilder(format=3)
+    builder = JournalBuilder()
+    builder.format = 3  # a worker "upgrade" to a format that does not exist
     with pytest.raises(InvalidInput, match="format 3"):
         builder.add(Notice.of(message="x"))
 

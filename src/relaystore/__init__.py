@@ -5,64 +5,85 @@ every message and reply, the wire types users construct or read, and the error t
 The layers install as subpackages: :mod:`relaystore.domain` (pure types, codec,
 digests, projection), :mod:`relaystore.storage` (apsw) and :mod:`relaystore.actors`
 (pykka, the facade, journal reading, the command line).
+
+Names are imported when first used (:pep:`562`), so ``import relaystore`` and the
+command line's ``--version`` stay cheap; ``from relaystore import EventStore`` imports
+the runtime then.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
-from relaystore.actors.store import EventStore
-from relaystore.domain.api_events import (
-    ApiActivityState,
-    ApiEvent,
-    ApiEventData,
-    ApiEventFilter,
-    ApiEventPage,
-    RawApiEvent,
-    RawApiEventPage,
-)
-from relaystore.domain.digests import relay_event_digest
-from relaystore.domain.errors import (
-    AskTimeout,
-    ChainFault,
-    InvalidInput,
-    LifecycleConflict,
-    ProjectionError,
-    RelayChainError,
-    SchemaMismatch,
-    StoreClosed,
-    StoreError,
-    StoreLocked,
-    UnknownRelayKind,
-    UnknownSession,
-    WriterStopped,
-)
-from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.messages import (
-    BeginCheckpoint,
-    CorrelateCheckpointBarrier,
-    DeleteSession,
-    FinishFailedCheckpoint,
-    LoadApiEvents,
-    LoadMaterializedSession,
-    LoadRawApiEvents,
-    LoadRuntimeReceipt,
-    LoadState,
-    ObserveRelayEvents,
-    ProjectionReport,
-    RecordActivities,
-    RecordStartupFault,
-    RecoverInterruptedCheckpoints,
-    Request,
-    SaveLifecycleSession,
-    SaveRequestedCheckpoint,
-    SaveSession,
-)
-from relaystore.domain.relay import RelayEvent, decode_relay_event, encode_relay_event
-from relaystore.domain.runtime import RuntimeReceipt
-from relaystore.domain.sessions import SessionRecord, State
-from relaystore.domain.wire import encode
+if TYPE_CHECKING:  # the names of _HOMES, imported: type checkers see what is exported
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.api_events import (
+        ApiActivityState,
+        ApiEvent,
+        ApiEventData,
+        ApiEventFilter,
+        ApiEventPage,
+        RawApiEvent,
+        RawApiEventPage,
+    )
+    from relaystore.domain.digests import relay_event_digest
+    from relaystore.domain.errors import (
+        AskTimeout,
+        ChainFault,
+        InvalidInput,
+        LifecycleConflict,
+        ProjectionError,
+        RelayChainError,
+        SchemaMismatch,
+        StoreClosed,
+        StoreError,
+        StoreLocked,
+        UnknownRelayKind,
+        UnknownSession,
+        WriterStopped,
+    )
+    from relaystore.domain.materialized import MaterializedSession
+    from relaystore.domain.messages import (
+        BeginCheckpoint,
+        CorrelateCheckpointBarrier,
+        DeleteSession,
+        FinishFailedCheckpoint,
+        LoadApiEvents,
+        LoadMaterializedSession,
+        LoadRawApiEvents,
+        LoadRuntimeReceipt,
+        LoadState,
+        ObserveRelayEvents,
+        ProjectionReport,
+        RecordActivities,
+        RecordStartupFault,
+        RecoverInterruptedCheckpoints,
+        Request,
+        SaveLifecycleSession,
+        SaveRequestedCheckpoint,
+        SaveSession,
+    )
+    from relaystore.domain.relay import (
+        RelayEvent,
+        decode_relay_event,
+        encode_relay_event,
+    )
+    from relaystore.domain.runtime import (
+        HarnessKind,
+        RuntimeReceipt,
+    )
+    from relaystore.domain.sessions import (
+        ExecutionPolicy,
+        ManagedCheckoutKind,
+        MountAccess,
+        PublicationState,
+        SessionRecord,
+        SessionState,
+        State,
+    )
+    from relaystore.domain.wire import encode
 
 __all__ = [
     "ApiActivityState",
@@ -76,7 +97,9 @@ __all__ = [
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "EventStore",
+    "ExecutionPolicy",
     "FinishFailedCheckpoint",
+    "HarnessKind",
     "InvalidInput",
     "LifecycleConflict",
     "LoadApiEvents",
@@ -84,10 +107,13 @@ __all__ = [
     "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
+    "ManagedCheckoutKind",
     "MaterializedSession",
+    "MountAccess",
     "ObserveRelayEvents",
     "ProjectionError",
     "ProjectionReport",
+    "PublicationState",
     "RawApiEvent",
     "RawApiEventPage",
     "RecordActivities",
@@ -102,6 +128,7 @@ __all__ = [
     "SaveSession",
     "SchemaMismatch",
     "SessionRecord",
+    "SessionState",
     "State",
     "StoreClosed",
     "StoreError",
@@ -116,9 +143,93 @@ __all__ = [
     "relay_event_digest",
 ]
 
-try:
-    __version__ = version("relaystore")
-except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-    __version__ = "0+unknown"
+_HOMES: dict[str, tuple[str, ...]] = {
+    "relaystore.actors.store": ("EventStore",),
+    "relaystore.domain.api_events": (
+        "ApiActivityState",
+        "ApiEvent",
+        "ApiEventData",
+        "ApiEventFilter",
+        "ApiEventPage",
+        "RawApiEvent",
+        "RawApiEventPage",
+    ),
+    "relaystore.domain.digests": ("relay_event_digest",),
+    "relaystore.domain.errors": (
+        "AskTimeout",
+        "ChainFault",
+        "InvalidInput",
+        "LifecycleConflict",
+        "ProjectionError",
+        "RelayChainError",
+        "SchemaMismatch",
+        "StoreClosed",
+        "StoreError",
+        "StoreLocked",
+        "UnknownRelayKind",
+        "UnknownSession",
+        "WriterStopped",
+    ),
+    "relaystore.domain.materialized": ("MaterializedSession",),
+    "relaystore.domain.messages": (
+        "BeginCheckpoint",
+        "CorrelateCheckpointBarrier",
+        "DeleteSession",
+        "FinishFailedCheckpoint",
+        "LoadApiEvents",
+        "LoadMaterializedSession",
+        "LoadRawApiEvents",
+        "LoadRuntimeReceipt",
+        "LoadState",
+        "ObserveRelayEvents",
+        "ProjectionReport",
+        "RecordActivities",
+        "RecordStartupFault",
+        "RecoverInterruptedCheckpoints",
+        "Request",
+        "SaveLifecycleSession",
+        "SaveRequestedCheckpoint",
+        "SaveSession",
+    ),
+    "relaystore.domain.relay": ("RelayEvent", "decode_relay_event", "encode_relay_event"),
+    "relaystore.domain.runtime": ("HarnessKind", "RuntimeReceipt"),
+    "relaystore.domain.sessions": (
+        "ExecutionPolicy",
+        "ManagedCheckoutKind",
+        "MountAccess",
+        "PublicationState",
+        "SessionRecord",
+        "SessionState",
+        "State",
+    ),
+    "relaystore.domain.wire": ("encode",),
+}
+"""Each module of the contract, and the names ``relaystore`` exports from it."""
+
+
+if TYPE_CHECKING:
+    __version__: str
+else:  # hidden from type checkers, so that a misspelt name is still an error there
+
+    def __getattr__(name: str) -> object:
+        """Import a contract name on first use (and keep it, as an import would)."""
+        if name == "__version__":
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                value = version("relaystore")
+            except PackageNotFoundError:  # pragma: no cover - a bare source tree
+                value = "0+unknown"
+        else:
+            home = next((module for module, names in _HOMES.items() if name in names), None)
+            if home is None:
+                raise AttributeError(f"module 'relaystore' has no attribute {name!r}")
+            value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
+
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -28,6 +28,8 @@ import gzip
 import io
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,7 @@ from relaystore.domain.relay import (
     UserShellOutput,
     UserShellResult,
     UserShellStatus,
+    decode_relay_event,
     encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
@@ -98,6 +101,7 @@ from relaystore.domain.sessions import (
     SessionState,
     validate_id,
 )
+from relaystore.domain.validation import INT64_MAX
 from relaystore.domain.wire import JSON, decode_json, encode
 
 __all__ = [
@@ -161,6 +165,39 @@ def _text(text: str) -> JSON:
     return {"type": "text", "text": text}
 
 
+def _time(name: str, value: object) -> int:
+    """``value`` as a journal time (``recorded_at_ms``: 0 up to SQLite's INTEGER)."""
+    if type(value) is not int:
+        raise InvalidInput(f"{name} must be an int (Unix milliseconds), got {type(value).__name__}")
+    if not 0 <= value <= INT64_MAX:
+        raise InvalidInput(f"{name} must be 0 to {INT64_MAX} (Unix milliseconds), got {value}")
+    return value
+
+
+def _format(value: object) -> int:
+    if type(value) is not int or value not in _FORMATS:
+        raise InvalidInput(f"unknown relay event format {value!r}; use format 1 or 2")
+    return value
+
+
+def _folder(name: str, value: object) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidInput(
+            f"{name} must be a path (str or os.PathLike), got {type(value).__name__}"
+        )
+    return Path(value)
+
+
+def _replayable(event: RelayEvent) -> RelayEvent:
+    """``event``, once its journal line reads back as a journal line must (the check
+    ``replay`` and ``verify`` make of every line: types, ranges, the observation)."""
+    try:
+        decode_relay_event(encode_relay_event(event))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        raise InvalidInput(f"the event would not encode as a journal line: {exc}") from exc
+    return event
+
+
 class JournalBuilder:
     """Builds one session's relay journal, event by event.
 
@@ -181,12 +218,14 @@ class JournalBuilder:
         start_ms: int = DEFAULT_START_MS,
         step_ms: int = DEFAULT_STEP_MS,
     ) -> None:
-        self.format = format
+        if after is not None and type(after) is not RelayCursor:
+            raise InvalidInput(f"after must be a RelayCursor, got {type(after).__name__}")
+        self.format = _format(format)
         self.start = after if after is not None else GENESIS
-        self.step_ms = step_ms
+        self.step_ms = _time("step_ms", step_ms)
         self.events: list[RelayEvent] = []
         """Every event added, oldest first."""
-        self._next_ms = start_ms
+        self._next_ms = _time("start_ms", start_ms)
         self._ids: dict[str, int] = {}
         if after is not None:  # a well-formed cursor: genesis at 0, a 64-hex digest past it
             checked_frontier(after.ordinal, after.digest)
@@ -227,18 +266,29 @@ class JournalBuilder:
         A dict or JSON text is decoded as a journal line's observation is; a malformed one
         raises :class:`InvalidInput` naming the field.
         """
-        if self.format not in _FORMATS:
-            raise InvalidInput(f"unknown relay event format {self.format}; use 1 or 2")
+        event_format = _format(self.format)
         checked = _observation(observation)
-        recorded_at_ms = self._next_ms if at_ms is None else at_ms
-        chained = self.format == RELAY_EVENT_FORMAT_V1
-        event = RelayEvent.create(
-            format=self.format,
-            ordinal=self.next_ordinal,
-            previous_digest=self.frontier.digest if chained else "",
-            recorded_at_ms=recorded_at_ms,
-            command_id=command_id,
-            observation=checked,
+        if command_id is not None and type(command_id) is not str:
+            raise InvalidInput(f"command_id must be a str or None, got {type(command_id).__name__}")
+        if at_ms is not None:
+            recorded_at_ms = _time("at_ms", at_ms)
+        elif self._next_ms > INT64_MAX:
+            raise InvalidInput(
+                f"the clock would pass {INT64_MAX} ms (step_ms {self.step_ms} after "
+                f"{self._next_ms - self.step_ms}); give this event's at_ms"
+            )
+        else:
+            recorded_at_ms = self._next_ms
+        chained = event_format == RELAY_EVENT_FORMAT_V1
+        event = _replayable(
+            RelayEvent.create(
+                format=event_format,
+                ordinal=self.next_ordinal,
+                previous_digest=self.frontier.digest if chained else "",
+                recorded_at_ms=recorded_at_ms,
+                command_id=command_id,
+                observation=checked,
+            )
         )
         self.events.append(event)
         self._next_ms = recorded_at_ms + self.step_ms
@@ -248,6 +298,10 @@ class JournalBuilder:
         self, observations: Sequence[ObservationInput], *, command_id: str | None = None
     ) -> list[RelayEvent]:
         """:meth:`add` each of ``observations``; return the events added."""
+        if not isinstance(observations, Sequence) or isinstance(observations, str | bytes):
+            raise InvalidInput(
+                f"observations must be a list of observations, got {type(observations).__name__}"
+            )
         return [self.add(observation, command_id=command_id) for observation in observations]
 
     # -- output --------------------------------------------------------------------------
@@ -262,7 +316,7 @@ class JournalBuilder:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the journal to ``path`` (gzipped when it ends in ``.gz``); return the path."""
-        target = Path(path)
+        target = _folder("path", path)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = self.to_bytes()
         target.write_bytes(_gzip(data) if target.name.endswith(".gz") else data)
@@ -282,26 +336,30 @@ class JournalBuilder:
         the latest ordinal and digest). ``seal_every`` seals every that many events into
         ``relay-journal/segment-{first:020}-{last:020}.jsonl.gz``, leaving the rest in
         ``active.jsonl``. ``seed`` also writes ``relay-seed.json`` naming the frontier the
-        journal continues (as a checkpoint restore leaves it).
+        journal continues (as a checkpoint restore leaves it), so the builder must continue
+        one (``after``): at genesis a worker has no seed. A root already at ``folder`` is
+        replaced whole: its journal folder, state and seed (no old segment stays behind).
         """
+        root = _folder("folder", folder)
+        if type(session_id) is not str:
+            raise InvalidInput(f"the session id must be a str, got {type(session_id).__name__}")
         validate_id("session", session_id)
-        if seal_every is not None and seal_every < 1:
-            raise InvalidInput(f"seal_every must be at least 1, got {seal_every}")
-        root = Path(folder)
-        journal = root / _JOURNAL_DIR
-        journal.mkdir(parents=True, exist_ok=True)
-        lines = self.lines()
-        sealed = 0
-        if seal_every is not None:
-            sealed = len(lines) // seal_every * seal_every
-            for index in range(0, sealed, seal_every):
-                first, last = (
-                    self.events[index].ordinal,
-                    self.events[index + seal_every - 1].ordinal,
-                )
-                name = f"segment-{first:020}-{last:020}.jsonl.gz"
-                (journal / name).write_bytes(_gzip(b"".join(lines[index : index + seal_every])))
-        (journal / _ACTIVE).write_bytes(b"".join(lines[sealed:]))
+        if seal_every is not None and (type(seal_every) is not int or seal_every < 1):
+            raise InvalidInput(f"seal_every must be an int of at least 1, got {seal_every!r}")
+        if type(seed) is not bool:
+            raise InvalidInput(f"seed must be True or False, got {seed!r}")
+        if seed and self.start.ordinal == 0:
+            raise InvalidInput(
+                "seed=True needs a journal that continues a frontier (JournalBuilder(after=...)):"
+                " a checkpoint restore seeds a frontier of ordinal 1 or more, never genesis"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{_JOURNAL_DIR}-", dir=root))
+        try:
+            self._write_journal(staging, seal_every)
+            _swap_in(staging, root / _JOURNAL_DIR)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         frontier = self.frontier
         state = {
             "format_version": RELAY_STATE_FORMAT_VERSION,
@@ -317,7 +375,24 @@ class JournalBuilder:
                 "queued_prompts": [],
             }
             (root / _SEED).write_text(json.dumps(restore, indent=2) + "\n")
+        else:  # an older root's seed would move where this journal starts
+            (root / _SEED).unlink(missing_ok=True)
         return root
+
+    def _write_journal(self, journal: Path, seal_every: int | None) -> None:
+        """The journal folder's files: sealed segments, then ``active.jsonl``."""
+        lines = self.lines()
+        sealed = 0
+        if seal_every is not None:
+            sealed = len(lines) // seal_every * seal_every
+            for index in range(0, sealed, seal_every):
+                first, last = (
+                    self.events[index].ordinal,
+                    self.events[index + seal_every - 1].ordinal,
+                )
+                name = f"segment-{first:020}-{last:020}.jsonl.gz"
+                (journal / name).write_bytes(_gzip(b"".join(lines[index : index + seal_every])))
+        (journal / _ACTIVE).write_bytes(b"".join(lines[sealed:]))
 
     # -- stories -------------------------------------------------------------------------
 
@@ -742,6 +817,17 @@ class JournalBuilder:
         journaled += self.restore_execution_mode()
         journaled += self.restore_execution_mode(refused="auto mode refused")
         return journaled
+
+
+def _swap_in(staging: Path, journal: Path) -> None:
+    """Put the folder ``staging`` at ``journal``, replacing what was there whole."""
+    if journal.is_symlink() or journal.is_file():
+        journal.unlink()
+    elif journal.exists():
+        old = staging.with_name(staging.name + "-old")
+        journal.rename(old)
+        shutil.rmtree(old)
+    staging.rename(journal)
 
 
 def example_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:

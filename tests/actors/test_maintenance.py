@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -172,3 +175,154 @@ def test_a_backup_to_an_unusable_destination_is_refused_typed(
         store.ask(BackupStore(destination=destination))
     written = [path.name for path in tmp_path.iterdir() if not path.name.startswith("live.")]
     assert written == []
+
+
+# -- private, self-cleaning, never a sidecar (issue 20, cases 12-14) ----------------------
+
+# A child process backs up STORE to DEST with writes capped at LIMIT bytes (RLIMIT_FSIZE)
+# under umask 022: with SIGXFSZ at its default the kernel kills it at the write that
+# crosses the cap (a backup killed mid-copy); ignored, that write fails as on a full disk.
+_CAPPED_BACKUP = """
+import os, resource, signal, sys
+from relaystore import EventStore, StoreError
+from relaystore.domain.messages import BackupStore
+store_path, destination, limit, on_limit = sys.argv[1:5]
+os.umask(0o022)
+with EventStore.open(store_path, read_only=True, readers=1) as store:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), resource.RLIM_INFINITY))
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL if on_limit == "die" else signal.SIG_IGN)
+    try:
+        store.ask(BackupStore(destination=destination))
+    except StoreError as exc:
+        print(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+print("backed up")
+"""
+
+
+def _big_store(path: Path) -> Path:
+    """A store of about 2 MiB (20 activities of 100 kB each)."""
+    with EventStore.open(path) as store:
+        store.ask(SaveSession(record=example_session()))
+        for n in range(20):
+            store.ask(
+                RecordActivities(
+                    activities=[
+                        (
+                            "session-1",
+                            ApiActivityState(
+                                state="x" * 100_000 + str(n),
+                                is_idle=False,
+                                waiting_for_input=False,
+                                capacity_retry=False,
+                            ),
+                        )
+                    ],
+                    recorded_at_ms=n,
+                )
+            )
+    return path
+
+
+def _capped_backup(
+    store: Path, destination: Path, on_limit: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _CAPPED_BACKUP, str(store), str(destination), "300000", on_limit],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _left_beside(store: Path) -> dict[str, int]:
+    """The files in the store's folder that are not the store's own, with their modes."""
+    return {
+        path.name: path.stat().st_mode & 0o777
+        for path in store.parent.iterdir()
+        if not path.name.startswith(store.name)
+    }
+
+
+def test_a_backup_killed_midway_leaves_only_files_private_to_their_owner(
+    tmp_path: Path,
+) -> None:
+    store = _big_store(tmp_path / "live.sqlite3")
+    done = _capped_backup(store, tmp_path / "copy.sqlite3", "die")
+    assert done.returncode == -signal.SIGXFSZ, done.stdout + done.stderr
+    left = _left_beside(store)
+    assert left  # the killed copy is still there (nothing ran to remove it) ...
+    assert not (tmp_path / "copy.sqlite3").exists()
+    assert set(left.values()) == {0o600}, left  # ... and was never readable by others
+
+
+def test_a_backup_that_fills_the_disk_fails_typed_and_leaves_nothing(tmp_path: Path) -> None:
+    store = _big_store(tmp_path / "live.sqlite3")
+    done = _capped_backup(store, tmp_path / "copy.sqlite3", "ignore")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("StoreError: ")
+    assert "copy.sqlite3" in done.stdout
+    assert "full" in done.stdout
+    assert _left_beside(store) == {}
+
+
+def test_a_backup_never_touches_a_file_it_did_not_create(tmp_path: Path) -> None:
+    destination = tmp_path / "copy.sqlite3"
+    theirs = {
+        name: f"someone else's {name}".encode()
+        for name in ("copy.sqlite3.partial", "copy.sqlite3.partial-journal", "copy.sqlite3-journal")
+    }
+    for name, data in theirs.items():
+        (tmp_path / name).write_bytes(data)
+    with EventStore.open(tmp_path / "live.sqlite3") as store:
+        store.ask(SaveSession(record=example_session()))
+        report = store.ask(BackupStore(destination=str(destination)))
+    assert report.path == str(destination)
+    assert {name: (tmp_path / name).read_bytes() for name in theirs} == theirs
+    names = {path.name for path in tmp_path.iterdir() if not path.name.startswith("live.")}
+    assert names == {"copy.sqlite3", *theirs}  # no temporary file left behind either
+
+
+@pytest.mark.parametrize("sidecar", ["-journal", "-wal", "-shm", ".lock"])
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_backup_onto_a_sidecar_of_the_live_store_is_refused(
+    tmp_path: Path, sidecar: str, exists: bool
+) -> None:
+    live = tmp_path / "live.sqlite3"
+    with EventStore.open(live) as store:
+        store.ask(SaveSession(record=example_session()))
+        target = Path(f"{live}{sidecar}")
+        if exists and not target.exists():
+            target.write_bytes(b"")
+        before = sorted(path.name for path in tmp_path.iterdir())
+        # Through another spelling of the same folder too: a symlink to it.
+        (tmp_path / "elsewhere").symlink_to(tmp_path)
+        for spelling in (target, tmp_path / "elsewhere" / target.name):
+            with pytest.raises(
+                InvalidInput, match="is a sidecar file of the live store"
+            ) as refused:
+                store.ask(BackupStore(destination=str(spelling)))
+            assert refused.value.path == str(spelling)
+        (tmp_path / "elsewhere").unlink()
+        assert sorted(path.name for path in tmp_path.iterdir()) == before
+        store.ask(SaveSession(record=example_session("session-2")))  # the store still works
+    with EventStore.open(live) as reopened:
+        assert set(reopened.ask(LoadState()).sessions) == {"session-1", "session-2"}
+
+
+def test_the_backup_command_refuses_a_sidecar_in_one_line_and_the_store_still_works(
+    tmp_path: Path,
+) -> None:
+    from tests.actors.cli_support import cli, failure, ok
+
+    db = tmp_path / "live.sqlite3"
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session()))
+    line = failure(cli(db, "backup", f"{db}-journal"))
+    assert line == (
+        f"relaystore: {db}-journal: the backup destination is a sidecar file of the live "
+        "store (its rollback journal); a copy there would break the store: name another file"
+    )
+    assert not Path(f"{db}-journal").exists()
+    assert "sessions 1" in ok(db, "stats").stdout.splitlines()
