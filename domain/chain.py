@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import enum
 
-from relaystore.domain.digests import validate_frontier, validate_relay_event_self
+from relaystore.domain.digests import check_format, validate_frontier, validate_relay_event_self
 from relaystore.domain.errors import ChainFault, RelayChainError
 from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
-    RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
     RelayCursor,
     RelayEvent,
@@ -75,13 +74,7 @@ def _in_range(event: RelayEvent, session_id: str | None) -> None:
             session_id=session_id,
             ordinal=event.ordinal,
         )
-    if event.format not in (RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2):
-        raise RelayChainError(
-            ChainFault.UNKNOWN_FORMAT,
-            f"unknown relay event format {event.format}; this build reads formats 1 and 2",
-            session_id=session_id,
-            ordinal=event.ordinal,
-        )
+    check_format(event.format, ordinal=event.ordinal, session_id=session_id)
 
 
 def check_own_digest(event: RelayEvent, *, session_id: str | None = None) -> None:

@@ -3,92 +3,36 @@
 The chain rule (how an event stands against a frontier) lives in
 :mod:`relaystore.domain.chain`, which uses these.
 
-A digest is the lowercase hex SHA-256 of a domain string and a compact JSON payload:
-``hel-relay-event-v1\\0`` + ``{ordinal, previous_digest, recorded_at_ms, command_id?,
-observation}`` for format 1 (chained), ``hel-relay-event-v2\\0`` + ``{ordinal,
-recorded_at_ms, command_id?, observation}`` for format 2 (self-describing). The
-observation part is the event's own observation bytes, so a journal line verifies
-whatever encoder wrote it.
+The digest itself is :func:`relaystore.domain.hashing.envelope_digest`; its observation
+part is the event's own observation bytes, so a journal line verifies whatever encoder
+wrote it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.relay import (
-    RELAY_EVENT_FORMAT_V1,
-    RELAY_EVENT_FORMAT_V2,
+from relaystore.domain.hashing import (
+    RELAY_EVENT_DIGEST_DOMAIN_V1,
+    RELAY_EVENT_DIGEST_DOMAIN_V2,
+    RELAY_EVENT_FORMATS,
     RELAY_EVENT_GENESIS_DIGEST,
-    RelayEvent,
-    RelayLine,
-    SessionOpened,
+    check_format,
+    envelope_digest,
+    is_relay_digest,
 )
+from relaystore.domain.relay import RelayEvent, RelayLine, SessionOpened
 from relaystore.domain.wire import encode
 
 __all__ = [
     "RELAY_EVENT_DIGEST_DOMAIN_V1",
     "RELAY_EVENT_DIGEST_DOMAIN_V2",
+    "RELAY_EVENT_FORMATS",
+    "check_format",
     "is_relay_digest",
     "relay_event_digest",
     "validate_frontier",
     "validate_relay_event_self",
 ]
-
-RELAY_EVENT_DIGEST_DOMAIN_V1 = b"hel-relay-event-v1\x00"
-RELAY_EVENT_DIGEST_DOMAIN_V2 = b"hel-relay-event-v2\x00"
-_DIGEST = re.compile("[0-9a-f]{64}").fullmatch
-
-
-def is_relay_digest(value: str) -> bool:
-    """True for exactly 64 lowercase hexadecimal characters."""
-    return _DIGEST(value) is not None
-
-
-def _payload_digest(
-    event: RelayEvent | RelayLine, observation: bytes, session_id: str | None
-) -> str:
-    if event.format == RELAY_EVENT_FORMAT_V1:
-        if not is_relay_digest(event.previous_digest):
-            raise RelayChainError(
-                ChainFault.BAD_DIGEST,
-                f"format 1 event has previous_digest {event.previous_digest!r}; "
-                "expected 64 lowercase hexadecimal characters",
-                session_id=session_id,
-                ordinal=event.ordinal,
-            )
-        domain = RELAY_EVENT_DIGEST_DOMAIN_V1
-        head = b'{"ordinal":%d,"previous_digest":"%s","recorded_at_ms":%d' % (
-            event.ordinal,
-            event.previous_digest.encode(),
-            event.recorded_at_ms,
-        )
-    elif event.format == RELAY_EVENT_FORMAT_V2:
-        if event.previous_digest:
-            raise RelayChainError(
-                ChainFault.BAD_DIGEST,
-                "format 2 event carries a previous_digest; only format 1 events are chained",
-                session_id=session_id,
-                ordinal=event.ordinal,
-            )
-        domain = RELAY_EVENT_DIGEST_DOMAIN_V2
-        head = b'{"ordinal":%d,"recorded_at_ms":%d' % (event.ordinal, event.recorded_at_ms)
-    else:
-        raise RelayChainError(
-            ChainFault.UNKNOWN_FORMAT,
-            f"unknown relay event format {event.format}; this build reads formats 1 and 2",
-            session_id=session_id,
-            ordinal=event.ordinal,
-        )
-    digest = hashlib.sha256(domain)
-    digest.update(head)
-    if event.command_id is not None:
-        digest.update(b',"command_id":' + encode(event.command_id))
-    digest.update(b',"observation":')
-    digest.update(observation)
-    digest.update(b"}")
-    return digest.hexdigest()
 
 
 def relay_event_digest(event: RelayEvent | RelayLine, *, session_id: str | None = None) -> str:
@@ -96,7 +40,7 @@ def relay_event_digest(event: RelayEvent | RelayLine, *, session_id: str | None 
 
     Raises :class:`RelayChainError` for an unknown format or a malformed previous digest.
     """
-    return _payload_digest(event, event.observation_json, session_id)
+    return envelope_digest(event, event.observation_json, session_id)
 
 
 def _legacy_session_opened(event: RelayEvent | RelayLine) -> bytes | None:
@@ -134,11 +78,11 @@ def validate_relay_event_self(
             session_id=session_id,
             ordinal=event.ordinal,
         )
-    computed = _payload_digest(event, event.observation_json, session_id)
+    computed = envelope_digest(event, event.observation_json, session_id)
     if computed == event.digest:
         return
     legacy = _legacy_session_opened(event)
-    if legacy is not None and _payload_digest(event, legacy, session_id) == event.digest:
+    if legacy is not None and envelope_digest(event, legacy, session_id) == event.digest:
         return
     raise RelayChainError(
         ChainFault.BAD_DIGEST,

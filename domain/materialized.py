@@ -13,9 +13,7 @@ from typing import Literal
 import msgspec
 
 from relaystore.domain.api_events import ApiEventData, MaterializedTurn
-from relaystore.domain.digests import is_relay_digest
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
 from relaystore.domain.wire import JSON, Wire, emitted
@@ -142,27 +140,6 @@ class TranscriptItem(Wire, kw_only=True, forbid_unknown_fields=True):
     last_changed_at_ms: int
     body: TranscriptBody
 
-    def validate(self, frontier: int) -> None:
-        """Check the item against the ordinal it is valid at (raises InvalidInput)."""
-        where = f"transcript item {self.stable_id!r}"
-        if not self.stable_id.strip():
-            raise InvalidInput("transcript item has an empty stable id")
-        if not 1 <= self.position <= frontier:
-            raise InvalidInput(f"{where} has position {self.position} outside 1..={frontier}")
-        latest = self.latest_content_event_ordinal
-        if isinstance(self.body, AgentBody):
-            if latest is None or not self.position <= latest <= frontier:
-                raise InvalidInput(
-                    f"{where} is an agent message whose latest content ordinal {latest} "
-                    f"is outside {self.position}..={frontier}"
-                )
-        elif latest is not None:
-            raise InvalidInput(f"{where} is not an agent message but has a latest content ordinal")
-        if self.last_changed_at_ms < self.created_at_ms:
-            raise InvalidInput(
-                f"{where} changed at {self.last_changed_at_ms}, before it was created at {self.created_at_ms}"
-            )
-
 
 # -- queue ----------------------------------------------------------------------------
 
@@ -236,36 +213,6 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
     def empty(cls, session_id: str) -> MaterializedSession:
         """The projection before any relay event: ordinal 0, genesis digest, idle."""
         return cls(session_id=session_id)
-
-    def validate(self) -> None:
-        """Check the invariants the store and projector rely on (raises InvalidInput)."""
-        from relaystore.domain.sessions import validate_id
-
-        validate_id("session", self.session_id)
-        ordinal, digest = self.applied_event_ordinal, self.applied_event_digest
-        if not is_relay_digest(digest) or (ordinal == 0) != (digest == RELAY_EVENT_GENESIS_DIGEST):
-            raise InvalidInput(
-                f"materialized session {self.session_id} has inconsistent frontier {ordinal} / {digest}"
-            )
-        if self.session_title is not None and not self.session_title.strip():
-            raise InvalidInput(f"materialized session {self.session_id} has an empty title")
-        seen: set[str] = set()
-        for item in self.transcript:
-            item.validate(ordinal)
-            if item.stable_id in seen:
-                raise InvalidInput(f"duplicate transcript item {item.stable_id!r}")
-            seen.add(item.stable_id)
-        queued: set[str] = set()
-        for entry in self.queued_prompts:
-            if not entry.command_id.strip() or entry.command_id in queued:
-                raise InvalidInput(f"queued command id {entry.command_id!r} is blank or repeated")
-            queued.add(entry.command_id)
-            if isinstance(entry.kind, SetConfigKind) and not (
-                entry.kind.set_config.key.strip() and entry.kind.set_config.value.strip()
-            ):
-                raise InvalidInput(
-                    f"queued set_config {entry.command_id!r} has a blank key or value"
-                )
 
 
 # -- mutations ------------------------------------------------------------------------

@@ -18,13 +18,20 @@ import msgspec
 
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
-from relaystore.domain.integers import INT64_MAX, INT64_MIN
+from relaystore.domain.hashing import (
+    RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
+    RELAY_EVENT_GENESIS_DIGEST,
+    envelope_digest,
+)
+from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, TurnDiagnostic
 from relaystore.domain.runtime import RuntimeIdentity
 from relaystore.domain.wire import JSON, Variant, Wire, emitted, encode
 
 __all__ = [
     "MAX_RELAY_LINE_BYTES",
+    "MIN_RECORDED_AT_MS",
     "RELAY_EVENT_FORMAT_V1",
     "RELAY_EVENT_FORMAT_V2",
     "RELAY_EVENT_GENESIS_DIGEST",
@@ -128,10 +135,11 @@ __all__ = [
     "encode_relay_event",
 ]
 
-RELAY_EVENT_FORMAT_V1 = 1
-RELAY_EVENT_FORMAT_V2 = 2
-RELAY_EVENT_GENESIS_DIGEST = "0" * 64
 MAX_RELAY_LINE_BYTES = 2 * 1024 * 1024
+MIN_RECORDED_AT_MS = 0
+"""The earliest ``recorded_at_ms`` a relay event may carry, read from a journal, sent in
+a message or built by the test kit alike. The origin's field is an i64, but no worker's
+clock reads before 1970: a negative time is damage, refused where it is read."""
 
 
 # -- cursor and shell results ---------------------------------------------------------
@@ -1106,7 +1114,6 @@ class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
         command_id: str | None = None,
     ) -> RelayEvent:
         """Build an event in code and compute its digest."""
-        from relaystore.domain.digests import relay_event_digest  # digests builds on this module
 
         draft = cls(
             format=format,
@@ -1117,7 +1124,7 @@ class RelayEvent(msgspec.Struct, frozen=True, kw_only=True):
             command_id=command_id,
             observation=observation,
         )
-        return msgspec.structs.replace(draft, digest=relay_event_digest(draft))
+        return msgspec.structs.replace(draft, digest=envelope_digest(draft, draft.observation_json))
 
     @property
     def cursor(self) -> RelayCursor:
@@ -1130,7 +1137,7 @@ class _RelayEventWire(msgspec.Struct, kw_only=True):
     ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64
     previous_digest: str = ""
     digest: str
-    recorded_at_ms: Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]  # the origin's i64
+    recorded_at_ms: Annotated[int, msgspec.Meta(ge=MIN_RECORDED_AT_MS, le=INT64_MAX)]
     command_id: str | None = None
     observation: msgspec.Raw
 

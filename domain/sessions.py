@@ -38,6 +38,7 @@ from msgspec import UNSET, UnsetType
 from relaystore.domain.digests import is_relay_digest
 from relaystore.domain.elicitation import is_rfc3339_date_time
 from relaystore.domain.errors import InvalidInput
+from relaystore.domain.ids import validate_id
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.wire import JSON, Wire, emitted
 
@@ -667,28 +668,6 @@ def _policy(value: SubagentPolicy | bool | None) -> SubagentPolicy | None:
 
 
 # --- ids -----------------------------------------------------------------------------------
-
-_ID_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-
-
-def validate_id(kind: str, value: str) -> None:
-    """Raise :class:`InvalidInput` unless ``value`` is a valid ``kind`` id.
-
-    An id is 1-64 ASCII letters, digits, ``.``, ``-`` or ``_``, and is neither ``.`` nor
-    ``..``. ``kind`` names it in the message (``"session"``, ``"workspace"``,
-    ``"profile"``, ``"bundle"``, ``"target template"``).
-    """
-    if (
-        not value
-        or len(value) > 64
-        or value in (".", "..")
-        or any(c not in _ID_CHARACTERS for c in value)
-    ):
-        raise InvalidInput(
-            f"invalid {kind} id {_quoted(value)}; use 1-64 ASCII letters, digits, '.', '-' or '_' "
-            "(not '.' or '..')"
-        )
-
 
 # --- the record ----------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from relaystore.domain.relay import RelayEvent, RelayObservation
+from relaystore.domain.relay import MIN_RECORDED_AT_MS, RelayEvent, RelayObservation
 from relaystore.domain.sessions import validate_id, validate_timestamp
 
 __all__ = ["INT64_MAX", "INT64_MIN", "check_cursor", "validate_message"]
@@ -193,7 +193,7 @@ def _check_events(where: str, events: object) -> None:
             raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
         _check_int(f"{at}.format", event.format, 0)
         _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
-        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, INT64_MIN)  # the origin's i64
+        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, MIN_RECORDED_AT_MS)
         for text in ("digest", "previous_digest"):
             if type(getattr(event, text)) is not str:
                 raise InvalidInput(f"{at}.{text}: expected a str")

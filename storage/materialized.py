@@ -24,7 +24,7 @@ import msgspec
 
 from relaystore.domain.api_events import MaterializedTurn
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput, ProjectionError
+from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import (
     AgentBody,
     ExecutionClosed,
@@ -41,6 +41,7 @@ from relaystore.domain.materialized import (
     TranscriptItem,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome
+from relaystore.domain.projection.integrity import check_session
 from relaystore.domain.projection.streams import merge_content_chunk
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.wire import JSON
@@ -193,8 +194,8 @@ def load_materialized_session(
         ),
     )
     try:
-        session.validate()
-    except InvalidInput as exc:
+        check_session(session)
+    except ProjectionError as exc:
         raise ProjectionError(
             f"the stored projection is inconsistent: {exc.detail}", session_id=session_id
         ) from exc

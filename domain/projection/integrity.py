@@ -6,14 +6,21 @@ folds, and the stored projection (:mod:`storage.projection`) checks a page's ite
 against the rows it stores, all through the functions here, so the three agree on
 every rule and word every refusal the same way:
 
+* a session's frontier is consistent (ordinal 0 with the genesis digest, else a digest)
+  and its id follows the id rule;
 * a session title is never blank;
-* a transcript item is valid at the event that writes it
-  (:meth:`~domain.materialized.TranscriptItem.validate`), and a removal names an id;
+* a transcript item is valid at the event that writes it (:func:`check_item`): a
+  non-blank id, a position within the frontier, a latest content ordinal exactly on
+  agent messages and within its position and the frontier, a change time not before its
+  creation; ids are unique, and a removal names an id;
 * a transcript item keeps its position and creation time; its change time and its
   latest content ordinal never move back;
-* the prompt queue holds each command once, under a non-blank id.
+* the prompt queue holds each command once, under a non-blank id, and a queued
+  configuration change has a non-blank key and value.
 
-Every refusal is a :class:`ProjectionError` naming the session and the event's ordinal.
+A mutation is checked by :func:`check_mutation` and :func:`check_transcript_changes`, a
+whole session (as loaded from the store) by :func:`check_session`. Every refusal is a
+:class:`ProjectionError` naming the session and the event's ordinal.
 """
 
 from __future__ import annotations
@@ -21,20 +28,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
+from relaystore.domain.digests import is_relay_digest
 from relaystore.domain.errors import InvalidInput, ProjectionError
+from relaystore.domain.ids import validate_id
 from relaystore.domain.materialized import (
+    AgentBody,
     MaterializedQueuedPrompt,
+    MaterializedSession,
     MaterializedSessionMutation,
+    SetConfigKind,
     TranscriptItem,
     TranscriptRemove,
 )
+from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
 
 __all__ = [
     "ItemFacts",
     "StoredItem",
+    "check_item",
     "check_item_change",
     "check_mutation",
     "check_queue",
+    "check_session",
     "check_transcript_changes",
 ]
 
@@ -93,8 +108,40 @@ def check_item_change(
         )
 
 
+def check_item(item: TranscriptItem, frontier: int, *, session_id: str, ordinal: int) -> None:
+    """Check that ``item`` is valid in a session whose frontier is ``frontier``."""
+    name = f"transcript item {item.stable_id!r}"
+    if not item.stable_id.strip():
+        raise _refusal("transcript item has an empty stable id", session_id, ordinal)
+    if not 1 <= item.position <= frontier:
+        raise _refusal(
+            f"{name} has position {item.position} outside 1..={frontier}", session_id, ordinal
+        )
+    latest = item.latest_content_event_ordinal
+    if isinstance(item.body, AgentBody):
+        if latest is None or not item.position <= latest <= frontier:
+            raise _refusal(
+                f"{name} is an agent message whose latest content ordinal {latest} "
+                f"is outside {item.position}..={frontier}",
+                session_id,
+                ordinal,
+            )
+    elif latest is not None:
+        raise _refusal(
+            f"{name} is not an agent message but has a latest content ordinal", session_id, ordinal
+        )
+    if item.last_changed_at_ms < item.created_at_ms:
+        raise _refusal(
+            f"{name} changed at {item.last_changed_at_ms}, before it was created at "
+            f"{item.created_at_ms}",
+            session_id,
+            ordinal,
+        )
+
+
 def check_queue(queue: list[MaterializedQueuedPrompt], *, session_id: str, ordinal: int) -> None:
-    """Check that the prompt queue holds each command once, under a non-blank id."""
+    """Check that the prompt queue holds each command once, under a non-blank id, and
+    that a queued configuration change has a non-blank key and value."""
     seen: set[str] = set()
     for entry in queue:
         if not entry.command_id.strip():
@@ -106,6 +153,36 @@ def check_queue(queue: list[MaterializedQueuedPrompt], *, session_id: str, ordin
                 ordinal,
             )
         seen.add(entry.command_id)
+        kind = entry.kind
+        if isinstance(kind, SetConfigKind) and not (
+            kind.set_config.key.strip() and kind.set_config.value.strip()
+        ):
+            raise _refusal(
+                f"queued set_config {entry.command_id!r} has a blank key or value",
+                session_id,
+                ordinal,
+            )
+
+
+def check_session(session: MaterializedSession) -> None:
+    """Check every invariant of a whole session (one loaded from the store)."""
+    session_id, ordinal = session.session_id, session.applied_event_ordinal
+    try:
+        validate_id("session", session_id)
+    except InvalidInput as exc:
+        raise _refusal(exc.detail, session_id, ordinal) from exc
+    digest = session.applied_event_digest
+    if not is_relay_digest(digest) or (ordinal == 0) != (digest == RELAY_EVENT_GENESIS_DIGEST):
+        raise _refusal(f"inconsistent frontier {ordinal} / {digest}", session_id, ordinal)
+    if session.session_title is not None and not session.session_title.strip():
+        raise _refusal("materialized session title cannot be empty", session_id, ordinal)
+    seen: set[str] = set()
+    for item in session.transcript:
+        check_item(item, ordinal, session_id=session_id, ordinal=ordinal)
+        if item.stable_id in seen:
+            raise _refusal(f"duplicate transcript item {item.stable_id!r}", session_id, ordinal)
+        seen.add(item.stable_id)
+    check_queue(session.queued_prompts, session_id=session_id, ordinal=ordinal)
 
 
 def check_mutation(mutation: MaterializedSessionMutation, *, session_id: str, ordinal: int) -> None:
@@ -120,10 +197,7 @@ def check_mutation(mutation: MaterializedSessionMutation, *, session_id: str, or
                     "cannot remove a transcript item with an empty stable id", session_id, ordinal
                 )
             continue
-        try:
-            change.item.validate(ordinal)
-        except InvalidInput as exc:
-            raise _refusal(exc.detail, session_id, ordinal) from exc
+        check_item(change.item, ordinal, session_id=session_id, ordinal=ordinal)
     if mutation.queued_prompts is not None:
         check_queue(mutation.queued_prompts, session_id=session_id, ordinal=ordinal)
 

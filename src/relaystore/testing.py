@@ -37,10 +37,12 @@ from typing import Any
 import msgspec
 
 from relaystore.domain.chain import GENESIS, checked_frontier
+from relaystore.domain.digests import RELAY_EVENT_FORMATS
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
+    MIN_RECORDED_AT_MS,
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     CancelledOutcome,
@@ -125,7 +127,6 @@ ObservationInput = RelayObservation | Mapping[str, Any] | str | bytes
 dict such as ``{"type": "notice", "data": {"message": "hi"}}``, or its JSON text)."""
 
 _OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
-_FORMATS = (RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2)
 _JOURNAL_DIR = "relay-journal"
 _ACTIVE = "active.jsonl"
 _STATE = "relay-state.json"
@@ -169,13 +170,13 @@ def _time(name: str, value: object) -> int:
     """``value`` as a journal time (``recorded_at_ms``: 0 up to SQLite's INTEGER)."""
     if type(value) is not int:
         raise InvalidInput(f"{name} must be an int (Unix milliseconds), got {type(value).__name__}")
-    if not 0 <= value <= INT64_MAX:
+    if not MIN_RECORDED_AT_MS <= value <= INT64_MAX:
         raise InvalidInput(f"{name} must be 0 to {INT64_MAX} (Unix milliseconds), got {value}")
     return value
 
 
 def _format(value: object) -> int:
-    if type(value) is not int or value not in _FORMATS:
+    if type(value) is not int or value not in RELAY_EVENT_FORMATS:
         raise InvalidInput(f"unknown relay event format {value!r}; use format 1 or 2")
     return value
 

@@ -133,16 +133,20 @@ def test_a_seed_that_chains_is_accepted_by_both(tmp_path: Path) -> None:
     assert report["starts"] == {SESSION: {"ordinal": 31, "from": "seed"}}
 
 
-def test_a_clock_before_1970_is_accepted_by_both_as_the_origins_i64(tmp_path: Path) -> None:
+def test_a_clock_before_1970_is_refused_by_both_at_its_line(tmp_path: Path) -> None:
     journal = JournalBuilder()
     journal.prompt_turn("early")
-    journal.add({"type": "notice", "data": {"message": "hi"}}, at_ms=-5000)
-    path = journal.write(tmp_path / "journal.jsonl")
-    db = tmp_path / "store.sqlite3"
-    report, refusal = _both(db, path)
-    assert refusal is None
-    assert report["problems"] == []
-    assert show(db, SESSION).applied_event_ordinal == len(journal.events)
+    lines = journal.lines()
+    at = journal.events[1].recorded_at_ms
+    lines[1] = lines[1].replace(b'"recorded_at_ms":%d' % at, b'"recorded_at_ms":-5000')
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(lines))
+    report, refusal = _both(tmp_path / "store.sqlite3", path)
+    assert refusal is not None
+    first = _first(report)
+    assert (first["fault"], first["line"]) == ("bad_line", 2)
+    assert "$.recorded_at_ms" in str(first["message"])
+    assert refusal.endswith(str(first["message"]))
 
 
 def test_a_file_that_is_no_journal_is_one_problem_not_one_per_line(tmp_path: Path) -> None:

@@ -533,7 +533,7 @@ def relay_event_lines(
     fmt = draw(st.sampled_from([1, 2]))
     ordinal = draw(U64.filter(lambda n: n > 0))
     previous = draw(DIGESTS) if fmt == 1 else SKIP
-    recorded_at_ms = draw(I64)
+    recorded_at_ms = draw(st.integers(0, 2**63 - 1))  # no clock reads before 1970
     command_id = draw(optional(IDS))
     observed = draw(observation if observation is not None else observations())
     payload = obj(

@@ -65,7 +65,11 @@ from relaystore.domain.outcomes import (
 )
 from relaystore.domain.projection import GOAL_STATE_KEY, SessionProjection, derive_api_events
 from relaystore.domain.projection.index import TranscriptIndex
-from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
+from relaystore.domain.projection.integrity import (
+    check_mutation,
+    check_session,
+    check_transcript_changes,
+)
 from relaystore.domain.projection.markers import CONTEXT_BOUNDARY_PREFIX, CONTINUATION_PROMPT
 from relaystore.domain.projection.streams import merge_content_chunk
 from relaystore.domain.projection.text import (
@@ -1739,7 +1743,7 @@ def test_each_observation_changes_what_it_should_and_yields_its_api_events(case:
     assert journal.session.applied_event_ordinal == before.applied_event_ordinal + 1
     assert encode(before) == before_bytes, "applying an event must not change a snapshot"
     case.check(before, mutation, journal.session)
-    journal.session.validate()
+    check_session(journal.session)
 
 
 def test_every_observation_type_has_a_table_row() -> None:

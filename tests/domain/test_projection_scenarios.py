@@ -37,6 +37,7 @@ from relaystore.domain.outcomes import (
     TurnResultKind,
 )
 from relaystore.domain.projection import GOAL_STATE_KEY, SessionProjection
+from relaystore.domain.projection.integrity import check_session
 from relaystore.domain.projection.markers import CONTEXT_BOUNDARY_PREFIX
 from relaystore.domain.relay import (
     BeginCheckpointCommand,
@@ -209,7 +210,7 @@ def test_a_prompt_with_tool_calls_and_streamed_output_reads_as_one_turn() -> Non
     ended = turn_ended(session.feed[-1])
     assert (ended.command_id, ended.accepted_ordinal, ended.turn_start_position) == ("p1", 1, 2)
     assert ended.outcome.kind is TurnResultKind.COMPLETED
-    session.state.validate()
+    check_session(session.state)
 
 
 def test_a_question_and_its_answer_are_tied_to_the_turn_that_asked() -> None:
@@ -540,7 +541,7 @@ def test_the_real_kimi_excerpt_projects_into_one_tool_call_and_one_pending_quest
     (pending,) = session.state.pending_elicitations
     assert pending.id == "tool-permission-1"
     assert [event.kind for event in session.feed] == ["input_required"]
-    session.state.validate()
+    check_session(session.state)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -564,5 +565,5 @@ def test_a_generated_journal_projects_the_same_however_it_is_split(
     assert encode(tail) == encode(whole)
     assert head_feed + tail_feed == feed
 
-    whole.validate()
+    check_session(whole)
     assert whole.applied_event_ordinal == len(events)
