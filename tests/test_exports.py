@@ -156,6 +156,7 @@ _ALLOWED = {
         "starlette",
         "sse_starlette",
         "uvicorn",
+        "prometheus_client",
         "relaystore.domain",
         "relaystore.storage",
         "relaystore.actors",
