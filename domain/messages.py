@@ -71,7 +71,7 @@ class SaveLifecycleSession(Request[None], frozen=True, kw_only=True):
 
 
 class DeleteSession(Request[None], frozen=True, kw_only=True):
-    """Delete a session with its events and projection (its context stays)."""
+    """Delete a session with its events and projection (its context and usage stay)."""
 
     session_id: str
 

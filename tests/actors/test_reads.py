@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from relaystore import (
+    DeleteSession,
     EventStore,
     InvalidInput,
     ListSessions,
@@ -243,3 +244,12 @@ def test_the_async_facade_answers_the_same_reads(tmp_path: Path) -> None:
                 await aio.ask(LoadTranscriptPage(session_id="session-1", after_seq=-1))
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_usage_outlives_a_deleted_session(store: EventStore) -> None:
+    store.ask(DeleteSession(session_id="session-1"))
+    assert store.ask(LoadSessionDetail(session_id="session-1")) is None
+    assert store.ask(LoadTranscriptPage(session_id="session-1")) is None
+    usage = store.ask(LoadUsagePage(session_id="session-1"))
+    assert usage is not None
+    assert [t.command_id for t in usage.turns] == ["prompt-1", "prompt-2"]
