@@ -55,12 +55,13 @@ from relaystore.domain.materialized import (
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
 from relaystore.domain.projection.goal import GOAL_STATE_KEY
 from relaystore.domain.projection.text import (
+    materialized_chunks_text,
     materialized_content_text,
     normalize_session_title,
     sanitize_terminal_text,
 )
 from relaystore.domain.request import Request
-from relaystore.domain.sessions import SessionRecord, SessionState
+from relaystore.domain.sessions import SessionState
 from relaystore.domain.wire import JSON, Wire, emitted
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "LoadUsagePage",
     "ProjectionTail",
     "ReadMessage",
+    "SessionFacts",
     "SessionList",
     "TranscriptHistory",
     "TranscriptItemView",
@@ -202,11 +204,7 @@ def item_text(body: TranscriptBody) -> str:
     if isinstance(body, UserBody):
         return materialized_content_text(body.content)
     if isinstance(body, AgentBody | ThoughtBody):
-        return "".join(
-            materialized_content_text([chunk.get("content")])
-            for chunk in body.chunks
-            if isinstance(chunk, dict)
-        )
+        return materialized_chunks_text(body.chunks)
     if isinstance(body, ToolBody):
         call = body.call if isinstance(body.call, dict) else {}
         title = call.get("title") or call.get("kind") or "tool call"
@@ -440,8 +438,29 @@ class ElicitationList(Wire, kw_only=True):
     elicitations: list[ElicitationRequest] = emitted([])
 
 
+class SessionFacts(msgspec.Struct, kw_only=True):
+    """The fields of a stored :class:`SessionRecord` the API shows.
+
+    Decoded straight from the record's JSON, every other field skipped unread: listing a
+    thousand sessions must not cost a thousand full record decodes.
+    """
+
+    id: str
+    title: str
+    harness_kind: str
+    last_profile: str
+    bundle_id: str
+    target_template_id: str
+    state: SessionState
+    created_at: str
+    updated_at: str
+    last_error: str | None = None
+    session_title_override: str | None = None
+    checkout: JSON | None = None
+
+
 def api_session(
-    record: SessionRecord,
+    record: SessionFacts,
     *,
     workspace_id: str,
     execution: MaterializedExecutionState | None,
@@ -476,7 +495,7 @@ def api_session(
         id=record.id,
         workspace_id=workspace_id,
         title=title,
-        harness_kind=record.harness_kind.value,
+        harness_kind=record.harness_kind,
         profile_id=record.last_profile,
         target_id=record.target_template_id,
         bundle_id=record.bundle_id,

@@ -18,6 +18,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any, get_args
 
 import apsw
@@ -48,6 +49,7 @@ from relaystore.domain.reads import (
     LoadUsagePage,
     ProjectionTail,
     ReadMessage,
+    SessionFacts,
     SessionList,
     TranscriptHistory,
     TranscriptItemView,
@@ -66,8 +68,7 @@ from relaystore.domain.reads import (
     item_text,
     transcript_seq,
 )
-from relaystore.domain.sessions import SessionRecord
-from relaystore.domain.wire import JSON, decode_json
+from relaystore.domain.wire import JSON
 from relaystore.storage.materialized import (
     load_materialized_session,
     parse_execution,
@@ -77,6 +78,7 @@ from relaystore.storage.transaction import transaction
 __all__ = [
     "READ_TYPES",
     "answer_read",
+    "decode_transcript_bodies",
     "list_sessions",
     "list_workspaces",
     "load_elicitations",
@@ -102,6 +104,13 @@ JOIN session_contexts c ON c.session_id = s.session_id
 LEFT JOIN materialized_sessions m ON m.session_id = s.session_id
 LEFT JOIN api_session_activity a ON a.session_id = s.session_id
 """
+_PAGE_HEAD = f"""
+SELECT execution_state, running_started_at_ms,
+       (SELECT COALESCE(MAX({_SEQ}), 0) FROM materialized_transcript_items i
+        WHERE i.session_id = m.session_id)
+FROM materialized_sessions m WHERE session_id = ?
+"""
+"""A transcript page's execution state and ``latest_seq`` (every role), in one step."""
 _ITEM_COLUMNS = (
     "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
     " body_json"
@@ -113,7 +122,9 @@ _TURN_START = (
 """A turn starts at a user message or at a harness-started turn marker (``?2``)."""
 
 _BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
+_BODY_LIST: msgspec.json.Decoder[Any] = msgspec.json.Decoder(list[TranscriptBody])
 _CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
+_FACTS = msgspec.json.Decoder(SessionFacts)
 _ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 _ACTIVITY = msgspec.json.Decoder(ApiActivityState)
 _OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
@@ -175,9 +186,13 @@ def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:
     ) = row
     sid = str(session_id)
     try:
-        record = decode_json(str(record_json), SessionRecord, what="stored session record")
-    except InvalidInput as exc:
-        raise InvalidInput(exc.detail, session_id=sid) from exc
+        record = _FACTS.decode(str(record_json))
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(
+            f"stored session record does not decode: {exc}; the store may have been written "
+            "by another tool",
+            session_id=sid,
+        ) from exc
     outcome = (
         _decode(_OUTCOME, str(outcome_json), "last turn outcome", sid)
         if detail and outcome_json is not None
@@ -248,19 +263,45 @@ def load_elicitations(connection: apsw.Connection, session_id: str) -> Elicitati
 # -- transcript -------------------------------------------------------------------------
 
 
-def _views(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[TranscriptItemView]:
-    for stable_id, position, latest, created, changed, body_json in rows:
-        body = _decode(_BODY, str(body_json), f"body of transcript item {stable_id!r}", session_id)
-        yield TranscriptItemView(
-            stable_id=str(stable_id),
-            position=int(position),  # type: ignore[arg-type]
-            seq=transcript_seq(int(position), latest),  # type: ignore[arg-type]
+def decode_transcript_bodies(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptBody]:
+    """The decoded bodies of transcript ``rows`` (body JSON in column 5).
+
+    One decoder call for the whole page; a page holding a bad body is decoded row by row
+    to name the item.
+    """
+    try:
+        bodies: list[TranscriptBody] = _BODY_LIST.decode("[" + ",".join(r[5] for r in rows) + "]")
+        if len(bodies) == len(rows):
+            return bodies
+    except msgspec.DecodeError:
+        pass
+    return [
+        _decode(_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id) for r in rows
+    ]
+
+
+def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemView]:
+    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything)."""
+    view = TranscriptItemView
+    return [
+        view(
+            stable_id=row[0],
+            position=row[1],
+            seq=transcript_seq(row[1], row[2]),
             role=item_role(body),
             text=item_text(body),
-            created_at_ms=int(created),  # type: ignore[arg-type]
-            last_changed_at_ms=int(changed),  # type: ignore[arg-type]
+            created_at_ms=row[3],
+            last_changed_at_ms=row[4],
             body=body,
         )
+        for row, body in zip(rows, decode_transcript_bodies(rows, session_id), strict=True)
+    ]
+
+
+def _each_view(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[TranscriptItemView]:
+    """The views of ``rows``, decoded one at a time (for a caller that stops early)."""
+    for row in rows:
+        yield _views([row], session_id)[0]
 
 
 def _role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
@@ -291,36 +332,29 @@ def load_transcript_page(
     wanted = clamp_page_limit(limit)
     role_sql, kinds = _role_filter(roles)
     with transaction(connection, f"load a transcript page of session {session_id}"):
-        row = connection.execute(
-            "SELECT execution_state, running_started_at_ms FROM materialized_sessions"
-            " WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
+        row = connection.execute(_PAGE_HEAD, (session_id,)).fetchone()
         if row is None:
             return None
         execution = parse_execution(str(row[0]), row[1], session_id=session_id)
-        latest_seq = int(
-            connection.execute(
-                f"SELECT COALESCE(MAX({_SEQ}), 0) FROM materialized_transcript_items"
-                " WHERE session_id = ?",
-                (session_id,),
-            ).get
-        )
-        rows = connection.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM materialized_transcript_items"
+        latest_seq = int(row[2])
+        cursor = connection.execute(
+            f"SELECT {_ITEM_COLUMNS}, {_SEQ} FROM materialized_transcript_items"
             f" WHERE session_id = ? AND {_SEQ} > ?{role_sql} ORDER BY {_SEQ}, stable_id",
             (session_id, after_seq, *kinds),
         )
-        items: list[TranscriptItemView] = []
-        more = False
-        for view in _views(rows, session_id):
-            if items and len(items) >= wanted and view.seq != items[-1].seq:
-                more = True
-                break
-            if finished_only and not is_finished(view.body):
-                more = True
-                break
-            items.append(view)
+        if finished_only:
+            items, more = _finished_prefix(cursor, wanted, session_id)
+        else:
+            rows = list(islice(cursor, wanted))
+            more = False
+            if rows:
+                last = rows[-1][6]
+                for row in cursor:  # the items tied with the last travel with it
+                    if row[6] != last:
+                        more = True
+                        break
+                    rows.append(row)
+            items = _views(rows, session_id)
     if more:
         next_after_seq = items[-1].seq if items else after_seq
     else:
@@ -332,6 +366,21 @@ def load_transcript_page(
         execution=execution,
         items=items,
     )
+
+
+def _finished_prefix(
+    cursor: Iterable[apsw.SQLiteValues], wanted: int, session_id: str
+) -> tuple[list[TranscriptItemView], bool]:
+    """The page's items up to the first unfinished one; whether the page stopped early."""
+    items: list[TranscriptItemView] = []
+    for row in cursor:
+        view = _views([row], session_id)[0]
+        if (items and len(items) >= wanted and view.seq != items[-1].seq) or not is_finished(
+            view.body
+        ):
+            return items, True
+        items.append(view)
+    return items, False
 
 
 def load_transcript_history(
@@ -377,7 +426,7 @@ def load_transcript_history(
         bindings.append(wanted + 1)
         rows = connection.execute(query, bindings).fetchall()
     older = len(rows) > wanted
-    views = list(_views(reversed(rows[:wanted]), session_id))
+    views = _views(rows[:wanted][::-1], session_id)
     return TranscriptHistory(
         items=[
             HistoryItem(stable_id=v.stable_id, position=v.position, role=v.role, text=v.text)
@@ -436,7 +485,7 @@ def load_turn_summary(
             " ORDER BY position DESC, stable_id DESC",
             (session_id, turn_start_position, completed_ordinal),
         )
-        final = next((v.text for v in _views(agents, session_id) if v.text.strip()), None)
+        final = next((v.text for v in _each_view(agents, session_id) if v.text.strip()), None)
     return TurnSummary(
         turn_number=int(number),
         turn_started_at_ms=int(started),
@@ -467,7 +516,7 @@ def load_projection_tail(
         title = next(
             (
                 t
-                for t in (provisional_session_title(v.text) for v in _views(users, session_id))
+                for t in (provisional_session_title(v.text) for v in _each_view(users, session_id))
                 if t
             ),
             None,
