@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from relaystore.domain.errors import InvalidInput, StoreError
 
@@ -208,6 +208,8 @@ def _parser() -> argparse.ArgumentParser:
 
     stats = command("stats", "print the store's revision, sessions and event counts")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
+
+    _read_commands(command)
 
     serve = command("serve", "serve GET /api/v1/events (server-sent events) over HTTP, read-only")
     serve.add_argument("--host", type=_host, default="127.0.0.1", help="(default 127.0.0.1)")
@@ -601,6 +603,144 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- sessions, transcript, history, usage: the read side ---------------------------------
+
+
+def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    from relaystore.domain.roles import TranscriptRole
+
+    sessions = command("sessions", "list the store's sessions (lifecycle, chat phase, title)")
+    sessions.add_argument("--workspace", type=_id("workspace"), help="only this workspace's")
+    sessions.add_argument("--json", action="store_true", help="print GET /api/v1/sessions")
+
+    transcript = command("transcript", "print a session's transcript items as JSON lines")
+    transcript.add_argument("session", type=_id("session"))
+    transcript.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="after SEQ")
+    transcript.add_argument("--limit", type=_count, default=None, metavar="N", help="at most N")
+    transcript.add_argument(
+        "--role",
+        action="append",
+        choices=get_args(TranscriptRole),
+        default=None,
+        help="only items of this role (repeatable)",
+    )
+    transcript.add_argument(
+        "--finished-only", action="store_true", help="leave out items still streaming or running"
+    )
+    transcript.add_argument("--follow", action="store_true", help="keep printing new items")
+
+    history = command("history", "print a page of a session's earlier messages as JSON")
+    history.add_argument("session", type=_id("session"))
+    before = history.add_mutually_exclusive_group()
+    before.add_argument("--before-position", type=_count, metavar="N", help="items before N")
+    before.add_argument("--before-id", metavar="ID", help="items before the item ID")
+    history.add_argument("--limit", type=_count, default=128, metavar="N", help="(default 128)")
+
+    usage = command("usage", "print a session's recorded turn usage as JSON")
+    usage.add_argument("session", type=_id("session"))
+    usage.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="after SEQ")
+    usage.add_argument("--limit", type=_count, default=200, metavar="N", help="(default 200)")
+
+
+def _print_json(reply: object) -> None:
+    import msgspec
+
+    sys.stdout.buffer.write(msgspec.json.encode(reply) + b"\n")
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    from relaystore.domain.reads import ListSessions
+
+    with _open_read_only(args.db) as store:
+        listed = store.ask(ListSessions(workspace_id=args.workspace))
+    if args.json:
+        _print_json(listed)
+        return 0
+    for session in listed.sessions:
+        print(
+            f"{session.id}\t{session.workspace_id}\t{session.lifecycle}\t"
+            f"{session.chat_phase}\t{session.title}"
+        )
+    return 0
+
+
+def _transcript(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from relaystore.domain.reads import LoadTranscriptPage
+
+    remaining = args.limit
+    after = args.after
+    roles = tuple(dict.fromkeys(args.role or ()))
+    out = sys.stdout.buffer
+    with _open_read_only(args.db) as store:
+        while remaining is None or remaining > 0:
+            page = store.ask(
+                LoadTranscriptPage(
+                    session_id=args.session,
+                    after_seq=after,
+                    limit=1000 if remaining is None else min(remaining, 1000),
+                    roles=roles,
+                    finished_only=args.finished_only,
+                )
+            )
+            if page is None:
+                raise InvalidInput(f"no session {args.session} in {args.db}")
+            items = page.items if remaining is None else page.items[:remaining]
+            if items:
+                out.write(b"\n".join(msgspec.json.encode(item) for item in items) + b"\n")
+            out.flush()
+            if remaining is not None:
+                remaining -= len(items)
+            moved = page.next_after_seq != after
+            after = page.next_after_seq
+            if page.items and moved:
+                continue
+            if not args.follow:
+                break
+            store.wait_for(store.latest_seq + 1, timeout=1.0)  # items may change without events
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from relaystore.domain.reads import LoadTranscriptHistory
+
+    with _open_read_only(args.db) as store:
+        page = store.ask(
+            LoadTranscriptHistory(
+                session_id=args.session,
+                before_position=args.before_position,
+                before_id=args.before_id,
+                limit=args.limit,
+            )
+        )
+    if page is None:
+        raise InvalidInput(f"no session {args.session} in {args.db}")
+    _print_json(page)
+    return 0
+
+
+def _usage(args: argparse.Namespace) -> int:
+    from relaystore.domain.reads import LoadUsagePage
+
+    with _open_read_only(args.db) as store:
+        page = store.ask(
+            LoadUsagePage(session_id=args.session, after_seq=args.after, limit=args.limit)
+        )
+    if page is None:
+        raise InvalidInput(f"no session {args.session} in {args.db}")
+    _print_json(page)
+    return 0
+
+
+_READ_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "sessions": _sessions,
+    "transcript": _transcript,
+    "history": _history,
+    "usage": _usage,
+}
+
+
 # -- serve, backup, vacuum, completion -----------------------------------------------------
 
 
@@ -694,6 +834,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "backup": _backup,
     "vacuum": _vacuum,
     "completion": _no_handler,
+    **_READ_COMMANDS,
 }
 
 

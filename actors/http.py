@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relaystore.actors.aio import AsyncEventStore
+from relaystore.actors.http_reads import read_routes
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.sessions import validate_id
@@ -188,7 +189,7 @@ def create_app(store_path: Path, token: str, *, keepalive: float = KEEPALIVE_SEC
         return _error(status, str(getattr(exc, "detail", exc)))
 
     return Starlette(
-        routes=[Route("/api/v1/events", events, methods=["GET"])],
+        routes=[Route("/api/v1/events", events, methods=["GET"]), *read_routes(state, authorized)],
         middleware=[Middleware(_ContractHeaders)],
         exception_handlers={404: not_found, HTTPException: http_error},
         lifespan=lifespan,

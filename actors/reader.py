@@ -25,6 +25,7 @@ from relaystore.storage.paging import (
     load_raw_api_events,
     load_runtime_receipt,
 )
+from relaystore.storage.reads import READ_TYPES, answer_read
 from relaystore.storage.sessions import load_state
 from relaystore.storage.transaction import Connection
 
@@ -45,6 +46,8 @@ class ReaderActor(TellSafeActor):
 
     def handle(self, message: Any) -> Any:
         connection = self._connection
+        if isinstance(message, READ_TYPES):  # sessions, transcript, history, usage
+            return answer_read(connection, message)
         match message:
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
                 return load_api_events(connection, event_filter, after_seq, limit)

@@ -7,7 +7,7 @@ is a :class:`State` to the type checker.
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 import msgspec
 
@@ -19,8 +19,10 @@ from relaystore.domain.api_events import (
 )
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
 from relaystore.domain.projection.page import PageDelta
+from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.reports import BackupReport, VacuumReport
+from relaystore.domain.request import Request
 from relaystore.domain.runtime import RuntimeReceipt
 from relaystore.domain.sessions import SessionRecord, State
 
@@ -53,13 +55,6 @@ __all__ = [
     "WriterMessage",
 ]
 
-R = TypeVar("R")
-
-
-class Request(msgspec.Struct, Generic[R], frozen=True, kw_only=True):
-    """A message whose reply is an ``R``."""
-
-
 # -- writer ---------------------------------------------------------------------------
 
 
@@ -76,7 +71,7 @@ class SaveLifecycleSession(Request[None], frozen=True, kw_only=True):
 
 
 class DeleteSession(Request[None], frozen=True, kw_only=True):
-    """Delete a session with its events and projection (its context stays)."""
+    """Delete a session with its events and projection (its context and usage stay)."""
 
     session_id: str
 
@@ -144,7 +139,7 @@ class SeedProjection(Request[RelayCursor], frozen=True, kw_only=True):
 
     session_id: str
     start: RelayCursor
-    queued_prompts: list[MaterializedQueuedPrompt] = []
+    queued_prompts: list[MaterializedQueuedPrompt] = msgspec.field(default_factory=list)
     source: Literal["seed", "first_event"] = "seed"
 
 
@@ -276,4 +271,5 @@ ReaderMessage = (
     | LoadMaterializedSession
     | LoadState
     | BackupStore
+    | ReadMessage
 )

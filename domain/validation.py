@@ -68,6 +68,12 @@ def validate_message(message: object) -> None:
             raise InvalidInput(f"{name}.updated_at: {exc.detail}") from exc
     if session_id is not None:
         _check_id(f"{name}.session_id", "session", session_id)
+    workspace_id = getattr(message, "workspace_id", None)
+    if workspace_id is not None:
+        _check_id(f"{name}.workspace_id", "workspace", workspace_id)
+    check = getattr(message, "check", None)
+    if callable(check):  # the message's own rules (ranges, pairs), stated beside it
+        check()
     wanted = getattr(message, "filter", None)
     if isinstance(wanted, ApiEventFilter):  # a page query: its ids follow the id rule too
         for field, kind in (("session_id", "session"), ("workspace_id", "workspace")):

@@ -66,6 +66,14 @@ SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_ch
 FROM materialized_transcript_items WHERE session_id = ?
 ORDER BY position, stable_id
 """
+_TRANSCRIPT_TAIL_ROWS = """
+SELECT * FROM (
+    SELECT stable_id, position, latest_content_event_ordinal, created_at_ms,
+           last_changed_at_ms, body_json
+    FROM materialized_transcript_items WHERE session_id = ?
+    ORDER BY position DESC, stable_id DESC LIMIT ?
+) ORDER BY position, stable_id
+"""
 _HISTORY_START_ROW = """
 SELECT first_ordinal, source FROM materialized_history_start WHERE session_id = ?
 """
@@ -140,18 +148,24 @@ def load_frontier(connection: apsw.Connection, session_id: str) -> RelayCursor |
 
 
 def load_materialized_session(
-    connection: apsw.Connection, session_id: str
+    connection: apsw.Connection, session_id: str, *, transcript_limit: int | None = None
 ) -> MaterializedSession | None:
     """The session's projection as last committed, or None when it has none.
 
     Reads in one transaction (a savepoint inside the caller's, if one is open). Raises
     :class:`ProjectionError` when the stored projection does not decode or validate.
+    ``transcript_limit`` keeps only the newest that many transcript items.
     """
     with transaction(connection, f"load the projection of session {session_id}"):
         row = connection.execute(_SESSION_ROW, (session_id,)).fetchone()
         if row is None:
             return None
-        transcript_rows = connection.execute(_TRANSCRIPT_ROWS, (session_id,)).fetchall()
+        if transcript_limit is None:
+            transcript_rows = connection.execute(_TRANSCRIPT_ROWS, (session_id,)).fetchall()
+        else:
+            transcript_rows = connection.execute(
+                _TRANSCRIPT_TAIL_ROWS, (session_id, max(0, transcript_limit))
+            ).fetchall()
         queue_rows = connection.execute(_QUEUE_ROWS, (session_id,)).fetchall()
         start_row = connection.execute(_HISTORY_START_ROW, (session_id,)).fetchone()
     (

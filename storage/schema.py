@@ -12,13 +12,20 @@ Revisions (relaystore's own numbering):
 3. ``materialized_history_start``: where a session's history starts when it does not
    start at ordinal 1 (a seeded or pruned journal). Additive, so the floor stays 2: a
    revision-2 build may still read and write it.
-4. *Current* (:data:`SCHEMA_VERSION`). The ``sessions`` CHECK constraints admit every
+4. The ``sessions`` CHECK constraints admit every
    harness kind and session state the domain knows (the origin's steps 68 and 74 added
    ``startup-cleanup`` and ``opencode``). The constraints only widen, so the step rewrites
    the table's definition in place (SQLite's documented procedure for a change that
    leaves the stored rows as they are) and checks the file's integrity before it commits.
    It raises the floor to 4: a revision-3 build cannot decode a record with a new kind or
    state, and would refuse that session's record (or, where it lists sessions, fail).
+5. *Current* (:data:`SCHEMA_VERSION`). Accounting outlives its session (the origin's
+   step 67): ``session_turn_usage`` and ``session_provider_cost`` reference
+   ``session_contexts`` (which a deleted session leaves behind) instead of cascading
+   from ``materialized_sessions``, so deleting a session keeps its usage readable. And
+   the index ``materialized_transcript_seq`` (session, seq, stable id) lets a transcript
+   page walk from its cursor. Both tables keep their columns, so a revision-4 build still
+   reads and writes them: the floor stays.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -55,11 +62,13 @@ from relaystore.storage.events import encode_event_body
 from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
+    "ACCOUNTING_TABLES",
     "CHECKPOINT_OPERATIONS_DDL",
     "COMPATIBILITY_FLOOR",
     "HISTORY_START_DDL",
     "SCHEMA_VERSION",
     "SchemaState",
+    "TRANSCRIPT_SEQ_INDEX_DDL",
     "check_writer_schema",
     "create_store_schema",
     "ensure_supported",
@@ -69,7 +78,7 @@ __all__ = [
     "tables_ddl",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -249,6 +258,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
             connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL
         )
         _widen_session_checks(connection)
+        _keep_accounting(connection)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
             (COMPATIBILITY_FLOOR,),
@@ -353,7 +363,68 @@ def _widen_session_checks(connection: apsw.Connection) -> None:
         )
 
 
-_MIGRATIONS = {2: _migrate_to_typed_events, 3: _add_history_start, 4: _admit_current_session_kinds}
+ACCOUNTING_TABLES = ("session_turn_usage", "session_provider_cost")
+_ACCOUNTING_DDL = {
+    "session_turn_usage": """
+CREATE TABLE session_turn_usage_next (
+    session_id TEXT NOT NULL REFERENCES session_contexts(session_id),
+    command_id TEXT NOT NULL,
+    completed_ordinal INTEGER NOT NULL,
+    turn_start_position INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY(session_id, command_id)
+);
+INSERT INTO session_turn_usage_next(session_id, command_id, completed_ordinal,
+    turn_start_position, body)
+SELECT session_id, command_id, completed_ordinal, turn_start_position, body
+FROM session_turn_usage;
+DROP TABLE session_turn_usage;
+ALTER TABLE session_turn_usage_next RENAME TO session_turn_usage;
+CREATE INDEX session_turn_usage_order ON session_turn_usage(session_id, completed_ordinal);
+""",
+    "session_provider_cost": """
+CREATE TABLE session_provider_cost_next (
+    session_id TEXT PRIMARY KEY REFERENCES session_contexts(session_id),
+    body TEXT NOT NULL
+);
+INSERT INTO session_provider_cost_next(session_id, body)
+SELECT session_id, body FROM session_provider_cost;
+DROP TABLE session_provider_cost;
+ALTER TABLE session_provider_cost_next RENAME TO session_provider_cost;
+""",
+}
+TRANSCRIPT_SEQ_INDEX_DDL = """
+CREATE INDEX IF NOT EXISTS materialized_transcript_seq ON materialized_transcript_items(
+    session_id, COALESCE(latest_content_event_ordinal, position), stable_id);
+"""
+"""Transcript pages walk items by (session, seq, stable id); the expression must read
+exactly as the one in ``storage/reads.py``."""
+
+
+def _keep_accounting(connection: apsw.Connection) -> None:
+    """Rebuild the two usage tables to reference ``session_contexts`` (rows kept) and add
+    the transcript seq index, inside the caller's transaction. The baseline runs it too,
+    so a fresh store and a migrated one have the same definitions."""
+    for table in ACCOUNTING_TABLES:
+        connection.execute(_ACCOUNTING_DDL[table])
+    connection.execute(TRANSCRIPT_SEQ_INDEX_DDL)
+
+
+def _accounting_outlives_sessions(connection: apsw.Connection) -> None:
+    """Revision 5: usage outlives its session; transcript pages have their index."""
+    with _step(connection, "migrate the relaystore schema to revision 5"):
+        if int(connection.pragma("user_version")) != 4:
+            return
+        _keep_accounting(connection)
+        _record_revision(connection, 5)
+
+
+_MIGRATIONS = {
+    2: _migrate_to_typed_events,
+    3: _add_history_start,
+    4: _admit_current_session_kinds,
+    5: _accounting_outlives_sessions,
+}
 
 
 class _LegacyErrorData(msgspec.Struct, kw_only=True):

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "sessions": "suite.sessions",
     "embedding": "suite.embedding",
     "toolcalls": "suite.toolcalls",
+    "pages": "suite.pages",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

@@ -11,6 +11,7 @@ from relaystore.domain.wire import JSON
 
 __all__ = [
     "config_command_text",
+    "materialized_chunks_text",
     "materialized_content_text",
     "normalize_session_title",
     "provisional_session_title",
@@ -144,6 +145,17 @@ def materialized_content_text(content: Iterable[JSON]) -> str:
     """The visible text of ACP content blocks, hidden controller context removed."""
     parts = [sanitize_terminal_text(_block_text(block)) for block in content]
     return strip_hidden_prompt_context("\n".join(part for part in parts if part))
+
+
+def materialized_chunks_text(chunks: Iterable[JSON]) -> str:
+    """The visible text of streamed message chunks (``{"content": block, ...}``): their
+    blocks' texts joined without separators, then hidden controller context removed."""
+    joined = "".join(
+        _block_text(chunk["content"])
+        for chunk in chunks
+        if isinstance(chunk, dict) and chunk.get("content") is not None
+    )
+    return strip_hidden_prompt_context(sanitize_terminal_text(joined))
 
 
 def normalize_session_title(title: str) -> str | None:

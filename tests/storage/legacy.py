@@ -25,7 +25,7 @@ import re
 import apsw
 
 from relaystore.storage.connection import open_writer
-from relaystore.storage.schema import create_store_schema, tables_ddl
+from relaystore.storage.schema import ACCOUNTING_TABLES, create_store_schema, tables_ddl
 
 __all__ = [
     "LEGACY_SCHEMA_VERSION",
@@ -33,6 +33,7 @@ __all__ = [
     "create_legacy_store",
     "create_revision_2_store",
     "step_back_to_revision_2",
+    "step_back_to_revision_4",
 ]
 
 LEGACY_SCHEMA_VERSION = 1
@@ -108,14 +109,55 @@ def _baseline_sessions_sql() -> str:
     return found.group(0)
 
 
+def _baseline_table_sql(table: str) -> str:
+    """The definition of ``table`` (and its indexes) in ``tables.sql``."""
+    found = re.search(rf"CREATE TABLE {table} \(.*?\n\);", tables_ddl(), re.DOTALL)
+    assert found is not None
+    indexes = re.findall(rf"CREATE INDEX \w+ ON {table}\(.*?\);", tables_ddl())
+    return "\n".join([found.group(0), *indexes])
+
+
+def step_back_to_revision_4(path: str | os.PathLike[str]) -> None:
+    """Turn the revision-5 store at ``path`` into what a revision-4 build wrote.
+
+    In one transaction through a plain connection: give the usage tables back their
+    ``tables.sql`` definitions (cascading from ``materialized_sessions``; every row is
+    kept, so each must still have its projection), drop ``materialized_transcript_seq``,
+    turn the ledger's single row 5 into row 4 and set ``user_version`` to 4. A store
+    already at revision 4 is left alone.
+    """
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) == 4:
+                return
+            for table in ACCOUNTING_TABLES:
+                connection.execute(
+                    f"CREATE TEMP TABLE kept AS SELECT * FROM {table}; DROP TABLE {table};"
+                    f"{_baseline_table_sql(table)}"
+                    f"INSERT INTO {table} SELECT * FROM temp.kept; DROP TABLE temp.kept;"
+                )
+            connection.execute(
+                "DROP INDEX materialized_transcript_seq;"
+                "DELETE FROM schema_migrations WHERE version = 5;"
+                "INSERT INTO schema_migrations(version, applied_at)"
+                " VALUES (4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 4;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_3(path: str | os.PathLike[str]) -> None:
     """Turn the revision-4 store at ``path`` into what a revision-3 build wrote.
 
     In one transaction through a plain connection: give ``sessions`` back the baseline
     CHECK lists (without ``opencode`` and ``startup-cleanup``; every stored row must fit
     them), turn the ledger's single row 4 into row 3, lower the floor to 2 and set
-    ``user_version`` to 3.
+    ``user_version`` to 3 (after :func:`step_back_to_revision_4`).
     """
+    step_back_to_revision_4(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

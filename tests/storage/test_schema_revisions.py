@@ -112,7 +112,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == 4
+        assert writer.revision == SCHEMA_VERSION == 5
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -194,7 +194,13 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     create_revision_2_store(old)
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
-    assert {name for _, name, _ in missing} == {"materialized_history_start", "sessions"}
+    assert {name for _, name, _ in missing} == {
+        "materialized_history_start",
+        "sessions",
+        "session_turn_usage",  # revision 5: usage references session_contexts
+        "session_provider_cost",
+        "materialized_transcript_seq",
+    }
 
 
 def test_a_revision_2_store_is_migrated_in_place_on_the_first_writable_open(
@@ -663,7 +669,7 @@ def test_a_revision_3_store_is_migrated_to_admit_every_kind_and_state(store_path
         save_session(writer.connection, example_session("kept"))
     step_back_to_revision_3(store_path)
     with open_writer(store_path) as writer:
-        assert writer.revision == 4
+        assert writer.revision == SCHEMA_VERSION
         for kind in HarnessKind:
             save_session(writer.connection, _record(f"h-{kind.value}", harness_kind=kind))
         for state in SessionState:
@@ -671,7 +677,7 @@ def test_a_revision_3_store_is_migrated_to_admit_every_kind_and_state(store_path
         sessions = {str(s) for (s,) in writer.connection.execute("SELECT session_id FROM sessions")}
     assert "kept" in sessions
     assert {"h-opencode", "s-startup-cleanup"} <= sessions
-    assert metadata(store_path) == (4, [3, 4], [(1, 4)])
+    assert metadata(store_path) == (SCHEMA_VERSION, [3, *range(4, SCHEMA_VERSION + 1)], [(1, 4)])
 
 
 def test_the_sessions_checks_list_exactly_the_domains_values(store_path: Path) -> None:
@@ -699,7 +705,7 @@ def test_the_sessions_checks_list_exactly_the_domains_values(store_path: Path) -
 
 def test_a_revision_3_build_is_refused_by_a_revision_4_store(store_path: Path) -> None:
     open_writer(store_path).close()
-    state = SchemaState(revision=4, minimum_compatible=4)
+    state = SchemaState(revision=SCHEMA_VERSION, minimum_compatible=4)
     assert state.minimum_compatible > 3  # the floor keeps a revision-3 build out
     with open_writer(store_path) as writer:
         assert read_schema_state(writer.connection) == state

@@ -1,0 +1,252 @@
+"""``relaystore serve``: the origin's read routes under ``/api/v1/``, health and metrics.
+
+Every route answers JSON in the origin's shapes (``encode`` of the reply types of
+:mod:`domain.reads`), with the bearer token :mod:`actors.http` checks. The routes:
+
+=====================================================  =================================
+``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
+``GET /api/v1/sessions[?workspace_id=]``               :class:`ListSessions`
+``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
+``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadTranscriptPage`
+``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
+``GET .../{id}/usage?after_seq&limit``                 :class:`LoadUsagePage`
+``GET .../{id}/elicitations``                          :class:`LoadElicitations`
+``GET /healthz``                                       no token: ``{"status": "ok", ...}``
+``GET /metrics``                                       Prometheus text (``relaystore[metrics]``)
+=====================================================  =================================
+
+``role`` may repeat. Errors are ``{"error": ..., "code": ...}``: 400 ``bad_request``
+(a malformed parameter or id), 401 ``unauthorized``, 404 ``not_found`` (no such
+session, or no transcript recorded for it), 500 ``storage_failure``, 503
+``unavailable`` (shutting down). The session list refuses unknown parameters, as the
+origin's does; the other routes ignore them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any, get_args
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from relaystore.actors.aio import AsyncEventStore
+from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
+from relaystore.domain.reads import (
+    ListSessions,
+    ListWorkspaces,
+    LoadElicitations,
+    LoadSessionDetail,
+    LoadTranscriptHistory,
+    LoadTranscriptPage,
+    LoadUsagePage,
+    TranscriptRole,
+)
+from relaystore.domain.reports import StoreMetrics
+from relaystore.domain.validation import INT64_MAX
+from relaystore.domain.wire import encode
+
+__all__ = ["failure", "prometheus_text", "query_integer", "read_routes"]
+
+_ROLES = frozenset(get_args(TranscriptRole))
+_Handler = Callable[[Request], Awaitable[Response]]
+_COUNTERS = frozenset({"commits", "messages_written", "relay_events_applied", "api_events_written"})
+_METRIC_HELP = {
+    "writer_inbox_depth": "Messages waiting in the writer's inbox.",
+    "live_projectors": "Sessions holding a projector.",
+    "followers": "Open follows of the feed.",
+    "commits": "Writer commits since the store opened.",
+    "commit_latency_p50_ms": "Median commit latency over recent commits, in milliseconds.",
+    "commit_latency_p99_ms": "99th percentile commit latency over recent commits, in milliseconds.",
+    "batch_size_mean": "Mean messages per commit over recent commits.",
+    "batch_size_max": "Most messages in one recent commit.",
+    "messages_written": "Writer messages committed since the store opened.",
+    "relay_events_applied": "Relay events projected since the store opened.",
+    "api_events_written": "API events written since the store opened.",
+    "latest_seq": "The newest committed API event seq.",
+}
+
+
+def failure(status: int, code: str, text: str) -> JSONResponse:
+    """The origin's error body ``{"error": text, "code": code}``."""
+    return JSONResponse({"error": text, "code": code}, status_code=status)
+
+
+def query_integer(name: str, raw: str | None, default: int | None = None) -> int | None:
+    """A non-negative integer query parameter (``default`` when absent).
+
+    Raises :class:`InvalidInput` for anything but ASCII digits or a value beyond
+    SQLite's INTEGER range.
+    """
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit():
+        raise InvalidInput(f"{name} must be a non-negative integer, got {raw[:40]!r}")
+    value = int(raw)
+    if value > INT64_MAX:
+        raise InvalidInput(f"{name} {raw[:40]} is beyond the largest integer")
+    return value
+
+
+def _flag(name: str, raw: str | None) -> bool:
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise InvalidInput(f"{name} must be true or false, got {raw[:40]!r}")
+
+
+def _json(reply: object) -> Response:
+    return Response(encode(reply), media_type="application/json")
+
+
+def prometheus_text(metrics: StoreMetrics) -> bytes:
+    """``metrics`` in the Prometheus text format, as ``relaystore_*`` families.
+
+    Counts since the store opened are counters (``_total``); the rest are gauges. Needs
+    ``prometheus-client`` (``relaystore[metrics]``); raises ``ImportError`` without it.
+    """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.registry import Collector
+
+    class _Snapshot(Collector):
+        def collect(self) -> Iterator[Metric]:
+            for name in msgspec.structs.fields(StoreMetrics):
+                value = getattr(metrics, name.name)
+                if not isinstance(value, int | float) or isinstance(value, bool):
+                    continue
+                help_text = _METRIC_HELP.get(name.name, name.name.replace("_", " "))
+                if name.name in _COUNTERS:
+                    yield CounterMetricFamily(f"relaystore_{name.name}", help_text, value=value)
+                else:
+                    yield GaugeMetricFamily(f"relaystore_{name.name}", help_text, value=value)
+
+    registry = CollectorRegistry(auto_describe=False)  # one per scrape: no shared state
+    registry.register(_Snapshot())
+    return bytes(generate_latest(registry))
+
+
+def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool]) -> list[Route]:
+    """The read routes, ``/healthz`` and ``/metrics``, over the store in ``state["store"]``.
+
+    ``authorized(request)`` checks the bearer token.
+    """
+
+    def guarded(build: Callable[[Request], Any], path_id: bool = True) -> _Handler:
+        """A handler: token, store, build the message, ask it, answer its reply or 404."""
+
+        async def handle(request: Request) -> Response:
+            if not authorized(request):
+                return failure(401, "unauthorized", "missing or wrong bearer token")
+            store: AsyncEventStore | None = state.get("store")
+            if store is None:
+                return failure(503, "unavailable", "the server is shutting down")
+            try:
+                reply = await store.ask(build(request))
+            except InvalidInput as exc:
+                return failure(400, "bad_request", exc.detail)
+            except StoreClosed:
+                return failure(503, "unavailable", "the server is shutting down")
+            except StoreError as exc:
+                return failure(500, "storage_failure", f"reading the store failed: {exc}")
+            if reply is None:
+                session_id = request.path_params.get("session_id", "")
+                return failure(404, "not_found", f"no session {session_id} in this store")
+            return _json(reply)
+
+        return handle
+
+    def sessions(request: Request) -> ListSessions:
+        params = request.query_params
+        unknown = sorted(set(params) - {"workspace_id"})
+        if unknown:
+            raise InvalidInput(f"unknown query parameter {unknown[0]!r}")
+        return ListSessions(workspace_id=params.get("workspace_id"))
+
+    def transcript(request: Request) -> LoadTranscriptPage:
+        params = request.query_params
+        roles = params.getlist("role")
+        for role in roles:
+            if role not in _ROLES:
+                raise InvalidInput(f"role {role[:40]!r} is not one of {', '.join(sorted(_ROLES))}")
+        return LoadTranscriptPage(
+            session_id=request.path_params["session_id"],
+            after_seq=query_integer("after_seq", params.get("after_seq"), 0) or 0,
+            limit=_limit(params.get("limit"), 200),
+            roles=tuple(dict.fromkeys(roles)),  # type: ignore[arg-type]
+            finished_only=_flag("finished_only", params.get("finished_only")),
+        )
+
+    def history(request: Request) -> LoadTranscriptHistory:
+        params = request.query_params
+        return LoadTranscriptHistory(
+            session_id=request.path_params["session_id"],
+            before_position=query_integer("before_position", params.get("before_position")),
+            before_id=params.get("before_id"),
+            limit=_limit(params.get("limit"), 128),
+        )
+
+    def usage(request: Request) -> LoadUsagePage:
+        params = request.query_params
+        return LoadUsagePage(
+            session_id=request.path_params["session_id"],
+            after_seq=query_integer("after_seq", params.get("after_seq"), 0) or 0,
+            limit=_limit(params.get("limit"), 200),
+        )
+
+    async def healthz(request: Request) -> Response:
+        store: AsyncEventStore | None = state.get("store")
+        if store is None:
+            return failure(503, "unavailable", "the server is shutting down")
+        try:
+            latest = await store.fetch_latest_seq()
+        except StoreError as exc:
+            return failure(503, "unavailable", f"the store does not answer: {exc}")
+        return JSONResponse({"status": "ok", "latest_seq": latest})
+
+    async def metrics_text(request: Request) -> Response:
+        if not authorized(request):
+            return failure(401, "unauthorized", "missing or wrong bearer token")
+        store: AsyncEventStore | None = state.get("store")
+        if store is None:
+            return failure(503, "unavailable", "the server is shutting down")
+        try:
+            text = prometheus_text(store.metrics())
+        except ImportError:
+            return failure(
+                503,
+                "unavailable",
+                'metrics need prometheus-client: pip install "relaystore[metrics]"',
+            )
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    session = "/api/v1/sessions/{session_id}"
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_text, methods=["GET"]),
+        Route("/api/v1/workspaces", guarded(lambda _: ListWorkspaces()), methods=["GET"]),
+        Route("/api/v1/sessions", guarded(sessions), methods=["GET"]),
+        Route(
+            session,
+            guarded(lambda r: LoadSessionDetail(session_id=r.path_params["session_id"])),
+            methods=["GET"],
+        ),
+        Route(session + "/transcript", guarded(transcript), methods=["GET"]),
+        Route(session + "/history", guarded(history), methods=["GET"]),
+        Route(session + "/usage", guarded(usage), methods=["GET"]),
+        Route(
+            session + "/elicitations",
+            guarded(lambda r: LoadElicitations(session_id=r.path_params["session_id"])),
+            methods=["GET"],
+        ),
+    ]
+
+
+def _limit(raw: str | None, default: int) -> int:
+    """A page limit: a non-negative integer, clamped later by the read (0 gives 1)."""
+    value = query_integer("limit", raw, default)
+    assert value is not None
+    return value
