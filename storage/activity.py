@@ -1,10 +1,9 @@
 """Session activity: publish what each session is doing, and faults at its start.
 
-Guarantees: an activity batch is one transaction; an ``activity_changed`` event is appended only
-when the activity's serialized JSON differs from the last one published for that
-session (byte comparison of the deterministic encoding); activity for a session that
-does not exist (never saved, or deleted) is skipped, so a forgotten session is never
-revived. A startup fault of a session that does not exist is dropped the same way.
+Guarantees: an activity batch is one transaction; what it publishes is decided by
+:func:`relaystore.domain.activity.plan_activities` (only changes, never for a session
+that does not exist). A startup fault of a session that does not exist is dropped the
+same way.
 """
 
 from __future__ import annotations
@@ -14,15 +13,10 @@ from collections.abc import Iterable
 
 import apsw
 
-from relaystore.domain.api_events import (
-    ApiActivityChanged,
-    ApiActivityState,
-    ApiEventData,
-    ApiSessionFault,
-)
+from relaystore.domain.activity import plan_activities
+from relaystore.domain.api_events import ApiActivityState, ApiSessionFault
 from relaystore.domain.errors import UnknownSession
 from relaystore.domain.outcomes import OutcomeReason
-from relaystore.domain.wire import encode
 from relaystore.storage.events import insert_api_event, insert_api_events
 from relaystore.storage.sessions import current_time_ms
 from relaystore.storage.transaction import transaction
@@ -41,31 +35,21 @@ def record_activities(
     activities: Iterable[tuple[str, ApiActivityState]],
     recorded_at_ms: int,
 ) -> None:
-    """Append ``activity_changed`` for every changed activity in ``activities``, in order."""
+    """Append ``activity_changed`` for every changed activity in ``activities``, in order
+    (:func:`relaystore.domain.activity.plan_activities` decides which)."""
+    batch = list(activities)
     with transaction(connection, "record session activity"):
-        # The body last published per session, as this batch goes on; None: no session.
-        published: dict[str, str | None] = {}
-        changed: dict[str, str] = {}
-        events: list[tuple[str, int, ApiEventData]] = []
-        for session_id, activity in activities:
-            if session_id in published:
-                previous = published[session_id]
-            else:
-                row = connection.execute(_PUBLISHED, (session_id,)).fetchone()
-                previous = None if row is None else (row[0] or "")
-            if previous is None:
-                published[session_id] = None
-                continue  # never saved, or deleted: do not revive it
-            body = encode(activity).decode()
-            if previous == body:
-                continue
-            published[session_id] = changed[session_id] = body
-            events.append((session_id, recorded_at_ms, ApiActivityChanged.of(activity=activity)))
-        insert_api_events(connection, events)
+        published: dict[str, str] = {}
+        for session_id in dict.fromkeys(session_id for session_id, _ in batch):
+            row = connection.execute(_PUBLISHED, (session_id,)).fetchone()
+            if row is not None:
+                published[session_id] = row[0] or ""
+        plan = plan_activities(published, batch, recorded_at_ms)
+        insert_api_events(connection, plan.events)
         connection.executemany(
             "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
             " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
-            list(changed.items()),
+            list(plan.published.items()),
         )
 
 

@@ -1,0 +1,34 @@
+"""The activity publishing rule, decided without a store."""
+
+from __future__ import annotations
+
+from relaystore.domain.activity import plan_activities
+from relaystore.domain.api_events import ApiActivityChanged, ApiActivityState
+from relaystore.domain.wire import encode
+
+
+def _state(name: str) -> ApiActivityState:
+    return ApiActivityState(
+        state=name, is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+
+
+def test_only_a_change_is_published_and_a_missing_session_is_never_revived() -> None:
+    running = _state("running")
+    plan = plan_activities(
+        {"a": "", "b": encode(running).decode()},
+        [("a", running), ("a", running), ("b", running), ("gone", running), ("a", _state("idle"))],
+        7,
+    )
+    assert [(sid, at, event.data.activity.state) for sid, at, event in plan.events] == [  # type: ignore[union-attr]
+        ("a", 7, "running"),
+        ("a", 7, "idle"),
+    ]
+    assert all(isinstance(event, ApiActivityChanged) for _, _, event in plan.events)
+    assert plan.published == {"a": encode(_state("idle")).decode()}
+
+
+def test_an_empty_batch_writes_nothing() -> None:
+    plan = plan_activities({"a": ""}, [], 1)
+    assert plan.events == []
+    assert plan.published == {}
