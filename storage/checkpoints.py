@@ -15,12 +15,20 @@ Guarantees:
 from __future__ import annotations
 
 import apsw
-import msgspec
 
-from relaystore.domain.api_events import ApiCommandEnded
+from relaystore.domain.checkpoints import (
+    CHECKPOINT_COMMAND_KIND,
+    RECOVERED_CHECKPOINT_ERROR,
+    RECOVERED_CHECKPOINT_MESSAGE,
+    check_begin,
+    checkpoint_ended,
+    failed_result,
+    recovered,
+    require_command_id,
+)
 from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
-from relaystore.domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
-from relaystore.domain.sessions import SessionRecord, SessionState
+from relaystore.domain.outcomes import CommandResultKind, OutcomeReason
+from relaystore.domain.sessions import SessionRecord
 from relaystore.domain.wire import decode_json
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.sessions import (
@@ -42,14 +50,6 @@ __all__ = [
     "save_requested_checkpoint",
 ]
 
-CHECKPOINT_COMMAND_KIND = "checkpoint"
-RECOVERED_CHECKPOINT_MESSAGE = "Checkpoint operation interrupted by controller restart"
-"""The ``command_ended`` message of an operation failed by recovery."""
-RECOVERED_CHECKPOINT_ERROR = (
-    "checkpointing was interrupted by a controller restart; the target was left running"
-)
-"""The ``last_checkpoint_error`` recovery leaves on a session it returns to running."""
-
 
 def begin_checkpoint(
     connection: apsw.Connection,
@@ -67,36 +67,24 @@ def begin_checkpoint(
     when the session does not exist.
     """
     session.validate()
-    _require_command_id(command_id)
+    require_command_id(command_id)
     with transaction(connection, f"begin checkpoint {command_id} of session {session.id}"):
         stored = load_session(connection, session.id)
         if stored is None:
             raise UnknownSession(session.id)
-        if stored.state.is_lifecycle_operation:
-            raise LifecycleConflict(
-                f"session {session.id} is already in a lifecycle operation "
-                f"({stored.state.value}); "
-                "wait for it to finish before starting a checkpoint",
-                session_id=session.id,
-            )
         current = connection.execute(
             "SELECT command_id FROM checkpoint_operations WHERE session_id = ?", (session.id,)
         ).fetchone()
-        if current is not None:
-            raise LifecycleConflict(
-                f"session {session.id} already has checkpoint operation {current[0]}; "
-                "finish or recover it first",
-                session_id=session.id,
-            )
         other = connection.execute(
             "SELECT session_id FROM checkpoint_operations WHERE command_id = ?", (command_id,)
         ).fetchone()
-        if other is not None:
-            raise LifecycleConflict(
-                f"command id {command_id} already owns the checkpoint operation of session "
-                f"{other[0]}; use a new command id",
-                session_id=session.id,
-            )
+        check_begin(
+            session.id,
+            stored.state,
+            None if current is None else str(current[0]),
+            None if other is None else str(other[0]),
+            command_id,
+        )
         connection.execute(
             "INSERT INTO checkpoint_operations(session_id, command_id) VALUES (?, ?)",
             (session.id, command_id),
@@ -162,10 +150,7 @@ def finish_failed_checkpoint(
         if related is None:
             return
         update_lifecycle_fields(connection, session, now_ms=now_ms)
-        if deferred:
-            outcome, reason = CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED
-        else:
-            outcome, reason = CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED
+        outcome, reason = failed_result(deferred)
         _finish(connection, session.id, command_id, related, outcome, reason, message, now_ms)
 
 
@@ -223,19 +208,8 @@ def recover_interrupted_checkpoints(
         for (session_id,) in interrupted:
             stored = load_session(connection, str(session_id))
             assert stored is not None
-            recovered = msgspec.structs.replace(
-                stored,
-                state=SessionState.RUNNING,
-                updated_at=updated_at,
-                last_checkpoint_error=RECOVERED_CHECKPOINT_ERROR,
-            )
-            merge_lifecycle_fields(connection, stored, recovered, now_ms=now_ms)
+            merge_lifecycle_fields(connection, stored, recovered(stored, updated_at), now_ms=now_ms)
     return len(interrupted)
-
-
-def _require_command_id(command_id: str) -> None:
-    if not command_id.strip():
-        raise InvalidInput("checkpoint command id is blank; pass the command's id")
 
 
 def _owned_operation(connection: apsw.Connection, session_id: str, command_id: str) -> str | None:
@@ -259,20 +233,9 @@ def _finish(
     now_ms: int | None = None,
 ) -> None:
     """Append the operation's one ``command_ended`` and consume its row."""
-    insert_api_event(
-        connection,
-        session_id,
-        current_time_ms(now_ms),
-        ApiCommandEnded.of(
-            owner=CommandOwner.DAEMON,
-            command_id=command_id,
-            command_kind=CHECKPOINT_COMMAND_KIND,
-            outcome=outcome,
-            reason=reason,
-            message=message,
-            related_command_ids=decode_json(
-                related, list[str], what="related command ids of a checkpoint operation"
-            ),
-        ),
+    related_ids = decode_json(
+        related, list[str], what="related command ids of a checkpoint operation"
     )
+    event = checkpoint_ended(command_id, related_ids, outcome, reason, message)
+    insert_api_event(connection, session_id, current_time_ms(now_ms), event)
     connection.execute("DELETE FROM checkpoint_operations WHERE session_id = ?", (session_id,))

@@ -26,16 +26,18 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import ApiSessionFault
 from relaystore.domain.errors import InvalidInput, UnknownSession
-from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.lifecycle import (
+    keep_viewed,
+    lifecycle_fault,
+    merge_lifecycle,
+)
 from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, State
 from relaystore.domain.wire import decode_json, encode
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.transaction import transaction
 
 __all__ = [
-    "LIFECYCLE_FIELDS",
     "current_time_ms",
     "delete_session",
     "load_session",
@@ -45,27 +47,6 @@ __all__ = [
     "save_session",
     "update_lifecycle_fields",
 ]
-
-LIFECYCLE_FIELDS: tuple[str, ...] = (
-    "title",
-    "harness_kind",
-    "last_profile",
-    "target_template_id",
-    "state",
-    "updated_at",
-    "last_error",
-    "resource_allocation",
-    "last_checkpoint_error",
-    "project_directory",
-    "managed_worktree",
-    "build_cache",
-    "target_runtime",
-    "target",
-)
-"""The record fields a lifecycle save owns (plus ``viewed_through_event_ordinal``, which
-only moves forward). Everything else (checkpoint, native session id, display titles,
-draft, archived flag, mounts, container settings, launch and checkout details,
-sub-agents, workspace and bundle) keeps its stored value."""
 
 _UPSERT = """
 INSERT INTO sessions(session_id, title, harness_kind, state, updated_at,
@@ -190,8 +171,7 @@ def merge_lifecycle_fields(
     ``stored`` must be the session's record as loaded inside the caller's open
     transaction; ``record`` is not validated.
     """
-    names = (*LIFECYCLE_FIELDS, "viewed_through_event_ordinal", *also)
-    merged = msgspec.structs.replace(stored, **{name: getattr(record, name) for name in names})
+    merged = merge_lifecycle(stored, record, also)
     _write(
         connection,
         merged,
@@ -259,8 +239,7 @@ def _write(
     lower. ``write_checkpoint=False`` leaves ``session_checkpoints`` as it is (the
     caller knows the checkpoint did not change).
     """
-    if record.viewed_through_event_ordinal < previous_viewed:
-        record = msgspec.structs.replace(record, viewed_through_event_ordinal=previous_viewed)
+    record = keep_viewed(record, previous_viewed)
     body = encode(msgspec.structs.replace(record, checkpoint=None)).decode()
     connection.execute(
         _UPSERT,
@@ -279,16 +258,9 @@ def _write(
     )
     if write_checkpoint:
         _write_checkpoint(connection, record.id, record.checkpoint)
-    message = record.last_error
-    if message is not None and message != previous_error:
-        insert_api_event(
-            connection,
-            record.id,
-            current_time_ms(now_ms),
-            ApiSessionFault.of(
-                reason=OutcomeReason.LIFECYCLE_FAILED, message=message, command_id=None
-            ),
-        )
+    fault = lifecycle_fault(previous_error, record)
+    if fault is not None:
+        insert_api_event(connection, record.id, current_time_ms(now_ms), fault)
 
 
 def _write_checkpoint(

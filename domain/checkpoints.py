@@ -1,0 +1,110 @@
+"""The checkpoint operation's state machine: when one may begin, how it ends, recovery.
+
+A session has at most one open checkpoint operation, owned by one command; it ends once,
+with one daemon-owned ``command_ended``. :mod:`relaystore.storage.checkpoints` reads the
+operation row and the stored record, and writes what these functions decide.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from relaystore.domain.api_events import ApiCommandEnded
+from relaystore.domain.errors import InvalidInput, LifecycleConflict
+from relaystore.domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
+from relaystore.domain.sessions import SessionRecord, SessionState
+
+__all__ = [
+    "CHECKPOINT_COMMAND_KIND",
+    "RECOVERED_CHECKPOINT_ERROR",
+    "RECOVERED_CHECKPOINT_MESSAGE",
+    "check_begin",
+    "checkpoint_ended",
+    "failed_result",
+    "recovered",
+    "require_command_id",
+]
+
+CHECKPOINT_COMMAND_KIND = "checkpoint"
+RECOVERED_CHECKPOINT_MESSAGE = "Checkpoint operation interrupted by controller restart"
+"""The ``command_ended`` message of an operation failed by recovery."""
+RECOVERED_CHECKPOINT_ERROR = (
+    "checkpointing was interrupted by a controller restart; the target was left running"
+)
+"""The ``last_checkpoint_error`` recovery leaves on a session it returns to running."""
+
+
+def require_command_id(command_id: str) -> None:
+    """A checkpoint command id is never blank."""
+    if not command_id.strip():
+        raise InvalidInput("checkpoint command id is blank; pass the command's id")
+
+
+def check_begin(
+    session_id: str,
+    stored_state: SessionState,
+    open_operation: str | None,
+    command_owns: str | None,
+    command_id: str,
+) -> None:
+    """Raise :class:`LifecycleConflict` unless a checkpoint may begin: the session is in
+    no lifecycle operation, has no open operation (``open_operation``: its command id),
+    and ``command_id`` owns no other session's (``command_owns``: that session)."""
+    if stored_state.is_lifecycle_operation:
+        raise LifecycleConflict(
+            f"session {session_id} is already in a lifecycle operation ({stored_state.value}); "
+            "wait for it to finish before starting a checkpoint",
+            session_id=session_id,
+        )
+    if open_operation is not None:
+        raise LifecycleConflict(
+            f"session {session_id} already has checkpoint operation {open_operation}; "
+            "finish or recover it first",
+            session_id=session_id,
+        )
+    if command_owns is not None:
+        raise LifecycleConflict(
+            f"command id {command_id} already owns the checkpoint operation of session "
+            f"{command_owns}; use a new command id",
+            session_id=session_id,
+        )
+
+
+def failed_result(deferred: bool) -> tuple[CommandResultKind, OutcomeReason]:
+    """How a checkpoint that did not succeed ends: deferred is ``rejected`` /
+    ``checkpoint_deferred``, failed is ``failed`` / ``checkpoint_failed``."""
+    if deferred:
+        return CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED
+    return CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED
+
+
+def checkpoint_ended(
+    command_id: str,
+    related_command_ids: list[str],
+    outcome: CommandResultKind,
+    reason: OutcomeReason | None = None,
+    message: str | None = None,
+) -> ApiCommandEnded:
+    """The one ``command_ended`` an operation ends with (owner ``daemon``, kind
+    ``checkpoint``, carrying the correlated barrier ids)."""
+    return ApiCommandEnded.of(
+        owner=CommandOwner.DAEMON,
+        command_id=command_id,
+        command_kind=CHECKPOINT_COMMAND_KIND,
+        outcome=outcome,
+        reason=reason,
+        message=message,
+        related_command_ids=related_command_ids,
+    )
+
+
+def recovered(stored: SessionRecord, updated_at: str) -> SessionRecord:
+    """A session left ``checkpointing`` by a restart, returned to ``running`` with the
+    recovery's time and :data:`RECOVERED_CHECKPOINT_ERROR` (``last_error`` untouched, so
+    no fault)."""
+    return msgspec.structs.replace(
+        stored,
+        state=SessionState.RUNNING,
+        updated_at=updated_at,
+        last_checkpoint_error=RECOVERED_CHECKPOINT_ERROR,
+    )
