@@ -18,7 +18,7 @@ import hashlib
 import msgspec
 
 from relaystore.domain.chain import checked_frontier
-from relaystore.domain.errors import InvalidInput, RelayChainError
+from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
 from relaystore.domain.materialized import MaterializedQueuedPrompt
 from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent
 
@@ -70,3 +70,30 @@ def start_before(first: RelayEvent) -> RelayCursor:
     else:
         digest = hashlib.sha256(_HISTORY_START_DOMAIN + first.digest.encode()).hexdigest()
     return checked_frontier(first.ordinal - 1, digest)
+
+
+def seed_needed(stored: RelayCursor, start: RelayCursor, *, session_id: str) -> bool:
+    """Whether a projection at ``stored`` takes a seeded start at ``start``.
+
+    ``start`` must be a well-formed frontier of ordinal 1 or more (:class:`InvalidInput`).
+    A projection already at or past it is left as it is (False: a second replay of a
+    seeded worker root); an empty one takes it (True); one that holds events before it
+    cannot continue there (:class:`RelayChainError`, ``GAP``).
+    """
+    if start.ordinal < 1:
+        raise InvalidInput(
+            f"a seeded history starts after a frontier of ordinal 1 or more, got {start.ordinal}",
+            session_id=session_id,
+        )
+    checked_frontier(start.ordinal, start.digest, session_id=session_id)
+    if stored.ordinal >= start.ordinal:
+        return False
+    if stored.ordinal != 0:
+        raise RelayChainError(
+            ChainFault.GAP,
+            f"the store holds this session up to ordinal {stored.ordinal}; its history "
+            f"cannot start again at {start.ordinal + 1}",
+            session_id=session_id,
+            ordinal=start.ordinal + 1,
+        )
+    return True

@@ -25,8 +25,6 @@ import apsw
 
 from relaystore.domain.chain import checked_frontier
 from relaystore.domain.errors import (
-    ChainFault,
-    InvalidInput,
     ProjectionError,
     RelayChainError,
     UnknownSession,
@@ -35,6 +33,7 @@ from relaystore.domain.materialized import MaterializedQueuedPrompt, TranscriptR
 from relaystore.domain.projection.integrity import StoredItem, check_item_change
 from relaystore.domain.projection.page import PageDelta, PendingItem
 from relaystore.domain.relay import RelayCursor
+from relaystore.domain.seed import seed_needed
 from relaystore.domain.wire import encode
 from relaystore.storage.events import insert_api_events
 from relaystore.storage.materialized import execution_columns, load_frontier
@@ -210,29 +209,16 @@ def seed_projection(
 
     One transaction. A projection already at or past ``start`` is left as it is (a second
     replay of a seeded worker root); one that holds events before ``start`` cannot
-    continue there and raises :class:`RelayChainError` (``GAP``). Raises
+    continue there and raises :class:`RelayChainError` (``GAP``)
+    (:func:`relaystore.domain.seed.seed_needed` decides). Raises
     :class:`UnknownSession` when the session has no projection row.
     """
-    if start.ordinal < 1:
-        raise InvalidInput(
-            f"a seeded history starts after a frontier of ordinal 1 or more, got {start.ordinal}",
-            session_id=session_id,
-        )
-    checked_frontier(start.ordinal, start.digest, session_id=session_id)
     with transaction(connection, f"seed the projection of session {session_id}"):
         stored = load_frontier(connection, session_id)
         if stored is None:
             raise UnknownSession(session_id)
-        if stored.ordinal >= start.ordinal:
+        if not seed_needed(stored, start, session_id=session_id):
             return stored
-        if stored.ordinal != 0:
-            raise RelayChainError(
-                ChainFault.GAP,
-                f"the store holds this session up to ordinal {stored.ordinal}; its history "
-                f"cannot start again at {start.ordinal + 1}",
-                session_id=session_id,
-                ordinal=start.ordinal + 1,
-            )
         connection.execute(
             "UPDATE materialized_sessions SET applied_event_ordinal = ?, "
             "applied_event_digest = ? WHERE session_id = ?",
