@@ -13,7 +13,7 @@ from relaystore.domain.api_events import ApiSessionFault
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.sessions import SessionRecord
 
-__all__ = ["LIFECYCLE_FIELDS", "lifecycle_fault", "merge_lifecycle", "keep_viewed"]
+__all__ = ["LIFECYCLE_FIELDS", "keep_viewed", "lifecycle_fault", "merge_lifecycle", "startup_fault"]
 
 LIFECYCLE_FIELDS: tuple[str, ...] = (
     "title",
@@ -62,3 +62,8 @@ def lifecycle_fault(previous_error: object, record: SessionRecord) -> ApiSession
     return ApiSessionFault.of(
         reason=OutcomeReason.LIFECYCLE_FAILED, message=message, command_id=None
     )
+
+
+def startup_fault(message: str) -> ApiSessionFault:
+    """The ``session_fault`` (``startup_failed``) a session's failed start yields."""
+    return ApiSessionFault.of(reason=OutcomeReason.STARTUP_FAILED, message=message, command_id=None)

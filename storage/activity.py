@@ -14,9 +14,9 @@ from collections.abc import Iterable
 import apsw
 
 from relaystore.domain.activity import plan_activities
-from relaystore.domain.api_events import ApiActivityState, ApiSessionFault
+from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.errors import UnknownSession
-from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.lifecycle import startup_fault
 from relaystore.storage.events import insert_api_event, insert_api_events
 from relaystore.storage.sessions import current_time_ms
 from relaystore.storage.transaction import transaction
@@ -57,8 +57,6 @@ def record_startup_fault(
     connection: apsw.Connection, session_id: str, message: str, *, now_ms: int | None = None
 ) -> None:
     """Append ``session_fault`` (``startup_failed``) for an existing session; else nothing."""
-    event = ApiSessionFault.of(
-        reason=OutcomeReason.STARTUP_FAILED, message=message, command_id=None
-    )
+    event = startup_fault(message)
     with contextlib.suppress(UnknownSession):  # the insert is undone; nothing is written
         insert_api_event(connection, session_id, current_time_ms(now_ms), event)

@@ -229,6 +229,31 @@ def test_domain_does_no_io() -> None:
     assert wrong == []
 
 
+_STORAGE_MAY_BUILD_EVENTS = {
+    "events.py": "it wraps the rows it reads",
+    "schema.py": "migrations rewrite old bodies",
+}
+
+
+def test_storage_builds_no_event_the_domain_did_not_decide() -> None:
+    """Storage executes, the domain decides: no storage module builds an API event
+    (``Api....of(...)``) except to wrap a row it read or to migrate an old body."""
+    wrong = []
+    for path in sorted(_LAYERS["storage"].rglob("*.py")):
+        if path.name in _STORAGE_MAY_BUILD_EVENTS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "of"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id.startswith("Api")
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.value.id}.of")
+    assert wrong == []
+
+
 def test_the_lazy_exports_name_what_type_checkers_see() -> None:
     """``relaystore`` imports its names on first use (``_HOMES``); the imports under
     ``TYPE_CHECKING`` that type checkers read must name the same modules and names."""
