@@ -75,6 +75,7 @@ CONTRACT_NAMES = [
     "SessionRecord",
     "SessionState",
     "State",
+    "StoreBusy",
     "StoreClosed",
     "StoreError",
     "StoreLocked",
