@@ -9,6 +9,8 @@ every actor answers a message it does not take with an error.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -320,3 +322,27 @@ def test_the_async_open_options_are_the_blocking_open_keywords() -> None:
     hints = get_type_hints(EventStore.open)
     keywords = {name: hints[name] for name in hints if name not in {"cls", "path", "return"}}
     assert get_type_hints(OpenOptions) == keywords
+
+
+def test_a_users_mypy_catches_a_misspelt_open_option_in_both_facades(tmp_path: Path) -> None:
+    user = tmp_path / "user.py"
+    user.write_text(
+        "from relaystore import EventStore\n"
+        "from relaystore.aio import AsyncEventStore\n"
+        "\n"
+        'EventStore.open("s.sqlite3", readerz=3)\n'
+        'AsyncEventStore.open("s.sqlite3", readerz=3)\n'
+        'AsyncEventStore.open("s.sqlite3", readers="3")\n'
+        'AsyncEventStore.open("s.sqlite3", readers=3, synchronous="FULL", read_only=True)\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"), user],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["4", "5", "6"], result.stdout
+    assert '"readerz"' in errors[0]
+    assert '"readerz"' in errors[1]
