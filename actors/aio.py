@@ -1,16 +1,19 @@
 """relaystore for asyncio: :class:`AsyncEventStore`, whose awaits never block the loop.
 
-An ``AsyncEventStore`` wraps an :class:`~relaystore.EventStore` (the same actors, the
-same guarantees) and differs only in how the loop waits:
+An ``AsyncEventStore`` shares its :class:`~relaystore.actors.core.StoreCore` with an
+:class:`~relaystore.EventStore` (the same actors, checks, routing, follow pager and
+guarantees; :attr:`AsyncEventStore.sync` is that blocking facade) and differs only in
+how the loop waits:
 
 * ``await store.ask(message)`` hands the message to its actor with a reply sink that
   resolves an asyncio future through ``loop.call_soon_threadsafe``: no thread waits for
   the answer. Only when the actor's inbox is full (backpressure) does the hand-over wait
   in a worker thread, so the loop never blocks on a full inbox either.
 * ``async for event in store.follow(...)`` waits on an :class:`asyncio.Condition` that
-  one **commit bridge** per store notifies. With a writable store the bridge is the
-  writer's own commit callback (no thread at all); a read-only store has one thread
-  that watches the file for other processes' commits. Idle followers cost no threads.
+  one **commit bridge** per store notifies: a listener of the store's commit watch
+  (called in the writer's thread, and on close). A read-only store also has one thread
+  that drives the WAL watcher, which publishes other processes' commits into that
+  watch. Idle followers cost no threads.
 * ``await store.close()`` closes in a worker thread (the writer drains what it
   accepted) and ends every follower.
 
@@ -26,34 +29,23 @@ import os
 import threading
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-import msgspec
-
+from relaystore.actors.commits import CLOSED_WHILE_WAITING
+from relaystore.actors.core import FollowPager, OpenOptions, StoreCore, ask_timeout
+from relaystore.actors.envelope import Envelope, ExcInfo
 from relaystore.actors.store import EventStore
-from relaystore.actors.told import ExcInfo
-from relaystore.domain.api_events import (
-    ApiEvent,
-    ApiEventFilter,
-    ApiEventPage,
-    RawApiEvent,
-    RawApiEventPage,
-)
-from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
-from relaystore.domain.messages import (
-    DeleteSession,
-    LoadApiEvents,
-    LoadRawApiEvents,
-    Request,
-    SeedProjection,
-)
+from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
+from relaystore.domain.errors import StoreClosed
+from relaystore.domain.messages import LoadApiEvents, LoadRawApiEvents, Request
 from relaystore.domain.reports import StoreMetrics
-from relaystore.domain.validation import validate_message
-from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 __all__ = ["AsyncEventStore"]
 
 R = TypeVar("R")
+
+_BRIDGE_POLL_SECONDS = 0.5
+"""How long the read-only bridge thread waits at a time before it checks for close."""
 
 
 class _LoopReply:
@@ -89,22 +81,25 @@ class AsyncEventStore:
 
     def __init__(self, store: EventStore, loop: asyncio.AbstractEventLoop) -> None:
         self._store = store
+        self._core: StoreCore = store._core
         self._loop = loop
         self._commits = asyncio.Condition()
-        self._latest = store.latest_seq
-        self._closed = False
+        self._latest = self._core.commits.latest
         self._bridge: threading.Thread | None = None
-        if store.read_only:
+        self._core.commits.subscribe(self._published)
+        wal = self._core.wal
+        if wal is not None:
             self._bridge = threading.Thread(
-                target=self._watch_other_processes, name="relaystore-commit-bridge", daemon=True
+                target=self._watch_other_processes,
+                name="relaystore-commit-bridge",
+                daemon=True,
             )
             self._bridge.start()
-        else:
-            store._on_commit(self._published)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], **options: Any) -> _Opening:
-        """Open the store at ``path`` (the options of :meth:`EventStore.open`).
+    def open(cls, path: str | os.PathLike[str], **options: Unpack[OpenOptions]) -> _Opening:
+        """Open the store at ``path``; the options (and their defaults) are
+        :meth:`EventStore.open`'s.
 
         Use as ``async with AsyncEventStore.open(path) as store:``, or
         ``store = await AsyncEventStore.open(path)``.
@@ -113,7 +108,7 @@ class AsyncEventStore:
 
     @property
     def sync(self) -> EventStore:
-        """The blocking facade underneath (for code running in worker threads)."""
+        """The blocking facade on the same core (for code running in worker threads)."""
         return self._store
 
     @property
@@ -129,55 +124,51 @@ class AsyncEventStore:
 
     async def ask(self, message: Request[R], timeout: float | None = None) -> R:
         """Send ``message`` to its actor and await the typed reply (see ``EventStore.ask``)."""
-        if self._closed:
-            raise StoreClosed("the store is closed; open it again to send messages")
-        validate_message(message)
-        if timeout is not None and (type(timeout) not in (int, float) or not 0 <= timeout < 1e12):
-            raise InvalidInput("timeout must be None or a finite number of seconds >= 0")
+        self._core.check_ask(message, timeout)
         future: asyncio.Future[R] = self._loop.create_future()
-        reply = _LoopReply(self._loop, future)
-        await self._send(message, reply)
+        await self._send(message, _LoopReply(self._loop, future))
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            raise AskTimeout(
-                f"{type(message).__name__} got no reply within {timeout} s; it was handed "
-                "over and may still take effect"
-            ) from None
+            raise ask_timeout(message, timeout) from None
 
     async def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting for its reply; a failure is logged."""
-        if self._closed:
-            raise StoreClosed("the store is closed; open it again to send messages")
-        validate_message(message)
+        self._core.check_tell(message)
         await self._send(message, None)
 
     async def _send(self, message: Request[Any], reply: _LoopReply | None) -> None:
-        store = self._store
-        if isinstance(message, DeleteSession | SeedProjection):  # may wait for a projector
-            await asyncio.to_thread(store._send, message, reply)
+        """Hand over a checked message; wait in a worker thread, never in the loop."""
+        core = self._core
+        if core.routing_may_block(message):  # may wait for a projector to retire
+            await asyncio.to_thread(core.send, message, reply)
             return
-        actor = store._route(message)
-        if actor.actor_inbox.full():  # type: ignore[attr-defined]
-            # Backpressure: wait for room in a worker thread, never in the loop.
-            await asyncio.to_thread(store._send, message, reply, actor)
+        actor = core.route(message)
+        envelope = Envelope(message, reply)
+        if core.inbox_full(actor):  # backpressure: wait for room in a worker thread
+            await asyncio.to_thread(core.deliver, actor, envelope)
         else:
-            store._send(message, reply, actor)
+            core.deliver(actor, envelope)
 
     def metrics(self) -> StoreMetrics:
         """A snapshot of the store's figures (see :meth:`EventStore.metrics`); never blocks."""
-        return self._store.metrics()
+        return self._core.metrics()
 
     async def wait_for(self, seq: int, timeout: float | None = None) -> bool:
-        """Wait until an API event with ``seq`` or higher is committed (False on timeout)."""
+        """Wait until an API event with ``seq`` or higher is committed (False on timeout).
+
+        Raises :class:`StoreClosed` when the store closes first.
+        """
+        core = self._core
+        core.check_wait(seq, timeout)
         try:
             async with asyncio.timeout(timeout), self._commits:
-                await self._commits.wait_for(lambda: self._closed or self._latest >= seq)
+                await self._commits.wait_for(lambda: core.closed or self._latest >= seq)
         except TimeoutError:
             return False
         if self._latest >= seq:
             return True
-        raise StoreClosed("the store closed while waiting for a commit")
+        raise StoreClosed(CLOSED_WHILE_WAITING)
 
     def follow(
         self,
@@ -189,9 +180,10 @@ class AsyncEventStore:
         """Committed API events after ``after_seq`` in ``seq`` order, waiting for more.
 
         Ends when ``timeout`` passes with nothing new (``None``: never) or the store
-        closes. Cancelling the iterating task is clean: nothing is left waiting.
+        closes. Cancelling the iterating task is clean: nothing is left waiting. A bad
+        argument raises :class:`InvalidInput` here, as :meth:`EventStore.follow` does.
         """
-        return self._follow(LoadApiEvents, after_seq, filter, timeout)
+        return self._follow(self._core.follow_pager(LoadApiEvents, after_seq, filter, timeout))
 
     def follow_raw(
         self,
@@ -204,49 +196,33 @@ class AsyncEventStore:
 
         The same events, order, waiting and ending as :meth:`follow`; nothing is decoded.
         """
-        return self._follow(LoadRawApiEvents, after_seq, filter, timeout)
+        pager = self._core.follow_pager(LoadRawApiEvents, after_seq, filter, timeout)
+        return self._follow(pager)
 
-    async def _follow(
-        self,
-        kind: type[LoadApiEvents] | type[LoadRawApiEvents],
-        after_seq: int,
-        filter: ApiEventFilter | None,
-        timeout: float | None,
-    ) -> AsyncIterator[Any]:
-        """The events of ``kind``'s pages after ``after_seq``, waiting for commits."""
-        request = kind(
-            filter=filter if filter is not None else ApiEventFilter(),
-            after_seq=after_seq,
-            limit=MAX_PAGE_LIMIT,
-        )
-        validate_message(request)
-        with self._store._following():
-            cursor = request.after_seq or 0
+    async def _follow(self, pager: FollowPager[Any]) -> AsyncIterator[Any]:
+        """The events of the pager's pages, waiting for commits (see the core's pager)."""
+        with self._core.following():
             while True:
-                following: Request[Any] = msgspec.structs.replace(request, after_seq=cursor)
                 try:
-                    page: ApiEventPage | RawApiEventPage = await self.ask(following)
+                    page = await self.ask(pager.request())
                 except StoreClosed:
                     return
                 for event in page.events:
                     yield event
-                cursor = max(cursor, page.events[-1].seq if page.events else page.latest_seq)
-                if page.events and page.events[-1].seq < page.latest_seq:
+                wait = pager.advance(page)
+                if wait is None:
                     continue
                 try:
-                    if not await self.wait_for(cursor + 1, timeout):
+                    if not await self.wait_for(wait, pager.timeout):
                         return
                 except StoreClosed:
                     return
 
     async def close(self) -> None:
         """Close the store (the writer finishes what it accepted) and end every follower."""
-        if self._closed:
+        if self._core.closed:
             return
-        self._closed = True
-        await asyncio.to_thread(self._store.close)
-        async with self._commits:
-            self._commits.notify_all()
+        await asyncio.to_thread(self._core.close)  # wakes the loop through the bridge
         if self._bridge is not None:
             await asyncio.to_thread(self._bridge.join, 5)
 
@@ -264,27 +240,26 @@ class AsyncEventStore:
     # -- the commit bridge ---------------------------------------------------------
 
     def _published(self, latest: int) -> None:
-        """Called in the writer's thread after each commit."""
-        with contextlib.suppress(RuntimeError):
+        """Called in the publishing thread after each commit, and once on close."""
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._wake, latest)
 
     def _wake(self, latest: int) -> None:
-        if latest > self._latest:
-            self._latest = latest
-            self._loop.create_task(self._notify())
+        self._latest = max(self._latest, latest)
+        self._loop.create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self._commits:
             self._commits.notify_all()
 
     def _watch_other_processes(self) -> None:
-        """The read-only store's bridge: one thread watching for other processes' commits."""
-        latest = self._store.latest_seq
-        while not self._closed:
+        """The read-only store's bridge: drives the WAL watcher while the store is open."""
+        core = self._core
+        wal = core.wal
+        assert wal is not None
+        while not core.closed:
             try:
-                if self._store.wait_for(latest + 1, timeout=0.5):
-                    latest = self._store.latest_seq
-                    self._published(latest)
+                wal.wait_for(core.commits.latest + 1, _BRIDGE_POLL_SECONDS)
             except StoreClosed:
                 break
 
@@ -292,7 +267,7 @@ class AsyncEventStore:
 class _Opening:
     """``AsyncEventStore.open(...)``: awaitable, and an async context manager."""
 
-    def __init__(self, path: str | os.PathLike[str], options: dict[str, Any]) -> None:
+    def __init__(self, path: str | os.PathLike[str], options: OpenOptions) -> None:
         self._path = path
         self._options = options
         self._store: AsyncEventStore | None = None

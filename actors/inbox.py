@@ -1,11 +1,17 @@
-"""The one place relaystore reaches into pykka's implementor API: a bounded inbox.
+"""The one place relaystore reaches into pykka's internals: a bounded inbox, daemon threads.
 
 pykka's inbox is unbounded; :class:`BoundedActor` gives an actor a
 ``queue.Queue(maxsize=capacity)`` through pykka's ``_create_actor_inbox`` hook (an
 implementor API, which is why ``pyproject.toml`` pins pykka's minor version). A full
 inbox blocks the sender in ``tell`` and ``ask`` until the actor takes a message, so
 backpressure holds from the embedder down to the store. ``tests/actors/test_inbox.py``
-pins that behaviour.
+pins that behaviour. Everything else that looks at an inbox (the writer's group commit,
+the facade's backpressure check, the projector set's idle check, the metrics) goes
+through :func:`inbox_of`.
+
+Actor threads are daemon threads (``use_daemon_thread``): a store nobody closed never
+keeps the interpreter from exiting; the facade closes such a store at exit instead (see
+:mod:`relaystore.actors.core`).
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pykka import ThreadingActor
+from pykka import ActorRef, ThreadingActor
 
-__all__ = ["BoundedActor", "Inbox"]
+__all__ = ["BoundedActor", "Inbox", "inbox_of"]
 
 
 class Inbox(queue.Queue[Any]):
@@ -46,7 +52,9 @@ class Inbox(queue.Queue[Any]):
 
 
 class BoundedActor(ThreadingActor):
-    """A threading actor whose inbox holds at most ``capacity`` messages."""
+    """A threading actor, on a daemon thread, whose inbox holds at most ``capacity`` messages."""
+
+    use_daemon_thread = True
 
     def __init__(self, *, capacity: int) -> None:
         if capacity < 1:
@@ -58,7 +66,13 @@ class BoundedActor(ThreadingActor):
         return Inbox(maxsize=self._capacity)
 
     @property
-    def waiting(self) -> int:
-        """How many messages wait in the inbox now."""
-        inbox: queue.Queue[Any] = self.actor_inbox  # type: ignore[assignment]
-        return inbox.qsize()
+    def inbox(self) -> Inbox:
+        """This actor's own inbox (what its thread takes messages from)."""
+        inbox: Inbox = self.actor_inbox  # type: ignore[assignment]
+        return inbox
+
+
+def inbox_of(ref: ActorRef[Any]) -> Inbox:
+    """The inbox of the actor behind ``ref`` (a :class:`BoundedActor`'s)."""
+    inbox: Inbox = ref.actor_inbox  # type: ignore[assignment]
+    return inbox

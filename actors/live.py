@@ -24,6 +24,7 @@ from typing import Any
 
 from pykka import ActorDeadError, ActorRef
 
+from relaystore.actors.inbox import inbox_of
 from relaystore.actors.projector import ProjectorActor
 from relaystore.domain.errors import StoreClosed
 
@@ -59,7 +60,7 @@ class LiveProjectors:
         now = self._clock()
         with self._lock:
             if self._closed:
-                raise StoreClosed("the store is closed; open it again to send messages")
+                raise StoreClosed()
             entry = self._live.pop(session_id, None)
             ref = entry[0] if entry is not None and entry[0].is_alive() else None
             if ref is None:
@@ -119,5 +120,4 @@ class LiveProjectors:
 
 
 def _busy(ref: ActorRef[Any]) -> bool:
-    inbox: Any = ref.actor_inbox
-    return not inbox.empty()
+    return not inbox_of(ref).empty()

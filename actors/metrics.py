@@ -22,6 +22,10 @@ class WriterStats:
         self.messages = 0
         self.relay_events = 0
         self.api_events = 0
+        self.busy_refusals = 0
+        """Batches refused because another connection held SQLite's write lock."""
+        self.busy = False
+        """Whether the writer's newest attempt to begin found the lock held (until a commit)."""
 
     def record(self, *, messages: int, seconds: float, relay_events: int, api_events: int) -> None:
         """One commit of ``messages`` messages that took ``seconds``."""
@@ -32,6 +36,13 @@ class WriterStats:
             self.api_events += api_events
             self._latencies.append(seconds)
             self._batches.append(messages)
+            self.busy = False
+
+    def record_busy(self) -> None:
+        """One batch refused: another connection held the write lock past the busy timeout."""
+        with self._lock:
+            self.busy_refusals += 1
+            self.busy = True
 
     def window(self) -> tuple[list[float], list[int]]:
         """Copies of the recent commit latencies (seconds) and batch sizes."""

@@ -1,12 +1,12 @@
 """Projector actors: one per session, folding verified relay events into its projection.
 
-A projector owns a :class:`~domain.projection.SessionProjection` of its session, loaded
+A projector owns a :class:`~relaystore.domain.projection.SessionProjection` of its session, loaded
 from the store through its loader and never handed out (readers load the stored
 projection, not the projector's). For each :class:`ObserveRelayEvents` it applies the
 events strictly in order (:meth:`SessionProjection.apply`: re-deliveries at or below the
 frontier change nothing; the rest are checked and projected in place, so an event costs
 the same however long the transcript has grown), folds each applied event into a
-:class:`~domain.projection.PageDelta` and sends the pages, of up to :data:`PAGE_SIZE`
+:class:`~relaystore.domain.projection.PageDelta` and sends the pages, of up to :data:`PAGE_SIZE`
 events, to the writer.
 
 Pages are pipelined, one in flight: a full page is handed to the writer and the projector
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from relaystore.actors.told import TellSafeActor
+from relaystore.actors.envelope import TellSafeActor, Unanswerable
 from relaystore.domain.errors import RelayChainError, StoreError
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
@@ -98,8 +98,7 @@ class ProjectorActor(TellSafeActor):
 
     def handle(self, message: Any) -> Any:
         if not isinstance(message, ObserveRelayEvents):
-            logger.warning("projector ignored an unexpected message %r", message)
-            return None
+            raise Unanswerable("projector", message)
         return self._observe(message.events)
 
     def _working(self) -> SessionProjection:

@@ -6,10 +6,9 @@ mode readers never block the writer and the writer never blocks them.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from relaystore.actors.told import TellSafeActor
+from relaystore.actors.envelope import TellSafeActor, Unanswerable
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -30,8 +29,6 @@ from relaystore.storage.sessions import load_state
 from relaystore.storage.transaction import Connection
 
 __all__ = ["ReaderActor"]
-
-logger = logging.getLogger(__name__)
 
 
 class ReaderActor(TellSafeActor):
@@ -61,5 +58,4 @@ class ReaderActor(TellSafeActor):
                 return load_state(connection)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
-        logger.warning("reader ignored an unexpected message %r", message)
-        return None
+        raise Unanswerable("reader", message)

@@ -1,8 +1,8 @@
 """The writer actor: the only place the write connection is used.
 
 Messages arrive FIFO through a bounded inbox (a full inbox blocks the sender), each
-in an :class:`~relaystore.actors.told.Envelope` that carries where its answer goes. The writer matches
-each typed message to the storage function that performs it. With group commit on, it
+in an :class:`~relaystore.actors.envelope.Envelope` that carries where its answer goes. The
+writer matches each typed message to the storage function that performs it. With group commit on, it
 keeps taking messages while more are already waiting (up to ``max_batch``), runs them
 in one :class:`~relaystore.storage.batch.Batch` (a savepoint each; a batch of one
 message needs none), commits once, and only then replies to each sender: a failing
@@ -18,7 +18,11 @@ waited in vain answers fewer asks, so the next one expects fewer. A lone sender 
 in flight) never waits, and messages nobody waits for (``tell``) never count.
 
 If a commit fails, nobody can tell what was written, so the writer answers that batch
-and every later message with ``WriterStopped``. Messages nobody waits for (``tell``)
+and every later message with ``WriterStopped``. A batch that cannot begin because another
+connection holds SQLite's write lock past the busy timeout (an operator's ``sqlite3``
+shell, a backup tool) is different: nothing was written, so the writer answers that
+batch with the retryable ``StoreBusy``, counts it (``StoreMetrics.busy_refusals``) and
+serves on; its next batch waits for the lock again. Messages nobody waits for (``tell``)
 that fail are logged.
 """
 
@@ -29,19 +33,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from relaystore.actors.inbox import BoundedActor, Inbox
+from relaystore.actors.envelope import Envelope, Unanswerable
+from relaystore.actors.inbox import BoundedActor
+from relaystore.actors.internal import CommitPage, LoadProjection, ProjectorWriterMessage
 from relaystore.actors.metrics import WriterStats
-from relaystore.actors.told import Envelope
-from relaystore.domain.errors import StoreError, UnknownSession, WriterStopped
+from relaystore.domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
 from relaystore.domain.messages import (
     BeginCheckpoint,
-    CommitPage,
     CompactStore,
     CorrelateCheckpointBarrier,
     DeleteSession,
     FinishFailedCheckpoint,
-    LoadProjection,
-    ProjectorWriterMessage,
     RecordActivities,
     RecordStartupFault,
     RecoverInterruptedCheckpoints,
@@ -111,7 +113,7 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             session_id=session_id, start=start, queued_prompts=queue, source=source
         ):
             return projection.seed_projection(connection, session_id, start, queue, source)
-    raise TypeError(f"{type(message).__name__} is not a writer message")
+    raise Unanswerable("writer", message)
 
 
 class WriterActor(BoundedActor):
@@ -164,7 +166,7 @@ class WriterActor(BoundedActor):
         if len(pending) == 1 and waiting_for > 0:
             wait = min(COMPANY_WAIT_SECONDS, self._commit_seconds)
             self._company_deadline = time.monotonic() + wait
-        inbox: Inbox = self.actor_inbox  # type: ignore[assignment]
+        inbox = self.inbox
         # Group commit: while more messages already wait, take them into this batch.
         if inbox.qsize():
             return
@@ -218,6 +220,11 @@ class WriterActor(BoundedActor):
             logger.error("writer stopped: %s", self._stopped_by)
             _answer_all(batch, WriterStopped(self._stopped_by))
             return
+        except StoreBusy as exc:  # nothing began: refuse this batch, serve the next
+            self._stats.record_busy()
+            logger.warning("writer refused a batch of %d: %s", len(batch), exc)
+            _answer_all(batch, exc)
+            return
         except StoreError as exc:  # the schema check refused the whole batch
             _answer_all(batch, exc)
             return
@@ -237,8 +244,7 @@ class WriterActor(BoundedActor):
         except Exception:
             logger.exception("commit notification failed")
         # Counted before answering, so no answered sender's next ask counts twice.
-        inbox: Inbox = self.actor_inbox  # type: ignore[assignment]
-        self._expected_asks += inbox.count_waiting(_is_ask)
+        self._expected_asks += self.inbox.count_waiting(_is_ask)
         for item, value, error in results:
             _answer(item, value, error)
 

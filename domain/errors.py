@@ -11,8 +11,11 @@ The tree::
     ├── UnknownSession      a write that needs an existing session
     ├── LifecycleConflict   a checkpoint begun while another lifecycle operation runs
     ├── WriterStopped       the writer refused further work after an unclassified failure
+    ├── AskTimeout          an ask got no reply within its timeout (also a TimeoutError)
     ├── StoreClosed         a message after ``close()``
-    └── StoreLocked         another process holds the store for writing
+    ├── StoreLocked         another process holds the store for writing
+    └── StoreBusy           another connection held SQLite's write lock past the busy
+                            timeout; nothing of the batch was written: retry
 
 Every error builds a message a person can act on and keeps its context (session,
 ordinal, file, line) as attributes, so callers can react without parsing text.
@@ -32,6 +35,7 @@ __all__ = [
     "SchemaMismatch",
     "SchemaMismatchReason",
     "StoreClosed",
+    "StoreBusy",
     "StoreError",
     "StoreLocked",
     "UnknownRelayKind",
@@ -202,12 +206,29 @@ class AskTimeout(StoreError, TimeoutError):
     """
 
 
+STORE_CLOSED = "the store is closed; open it again to send messages"
+"""What :class:`StoreClosed` says unless told more (the one wording of it)."""
+
+
 class StoreClosed(StoreError):
     """The store was closed before the message was accepted."""
+
+    def __init__(self, detail: str = STORE_CLOSED, *, path: str | None = None) -> None:
+        super().__init__(detail, path=path)
 
 
 class StoreLocked(StoreError):
     """Another process holds the store open for writing."""
+
+
+class StoreBusy(StoreError):
+    """Another connection held SQLite's write lock longer than the writer's busy timeout.
+
+    Transient and retryable: nothing of the refused batch was written, and the writer
+    goes on serving (its next batch waits for the lock again). An operator's ``sqlite3``
+    shell, a backup or a replication tool holding a write transaction causes it; the
+    store's own writer never does. ``EventStore.metrics()`` counts these refusals.
+    """
 
 
 class SchemaMismatchReason(enum.Enum):

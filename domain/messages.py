@@ -3,11 +3,16 @@
 Each message is a frozen, keyword-only Struct that names its reply type:
 ``Request[R]``. The facade's ``ask`` is typed from it, so ``store.ask(LoadState())``
 is a :class:`State` to the type checker.
+
+These are the public messages (the contract's three tables, plus ``BackupStore``,
+``CompactStore`` and ``SeedProjection``): :data:`PUBLIC_MESSAGES` is every type the
+facades' ``ask`` and ``tell`` take. The actors' own messages live in
+:mod:`relaystore.actors.internal`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -18,7 +23,6 @@ from relaystore.domain.api_events import (
     RawApiEventPage,
 )
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
-from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.reports import BackupReport, VacuumReport
@@ -29,20 +33,18 @@ from relaystore.domain.sessions import SessionRecord, State
 __all__ = [
     "BackupStore",
     "BeginCheckpoint",
-    "CommitPage",
     "CompactStore",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "FinishFailedCheckpoint",
     "LoadApiEvents",
     "LoadMaterializedSession",
-    "LoadProjection",
     "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
     "ObserveRelayEvents",
+    "PUBLIC_MESSAGES",
     "ProjectionReport",
-    "ProjectorWriterMessage",
     "ReaderMessage",
     "RecordActivities",
     "RecordStartupFault",
@@ -187,33 +189,6 @@ class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
     events: list[RelayEvent]
 
 
-# -- the projectors' own writer messages (not part of the contract) -----------------
-
-
-class LoadProjection(Request[MaterializedSession], frozen=True, kw_only=True):
-    """A projector loads its session's committed projection through the writer.
-
-    Raises :class:`UnknownSession` when the store has no such session.
-    """
-
-    session_id: str
-
-
-class CommitPage(Request[tuple[RelayCursor, int]], frozen=True, kw_only=True):
-    """A projector's page of projected events, coalesced, committed as one transaction.
-
-    The projector never touches ``page`` after sending it. Reply: the stored frontier
-    after the page, and how many of its events applied (0: the store already held it).
-    """
-
-    session_id: str
-    page: PageDelta
-
-
-ProjectorWriterMessage = LoadProjection | CommitPage
-"""Writer messages only projectors send."""
-
-
 # -- readers --------------------------------------------------------------------------
 
 
@@ -273,3 +248,12 @@ ReaderMessage = (
     | BackupStore
     | ReadMessage
 )
+
+
+PUBLIC_MESSAGES: tuple[type[Request[Any]], ...] = (
+    *get_args(WriterMessage),
+    ObserveRelayEvents,
+    *get_args(ReaderMessage),
+)
+"""Every message type the public ``ask`` and ``tell`` take, by owner: writer, projectors,
+readers."""

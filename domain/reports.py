@@ -27,6 +27,9 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     """A snapshot of an open store, cheap enough to poll every second.
 
     Latencies and batch sizes cover the most recent commits (a bounded window).
+    ``writer_busy`` is True while another connection's write lock kept the writer's
+    newest batch from beginning (until its next commit); ``busy_refusals`` counts the
+    batches refused so (each answered with ``StoreBusy``).
     """
 
     writer_inbox_depth: int
@@ -41,3 +44,5 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     relay_events_applied: int
     api_events_written: int
     latest_seq: int
+    writer_busy: bool = False
+    busy_refusals: int = 0

@@ -13,6 +13,10 @@ Guarantees:
 * Nothing is reported before ``COMMIT`` returned: :meth:`Batch.commit` raises
   :class:`BatchLost` when ``BEGIN`` or ``COMMIT`` fails, after which nobody can tell what
   the store holds of the batch.
+* Except a ``BEGIN`` that another connection's write lock kept waiting past the busy
+  timeout: then nothing began, the store is exactly as it was, and entering the batch
+  raises :class:`~relaystore.domain.errors.StoreBusy` (transient: the next batch may
+  begin).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from relaystore.domain.errors import StoreError, WriterStopped
+from relaystore.domain.errors import StoreBusy, StoreError, WriterStopped
 from relaystore.storage.connection import WriterConnection
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.transaction import store_error
@@ -54,6 +58,8 @@ class Batch:
     def __enter__(self) -> Batch:
         try:
             self._connection.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError as exc:
+            raise _busy(self._connection, exc) from exc
         except apsw.Error as exc:
             raise BatchLost(f"the writer could not begin a transaction: {exc}") from exc
         self._open = True
@@ -134,3 +140,13 @@ class Batch:
                 # SQLite may have rolled back already (some errors end the transaction).
                 return not self._connection.in_transaction
         return True
+
+
+def _busy(connection: apsw.Connection, exc: apsw.BusyError) -> StoreBusy:
+    waited = connection.pragma("busy_timeout")
+    return StoreBusy(
+        f"another connection holds SQLite's write lock on the store (waited {waited} ms, "
+        f"the busy timeout; {exc}); nothing of this batch was written: retry once the lock "
+        "is released",
+        path=connection.filename or None,
+    )

@@ -75,6 +75,7 @@ CONTRACT_NAMES = [
     "SessionRecord",
     "SessionState",
     "State",
+    "StoreBusy",
     "StoreClosed",
     "StoreError",
     "StoreLocked",
@@ -147,6 +148,8 @@ def test_every_error_derives_from_store_error() -> None:
         "WriterStopped",
         "StoreClosed",
         "StoreLocked",
+        "StoreBusy",
+        "AskTimeout",
         "UnknownRelayKind",
     ]:
         assert issubclass(getattr(relaystore, name), relaystore.StoreError)

@@ -147,14 +147,7 @@ def test_a_valid_message_still_passes(store: EventStore) -> None:
 
 # -- a hypothesis strategy of garbage messages -----------------------------------------
 
-MESSAGE_TYPES = [
-    getattr(message_module, name)
-    for name in message_module.__all__
-    if isinstance(getattr(message_module, name), type)
-    and issubclass(getattr(message_module, name), message_module.Request)
-    and getattr(message_module, name) is not message_module.Request
-    and name not in {"CommitPage", "LoadProjection"}
-]
+MESSAGE_TYPES = list(message_module.PUBLIC_MESSAGES)
 
 garbage = st.recursive(
     st.one_of(

@@ -18,8 +18,8 @@ import pykka
 import pytest
 from pykka import ActorRef
 
+from relaystore.actors.envelope import Envelope
 from relaystore.actors.projector import PAGE_SIZE, PageCommit, ProjectorActor
-from relaystore.actors.told import Envelope
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport

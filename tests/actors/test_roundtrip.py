@@ -18,11 +18,11 @@ import apsw
 import pykka
 import pytest
 
-import relaystore.actors.store as store_module
+import relaystore.actors.core as core_module
 import relaystore.actors.writer as writer_module
+from relaystore.actors.envelope import OneShotReply
 from relaystore.actors.inbox import Inbox
 from relaystore.actors.store import EventStore
-from relaystore.actors.told import OneShotReply
 from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed, UnknownSession
 from relaystore.domain.messages import (
@@ -104,7 +104,7 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def hold_writer(store: EventStore) -> threading.Event:
     """Block the writer inside a message; returns the gate that releases it."""
     gate, entered = threading.Event(), threading.Event()
-    store._send(Hold(gate=gate, entered=entered), None)  # type: ignore[arg-type]
+    store._core.send(Hold(gate=gate, entered=entered), None)  # type: ignore[arg-type]
     assert entered.wait(5)
     return gate
 
@@ -181,7 +181,7 @@ def test_an_ask_past_its_timeout_raises_ask_timeout_and_still_takes_effect(
 def test_a_wait_on_an_actor_that_died_unanswered_raises_store_closed(
     store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "_DEAD_CHECK_SECONDS", 0.01)
+    monkeypatch.setattr(core_module, "_DEAD_CHECK_SECONDS", 0.01)
 
     class Silent(pykka.ThreadingActor):
         pass
@@ -189,9 +189,9 @@ def test_a_wait_on_an_actor_that_died_unanswered_raises_store_closed(
     ref = Silent.start()
     ref.stop()
     with pytest.raises(StoreClosed):
-        store._get(OneShotReply(), None, ref, activity(5))
+        store._core.wait_reply(OneShotReply(), None, ref, activity(5))
     with pytest.raises(StoreClosed):
-        store._get(OneShotReply(), 10.0, ref, activity(5))
+        store._core.wait_reply(OneShotReply(), 10.0, ref, activity(5))
 
 
 def test_an_answer_of_actor_dead_error_means_the_store_closed(store: EventStore) -> None:
@@ -199,7 +199,7 @@ def test_an_answer_of_actor_dead_error_means_the_store_closed(store: EventStore)
     error = pykka.ActorDeadError("gone")
     reply.set_exception((type(error), error, None))
     with pytest.raises(StoreClosed):
-        store._get(reply, None, None, activity(6))
+        store._core.wait_reply(reply, None, None, activity(6))
 
 
 def test_an_ask_after_close_raises_store_closed(tmp_path: Path) -> None:
@@ -211,8 +211,8 @@ def test_an_ask_after_close_raises_store_closed(tmp_path: Path) -> None:
 
 def test_a_pykka_future_still_serves_as_a_reply(store: EventStore) -> None:
     future: pykka.Future[Any] = pykka.ThreadingFuture()
-    writer = store._send(activity(8), future)
-    assert store._get(future, 5.0, writer, activity(8)) is None
+    writer = store._core.send(activity(8), future)
+    assert store._core.wait_reply(future, 5.0, writer, activity(8)) is None
     assert seqs(store) == [8]
 
 
@@ -331,7 +331,7 @@ def _asks_at_once(
     senders = [threading.Thread(target=send, args=(i,)) for i in range(len(messages))]
     for sender in senders:
         sender.start()
-    inbox = store._writer.actor_inbox  # type: ignore[union-attr]
+    inbox = store._core.writer.actor_inbox  # type: ignore[union-attr]
     while inbox.qsize() < len(messages):
         threading.Event().wait(0.005)
     gate.set()
@@ -362,7 +362,7 @@ def test_company_that_arrives_during_the_wait_commits_in_the_same_batch(
 
     def company_arrives(self: Inbox, timeout: float) -> bool:
         # The other sender's next ask lands while the writer waits for it.
-        store._send(activity(4, "session-2"), second)
+        store._core.send(activity(4, "session-2"), second)
         return original(self, timeout)
 
     monkeypatch.setattr(Inbox, "wait_for_message", company_arrives)
@@ -394,7 +394,7 @@ def test_a_stop_during_a_wait_for_company_still_commits_what_was_taken(
 
     monkeypatch.setattr(Inbox, "wait_for_message", close_meanwhile)
     reply = OneShotReply()
-    store._send(activity(3), reply)
+    store._core.send(activity(3), reply)
     assert reply.get(timeout=10) is None
     closing[0].join(timeout=10)
     with EventStore.open(path) as reopened:

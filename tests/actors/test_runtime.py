@@ -99,7 +99,7 @@ def _test_messages(monkeypatch: pytest.MonkeyPatch) -> None:
 def hold_writer(store: EventStore) -> threading.Event:
     """Block the writer inside a message; returns the gate that releases it."""
     gate, entered = threading.Event(), threading.Event()
-    store._send(Hold(gate=gate, entered=entered), None)  # type: ignore[arg-type]
+    store._core.send(Hold(gate=gate, entered=entered), None)  # type: ignore[arg-type]
     assert entered.wait(5)
     return gate
 
@@ -126,7 +126,7 @@ def test_close_drains_every_accepted_message_in_order(path: Path) -> None:
     futures = []
     for n in range(6):
         future: pykka.Future[object] = pykka.ThreadingFuture()
-        store._send(activity(n), future)
+        store._core.send(activity(n), future)
         futures.append(future)
     closer = threading.Thread(target=store.close)
     closer.start()
@@ -168,7 +168,7 @@ def test_a_failing_message_fails_only_itself_within_a_group_commit(store: EventS
     ]
     for sender in senders:
         sender.start()
-    while store._writer is not None and store._writer.actor_inbox.qsize() < 3:  # type: ignore[attr-defined]
+    while store._core.writer is not None and store._core.writer.actor_inbox.qsize() < 3:  # type: ignore[attr-defined]
         threading.Event().wait(0.01)
     gate.set()
     for sender in senders:
@@ -283,7 +283,7 @@ def test_a_crashed_projector_restarts_from_the_stored_projection(
     with pytest.raises(RuntimeError):
         page(store, turn()[1:])
     monkeypatch.setattr(projector_module.SessionProjection, "apply", real)
-    store._projectors.get("session-1").stop()  # and the actor itself dies
+    store._core._projectors.get("session-1").stop()  # and the actor itself dies
     report = page(store, turn()[1:])
     assert (report.applied, report.frontier_ordinal) == (2, 3)
     assert [e.kind for e in all_events(store)] == ["turn_started", "turn_ended"]
@@ -317,7 +317,7 @@ def test_a_failing_tell_is_logged_and_stops_no_actor(
 
 def test_a_failed_commit_stops_the_writer_for_every_later_message(store: EventStore) -> None:
     future: pykka.Future[object] = pykka.ThreadingFuture()
-    store._send(ViolateAtCommit(), future)  # type: ignore[arg-type]
+    store._core.send(ViolateAtCommit(), future)  # type: ignore[arg-type]
     with pytest.raises(WriterStopped, match="commit failed"):
         future.get(timeout=5)
     with pytest.raises(WriterStopped):

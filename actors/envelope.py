@@ -21,8 +21,9 @@ from typing import Any, Protocol
 import pykka
 
 from relaystore.actors.inbox import BoundedActor
+from relaystore.domain.errors import InvalidInput
 
-__all__ = ["Envelope", "OneShotReply", "Reply", "TellSafeActor"]
+__all__ = ["Envelope", "ExcInfo", "OneShotReply", "Reply", "TellSafeActor", "Unanswerable"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,13 @@ class Envelope:
             self.reply.set_exception(exc_info=(type(error), error, error.__traceback__))
 
 
+class Unanswerable(InvalidInput):
+    """A message sent to an actor that does not take it (a routing bug, or a test's)."""
+
+    def __init__(self, actor: str, message: object) -> None:
+        super().__init__(f"the {actor} does not take {type(message).__name__}")
+
+
 class TellSafeActor(BoundedActor):
     """An actor that answers :class:`Envelope` s through :meth:`handle` and never raises.
 
@@ -118,7 +126,8 @@ class TellSafeActor(BoundedActor):
 
     @abc.abstractmethod
     def handle(self, message: Any) -> Any:
-        """Answer one message; raise a ``StoreError`` to refuse it."""
+        """Answer one message; raise a ``StoreError`` to refuse it (:class:`Unanswerable`
+        for a message this actor does not take)."""
 
     def on_receive(self, message: Any) -> None:
         if not isinstance(message, Envelope):

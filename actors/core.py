@@ -1,0 +1,525 @@
+"""The facade core: what :class:`~relaystore.EventStore` and
+:class:`~relaystore.aio.AsyncEventStore` share (in the spirit of httpx's ``BaseClient``).
+
+:class:`StoreCore` owns the store's actors and every rule of the facade, once:
+
+* **starting and stopping** the writer, the readers and the live projectors, and closing
+  a store nobody closed when the interpreter exits (see *Exit* below);
+* **checks**, each with one wording: open or closed (:meth:`StoreCore.check_open`),
+  a message (public types only: the actors' own messages of
+  :mod:`relaystore.actors.internal` are refused by type, then
+  :func:`~relaystore.domain.validation.validate_message`), a timeout
+  (:func:`check_timeout`: ``None`` or ``0 <= t <= MAX_TIMEOUT``), a ``wait_for`` seq,
+  a follow request;
+* **routing** a checked message to the actor that owns it, and handing it over;
+* **the follow pager** (:class:`FollowPager`), which moves on ``page.next_after_seq``;
+* **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
+  :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
+  :class:`~relaystore.actors.wal_watch.WalWatcher`);
+* **metrics** and the projectors' wiring to the writer.
+
+The two facades compose one core and differ only where blocking and awaiting differ:
+``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
+the actor's thread and hands over in a worker thread only when that would block.
+
+Exit. Actor threads are daemon threads (:mod:`relaystore.actors.inbox`), so a store
+nobody closed never keeps the process alive (a supervisor that crashes exits; nothing
+acknowledged is lost, since an ask returns only after its commit). A clean interpreter
+exit closes every store still open: each core registers its own :meth:`StoreCore.close`
+with :mod:`atexit` when it opens and unregisters it when it closes. That registry is
+atexit's own; relaystore keeps no module-level list of open stores.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+from typing import Any, Generic, TypedDict, TypeVar, get_args
+
+import msgspec
+import pykka
+from pykka import ActorDeadError, ActorRef
+
+from relaystore.actors.commits import CommitWatch
+from relaystore.actors.envelope import Envelope, OneShotReply, Reply
+from relaystore.actors.inbox import inbox_of
+from relaystore.actors.internal import INTERNAL_MESSAGES, CommitPage, LoadProjection
+from relaystore.actors.live import LiveProjectors
+from relaystore.actors.metrics import WriterStats, percentile
+from relaystore.actors.projector import PageCommit, ProjectorActor
+from relaystore.actors.reader import ReaderActor
+from relaystore.actors.wal_watch import WalWatcher
+from relaystore.actors.writer import WriterActor
+from relaystore.domain.api_events import ApiEventFilter
+from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
+from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.messages import (
+    PUBLIC_MESSAGES,
+    DeleteSession,
+    LoadApiEvents,
+    LoadRawApiEvents,
+    ObserveRelayEvents,
+    ReaderMessage,
+    Request,
+    SeedProjection,
+)
+from relaystore.domain.projection import PageDelta
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.reports import StoreMetrics
+from relaystore.domain.validation import validate_message
+from relaystore.storage.connection import Synchronous, open_reader, open_writer
+from relaystore.storage.paging import MAX_PAGE_LIMIT, load_latest_seq
+
+__all__ = [
+    "CLOSED_BEFORE_ANSWER",
+    "MAX_TIMEOUT",
+    "FollowPager",
+    "OpenOptions",
+    "Settings",
+    "StoreCore",
+    "ask_timeout",
+    "check_timeout",
+]
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P", LoadApiEvents, LoadRawApiEvents)
+
+MAX_TIMEOUT = threading.TIMEOUT_MAX
+"""The longest timeout either facade takes, in seconds: the longest a thread can wait."""
+
+CLOSED_BEFORE_ANSWER = "the store closed before answering"
+"""What a blocking ask raises (as :class:`StoreClosed`) when its actor stopped first."""
+
+_DEAD_CHECK_SECONDS = 0.5
+"""How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
+
+_READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
+
+
+class OpenOptions(TypedDict, total=False):
+    """The keyword options of :meth:`EventStore.open` (``AsyncEventStore.open`` takes the same).
+
+    Defaults and their meaning: see :meth:`relaystore.EventStore.open`.
+    """
+
+    readers: int
+    queue_capacity: int
+    synchronous: Synchronous
+    read_only: bool
+    max_batch: int
+    max_projectors: int
+    projector_idle_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Checked options of an open store."""
+
+    path: Path
+    readers: int
+    capacity: int
+    synchronous: Synchronous
+    read_only: bool
+    max_batch: int
+    max_projectors: int
+    projector_idle_seconds: float
+
+    @classmethod
+    def check(
+        cls,
+        path: object,
+        *,
+        readers: object,
+        queue_capacity: object,
+        synchronous: object,
+        read_only: object,
+        max_batch: object,
+        max_projectors: object,
+        projector_idle_seconds: object,
+    ) -> Settings:
+        """The settings, or :class:`InvalidInput` naming the first bad option."""
+        try:
+            where = Path(path)  # type: ignore[arg-type]
+            if "\x00" in str(where):
+                raise ValueError("embedded null byte")
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"EventStore.open: path must name a file ({exc})") from exc
+        counts: dict[str, int] = {}
+        for name, value in (
+            ("readers", readers),
+            ("queue_capacity", queue_capacity),
+            ("max_batch", max_batch),
+            ("max_projectors", max_projectors),
+        ):
+            if type(value) is not int or value < 1:
+                raise InvalidInput(f"EventStore.open: {name} must be an int of at least 1")
+            counts[name] = value
+        modes: tuple[Synchronous, ...] = get_args(Synchronous)
+        if synchronous not in modes:
+            raise InvalidInput(f"EventStore.open: synchronous must be one of {', '.join(modes)}")
+        idle = projector_idle_seconds
+        if type(idle) not in (int, float) or not idle > 0:  # type: ignore[operator]
+            raise InvalidInput("EventStore.open: projector_idle_seconds must be a number > 0")
+        return cls(
+            where,
+            counts["readers"],
+            counts["queue_capacity"],
+            synchronous,
+            bool(read_only),
+            counts["max_batch"],
+            counts["max_projectors"],
+            float(idle),  # type: ignore[arg-type]
+        )
+
+
+def check_timeout(timeout: object) -> None:
+    """Raise :class:`InvalidInput` unless ``timeout`` is ``None`` or 0..MAX_TIMEOUT seconds."""
+    if timeout is not None and (
+        type(timeout) not in (int, float) or not 0 <= timeout <= MAX_TIMEOUT  # type: ignore[operator]
+    ):
+        raise InvalidInput(
+            f"timeout must be None or a number of seconds from 0 to {MAX_TIMEOUT:.0f}"
+        )
+
+
+def ask_timeout(message: object, timeout: float | None) -> AskTimeout:
+    """The error of an ask whose reply did not come within ``timeout``."""
+    return AskTimeout(
+        f"{type(message).__name__} got no reply within {timeout} s; it was handed over and "
+        "may still take effect"
+    )
+
+
+class FollowPager(Generic[P]):
+    """The cursor of a follow: which page to ask for next, and what to wait for.
+
+    Sans I/O: the facade asks for :meth:`request`, yields the page's events, and
+    :meth:`advance` tells it to read on at once (``None``: more are committed already)
+    or which ``seq`` to wait for. The cursor is the page's ``next_after_seq``.
+    """
+
+    def __init__(self, request: P, timeout: float | None) -> None:
+        self._request: P = request
+        self._cursor = request.after_seq or 0
+        self.timeout = timeout
+
+    def request(self) -> P:
+        """The next page's request."""
+        following: P = msgspec.structs.replace(self._request, after_seq=self._cursor)
+        return following
+
+    def advance(self, page: Any) -> int | None:
+        """Move past ``page``; ``None`` to read on at once, else the ``seq`` to wait for."""
+        self._cursor = page.next_after_seq
+        if page.events and page.events[-1].seq < page.latest_seq:
+            return None
+        return self._cursor + 1
+
+
+class StoreCore:
+    """An open store's actors and the facade rules both facades share (see the module)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.path = settings.path
+        self.read_only = settings.read_only
+        self._capacity = settings.capacity
+        self._closed = False
+        self._lock = threading.Lock()
+        self._projectors = LiveProjectors(
+            self._start_projector,
+            limit=settings.max_projectors,
+            idle_seconds=settings.projector_idle_seconds,
+        )
+        self.writer: ActorRef[WriterActor] | None = None
+        self._readers: list[ActorRef[ReaderActor]] = []
+        self._next_reader = count()
+        self._stats = WriterStats()
+        self._followers = 0
+        self._wal: WalWatcher | None = None
+        started: list[ActorRef[Any]] = []
+        try:
+            if not settings.read_only:
+                handle = open_writer(settings.path, synchronous=settings.synchronous)
+                self.commits = CommitWatch(load_latest_seq(handle.connection))
+                self.writer = WriterActor.start(
+                    handle,
+                    capacity=settings.capacity,
+                    on_commit=self.commits.publish,
+                    stats=self._stats,
+                    max_batch=settings.max_batch,
+                )
+                started.append(self.writer)
+            for _ in range(settings.readers):
+                reader = ReaderActor.start(open_reader(settings.path), capacity=settings.capacity)
+                started.append(reader)
+                self._readers.append(reader)
+            if settings.read_only:
+                self.commits = CommitWatch(self._read_latest())
+                self._wal = WalWatcher(settings.path, self.commits, self._read_latest)
+        except BaseException:
+            for ref in started:
+                _stop(ref)
+            raise
+        atexit.register(self.close)
+        logger.info(
+            "opened %s%s at seq %d",
+            settings.path,
+            " read-only" if settings.read_only else "",
+            self.commits.latest,
+        )
+
+    # -- checks --------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` began."""
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise :class:`StoreClosed` after :meth:`close`."""
+        if self._closed:
+            raise StoreClosed()
+
+    @staticmethod
+    def check_message(message: object) -> None:
+        """Raise :class:`InvalidInput` unless ``message`` is a well-formed public message."""
+        if isinstance(message, INTERNAL_MESSAGES):
+            raise InvalidInput(
+                f"{type(message).__name__} is internal to relaystore's actors; "
+                "ask and tell take only the public messages"
+            )
+        if isinstance(message, Request) and not isinstance(message, PUBLIC_MESSAGES):
+            raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
+        validate_message(message)
+
+    def check_ask(self, message: object, timeout: object) -> None:
+        """Every check of ``ask``: open, the message, the timeout (in that order)."""
+        self.check_open()
+        self.check_message(message)
+        check_timeout(timeout)
+
+    def check_tell(self, message: object) -> None:
+        """Every check of ``tell``: open, the message."""
+        self.check_open()
+        self.check_message(message)
+
+    def check_wait(self, seq: object, timeout: object) -> None:
+        """Every check of ``wait_for``: open, ``seq`` an int >= 0, the timeout."""
+        self.check_open()
+        if type(seq) is not int or seq < 0:
+            raise InvalidInput("wait_for: seq must be an int >= 0")
+        check_timeout(timeout)
+
+    def follow_pager(
+        self,
+        kind: type[P],
+        after_seq: object,
+        filter: object,
+        timeout: object,
+    ) -> FollowPager[P]:
+        """A checked follow's pager (``InvalidInput`` naming what is wrong)."""
+        request = kind(
+            filter=filter if filter is not None else ApiEventFilter(),  # type: ignore[arg-type]
+            after_seq=after_seq,  # type: ignore[arg-type]
+            limit=MAX_PAGE_LIMIT,
+        )
+        validate_message(request)
+        check_timeout(timeout)
+        return FollowPager(request, timeout)  # type: ignore[arg-type]
+
+    # -- routing -------------------------------------------------------------------
+
+    @staticmethod
+    def routing_may_block(message: object) -> bool:
+        """Whether :meth:`route` may wait (it retires the session's projector first)."""
+        return isinstance(message, DeleteSession | SeedProjection)
+
+    def route(self, message: Request[Any]) -> ActorRef[Any]:
+        """The actor that owns a checked message."""
+        if isinstance(message, _READER_TYPES):
+            return self._reader()
+        if self.writer is None:
+            raise InvalidInput(
+                f"{type(message).__name__} needs the writer, but the store was opened read_only"
+            )
+        if isinstance(message, ObserveRelayEvents):
+            self.check_open()
+            return self._projectors.get(message.session_id)
+        if isinstance(message, DeleteSession | SeedProjection):  # see routing_may_block
+            # The session's projector holds its projection in memory: retire it first,
+            # so the session's next event starts from what the store then holds.
+            self._projectors.retire(message.session_id)
+        return self.writer
+
+    @staticmethod
+    def inbox_full(ref: ActorRef[Any]) -> bool:
+        """Whether handing a message to ``ref`` would block now (its inbox is full)."""
+        return inbox_of(ref).full()
+
+    @staticmethod
+    def deliver(ref: ActorRef[Any], envelope: Envelope) -> None:
+        """Hand ``envelope`` to ``ref``; blocks while its inbox is full."""
+        try:
+            ref.tell(envelope)
+        except ActorDeadError as exc:
+            raise StoreClosed("the store's actors have stopped") from exc
+
+    def send(self, message: Any, reply: Reply | None) -> ActorRef[Any]:
+        """Route and hand over ``message`` with its reply sink; return the actor."""
+        ref = self.route(message)
+        self.deliver(ref, Envelope(message, reply))
+        return ref
+
+    # -- blocking waits ------------------------------------------------------------
+
+    def wait_reply(
+        self,
+        reply: OneShotReply,
+        timeout: float | None,
+        actor: ActorRef[Any] | None,
+        message: object,
+    ) -> Any:
+        """Wait for ``reply``: raise AskTimeout past ``timeout``, StoreClosed when
+        ``actor`` dies first (checked every ``_DEAD_CHECK_SECONDS``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = _DEAD_CHECK_SECONDS
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                return reply.get(timeout=wait)
+            except ActorDeadError as exc:
+                raise StoreClosed(CLOSED_BEFORE_ANSWER) from exc
+            except pykka.Timeout:
+                if actor is not None and not actor.is_alive():
+                    raise StoreClosed(CLOSED_BEFORE_ANSWER) from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise ask_timeout(message, timeout) from None
+
+    def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
+        """Hand over a checked (or internal) message and wait for its answer here."""
+        reply = OneShotReply()
+        return self.wait_reply(reply, timeout, self.send(message, reply), message)
+
+    def wait_commit(self, seq: int, timeout: float | None) -> bool:
+        """Block until ``seq`` is committed (False after ``timeout``; StoreClosed on close).
+
+        Woken by the writer's commits; a read-only store watches the WAL file instead.
+        """
+        if self._wal is not None:
+            return self._wal.wait_for(seq, timeout)
+        return self.commits.wait_for(seq, timeout)
+
+    @property
+    def wal(self) -> WalWatcher | None:
+        """The read-only store's WAL watcher (None when this process has the writer)."""
+        return self._wal
+
+    # -- followers and metrics -----------------------------------------------------
+
+    @contextlib.contextmanager
+    def following(self) -> Iterator[None]:
+        """Counts a follower (for :meth:`metrics`) while it iterates."""
+        with self._lock:
+            self._followers += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._followers -= 1
+
+    def metrics(self) -> StoreMetrics:
+        """A snapshot of the store's figures; never blocks on an actor."""
+        stats = self._stats
+        latencies, batches = stats.window()
+        depth = inbox_of(self.writer).qsize() if self.writer is not None else 0
+        with self._lock:
+            followers = self._followers
+        return StoreMetrics(
+            writer_inbox_depth=depth,
+            live_projectors=len(self._projectors),
+            followers=followers,
+            commits=stats.commits,
+            commit_latency_p50_ms=percentile(latencies, 0.5) * 1000,
+            commit_latency_p99_ms=percentile(latencies, 0.99) * 1000,
+            batch_size_mean=sum(batches) / len(batches) if batches else 0.0,
+            batch_size_max=max(batches, default=0),
+            messages_written=stats.messages,
+            relay_events_applied=stats.relay_events,
+            api_events_written=stats.api_events,
+            latest_seq=self.commits.latest,
+            writer_busy=stats.busy,
+            busy_refusals=stats.busy_refusals,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop taking messages, let the writer finish what it accepted, stop everything."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        self.commits.close()
+        self._projectors.stop_all()
+        for reader in self._readers:
+            _stop(reader)
+        if self.writer is not None:
+            _stop(self.writer)
+        figures = self._stats
+        logger.info(
+            "closed %s at seq %d after %d commits (%d messages, %d relay events applied)",
+            self.path,
+            self.commits.latest,
+            figures.commits,
+            figures.messages,
+            figures.relay_events,
+        )
+
+    # -- internals -----------------------------------------------------------------
+
+    def _reader(self) -> ActorRef[ReaderActor]:
+        return self._readers[next(self._next_reader) % len(self._readers)]
+
+    def _read_latest(self) -> int:
+        page = self.ask_blocking(LoadApiEvents(limit=1))
+        latest: int = page.latest_seq
+        return latest
+
+    def _start_projector(self, session_id: str) -> ActorRef[ProjectorActor]:
+        return ProjectorActor.start(
+            session_id,
+            load=self._load_projection,
+            send_page=self._send_page,
+            capacity=self._capacity,
+        )
+
+    def _load_projection(self, session_id: str) -> MaterializedSession:
+        session: MaterializedSession = self.ask_blocking(LoadProjection(session_id=session_id))
+        return session
+
+    def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
+        """Hand ``page`` to the writer; the returned call waits for its commit."""
+        message = CommitPage(session_id=session_id, page=page)
+        reply = OneShotReply()
+        writer = self.send(message, reply)
+
+        def wait() -> tuple[RelayCursor, int]:
+            result: tuple[RelayCursor, int] = self.wait_reply(reply, None, writer, message)
+            return result
+
+        return wait
+
+
+def _stop(ref: ActorRef[Any]) -> None:
+    with contextlib.suppress(ActorDeadError):
+        ref.stop(block=True)

@@ -1,0 +1,47 @@
+"""The actors' own messages: what a projector asks of the writer. Not part of the contract.
+
+A projector loads its session's committed projection and commits its pages through the
+writer (the one write connection), with these two messages. They are plain frozen
+dataclasses, not :class:`~relaystore.domain.messages.Request` s: a user's type checker
+refuses them at ``store.ask``, and the facades refuse them by type at run time too
+(``InvalidInput`` naming the message; see :data:`INTERNAL_MESSAGES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relaystore.domain.projection.page import PageDelta
+
+__all__ = ["INTERNAL_MESSAGES", "CommitPage", "LoadProjection", "ProjectorWriterMessage"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadProjection:
+    """A projector loads its session's committed projection through the writer.
+
+    Reply: the :class:`~relaystore.domain.materialized.MaterializedSession`; raises
+    :class:`~relaystore.domain.errors.UnknownSession` when the store has no such session.
+    """
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitPage:
+    """A projector's page of projected events, coalesced, committed as one transaction.
+
+    The projector never touches ``page`` after sending it. Reply: the stored frontier
+    after the page (a :class:`~relaystore.domain.relay.RelayCursor`), and how many of its
+    events applied (0: the store already held it).
+    """
+
+    session_id: str
+    page: PageDelta
+
+
+ProjectorWriterMessage = LoadProjection | CommitPage
+"""Writer messages only projectors send."""
+
+INTERNAL_MESSAGES: tuple[type[LoadProjection | CommitPage], ...] = (LoadProjection, CommitPage)
+"""Every message the public ``ask`` and ``tell`` refuse by type."""
