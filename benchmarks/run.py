@@ -1,6 +1,7 @@
 """Run relaystore's benchmarks against their baselines, in one run, and record the figures.
 
     python benchmarks/run.py [--quick] [--only NAME ...] [--json PATH]
+    python benchmarks/run.py --compare BEFORE.jsonl AFTER.jsonl
 
 Every figure is measured next to its baseline in the same run and reported as a ratio
 to it. Prints a table (stdout; progress goes to stderr) and appends one JSON line per
@@ -8,6 +9,8 @@ figure to ``--json`` (default ``benchmarks/results/results.jsonl``). Benchmarks:
 replay, writer, peer, reads, memory, open (see ``benchmarks/README.md``). ``--quick``
 scales everything down (~25 s); the full run takes ~11 minutes on 2 cores.
 Exit status 1 when a benchmark failed to run (a missed aim is reported, not an error).
+``--compare`` runs nothing: it prints the ratios of the newest run in each of two result
+files side by side, with how each moved (after / before).
 """
 
 from __future__ import annotations
@@ -92,6 +95,51 @@ def table(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def newest_run(path: Path) -> dict[tuple[str, str], dict[str, object]]:
+    """The figures of the newest run in a result file, by (benchmark, figure)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not rows:
+        raise SystemExit(f"{path}: no figures")
+    newest = max(str(row["run_id"]) for row in rows)
+    return {
+        (str(row["benchmark"]), str(row["name"])): row
+        for row in rows
+        if str(row["run_id"]) == newest
+    }
+
+
+def compare(before_path: Path, after_path: Path) -> str:
+    """A table of both runs' ratios for every figure either has, and after / before."""
+    before, after = newest_run(before_path), newest_run(after_path)
+    rows = [("benchmark", "figure", "before", "after", "after/before", "aim", "met")]
+    for key in sorted(before.keys() | after.keys()):
+        old, new = before.get(key), after.get(key)
+        old_ratio = float(old["ratio"]) if old is not None else float("nan")  # type: ignore[arg-type]
+        new_ratio = float(new["ratio"]) if new is not None else float("nan")  # type: ignore[arg-type]
+        moved = new_ratio / old_ratio if old_ratio == old_ratio and old_ratio else float("nan")
+        latest = new or old
+        assert latest is not None
+        met = latest.get("ok")
+        rows.append(
+            (
+                key[0],
+                key[1],
+                _number(old_ratio),
+                _number(new_ratio),
+                _number(moved),
+                str(latest.get("aim") or "-"),
+                "-" if met is None else ("yes" if met else "NO"),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+        for row in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Benchmark relaystore against baselines measured in the same run."
@@ -110,7 +158,17 @@ def main(argv: list[str] | None = None) -> int:
         "--scratch", type=Path, help="folder for stores and journals (default: a temp dir)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="print the newest run of two result files side by side (runs nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.compare is not None:
+        print(compare(*args.compare))
+        return 0
 
     names = [name for name in BENCHMARKS if not args.only or name in args.only]
     run_id = time.strftime("%Y%m%dT%H%M%S")

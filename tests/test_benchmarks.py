@@ -42,3 +42,27 @@ def test_the_quick_benchmark_run_writes_a_ratio_for_each_figure(tmp_path: Path) 
             abs(row["ratio"] - row["value"] / row["baseline_value"]) < 1e-9 * row["ratio"] + 1e-12
         )
     assert "| replay" in result.stdout
+
+
+def test_compare_prints_two_runs_side_by_side(tmp_path: Path) -> None:
+    def write(path: Path, run_id: str, ratio: float) -> None:
+        row = {"run_id": run_id, "benchmark": "replay", "name": "events/s", "ratio": ratio}
+        row |= {"aim": ">= 0.125", "ok": ratio >= 0.125}
+        old = {**row, "run_id": "00000000T000000", "ratio": 99.0}  # an older run: ignored
+        path.write_text(json.dumps(old) + "\n" + json.dumps(row) + "\n")
+
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    write(before, "20261201T100000", 0.05)
+    write(after, "20261201T110000", 0.1)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--compare", str(before), str(after)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("| replay")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells == ["replay", "events/s", "0.05", "0.1", "2", ">= 0.125", "NO"]
