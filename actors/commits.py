@@ -33,11 +33,17 @@ class CommitWatch:
         self._closed = False
         self._changed = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
+        self._waiting = 0
 
     @property
     def latest(self) -> int:
         """The newest committed ``seq`` seen."""
         return self._latest
+
+    @property
+    def waiting(self) -> int:
+        """How many threads wait in :meth:`wait_for` now."""
+        return self._waiting
 
     @property
     def closed(self) -> bool:
@@ -73,7 +79,13 @@ class CommitWatch:
     def wait_for(self, seq: int, timeout: float | None) -> bool:
         """True once ``seq`` is committed; False after ``timeout``; StoreClosed on close."""
         with self._changed:
-            reached = self._changed.wait_for(lambda: self._closed or self._latest >= seq, timeout)
+            self._waiting += 1
+            try:
+                reached = self._changed.wait_for(
+                    lambda: self._closed or self._latest >= seq, timeout
+                )
+            finally:
+                self._waiting -= 1
             if self._latest >= seq:
                 return True
             if self._closed:

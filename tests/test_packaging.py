@@ -9,6 +9,7 @@ there unchanged, and a user's ``mypy --strict`` must see its types.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -40,8 +41,28 @@ def _neighbour_wheel(folder: Path) -> Path:
     return wheel
 
 
+def _copy_of_the_checkout(folder: Path) -> Path:
+    """The checkout's tracked files, copied: a build leaves its ``build/`` and
+    ``*.egg-info`` there, never a stale copy of the package inside the checkout."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.split(b"\0")
+    for name in filter(None, tracked):
+        source = ROOT / name.decode()
+        if source.is_file():
+            target = folder / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return folder
+
+
 @pytest.fixture(scope="module")
-def relaystore_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _copy_of_the_checkout(tmp_path_factory.mktemp("checkout"))
+
+
+@pytest.fixture(scope="module")
+def relaystore_wheel(tmp_path_factory: pytest.TempPathFactory, checkout: Path) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [
@@ -54,7 +75,7 @@ def relaystore_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-build-isolation",
             "--wheel-dir",
             str(out),
-            str(ROOT),
+            str(checkout),
         ],
         check=True,
         capture_output=True,
@@ -165,7 +186,9 @@ def test_a_users_mypy_sees_the_installed_types(tmp_path: Path, relaystore_wheel:
     assert 'Incompatible return value type (got "State", expected "int")' in result.stdout
 
 
-def test_the_sdist_carries_the_whole_suite_examples_and_contract(tmp_path: Path) -> None:
+def test_the_sdist_carries_the_whole_suite_examples_and_contract(
+    tmp_path: Path, checkout: Path
+) -> None:
     out = tmp_path / "sdist"
     subprocess.run(
         [
@@ -173,7 +196,7 @@ def test_the_sdist_carries_the_whole_suite_examples_and_contract(tmp_path: Path)
             "-c",
             f"from setuptools import build_meta; build_meta.build_sdist({str(out)!r})",
         ],
-        cwd=ROOT,
+        cwd=checkout,
         check=True,
         capture_output=True,
     )

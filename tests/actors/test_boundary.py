@@ -255,7 +255,10 @@ def test_close_wakes_every_waiter_and_follower(tmp_path: Path) -> None:
     threads = [threading.Thread(target=wait), threading.Thread(target=follow)]
     for thread in threads:
         thread.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while store._core.commits.waiting < 2:  # both really wait before the close
+        assert time.monotonic() < deadline, "the waiter and the follower never waited"
+        time.sleep(0.005)
     started = time.monotonic()
     store.close()
     for thread in threads:
