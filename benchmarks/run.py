@@ -86,6 +86,11 @@ def table(figures: list[Figure]) -> str:
                 met,
             )
         )
+    return _render(rows)
+
+
+def _render(rows: list[tuple[str, ...]]) -> str:
+    """``rows`` (the first is the header) as a Markdown table with padded columns."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
@@ -131,13 +136,7 @@ def compare(before_path: Path, after_path: Path) -> str:
                 "-" if met is None else ("yes" if met else "NO"),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
-        for row in rows
-    ]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
+    return _render(rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ from relaystore.domain.wire import JSON
 from relaystore.storage.transaction import transaction
 
 __all__ = [
+    "decode_stored",
     "execution_columns",
     "load_frontier",
     "load_materialized_session",
@@ -187,21 +188,23 @@ def load_materialized_session(
         last_activity_at_ms=last_activity_at_ms,
         execution=parse_execution(state, running_started_at_ms, session_id=session_id),
         session_title=title,
-        configuration=_decode(_CONFIGURATION, configuration_json, "configuration", session_id),
+        configuration=decode_stored(
+            _CONFIGURATION, configuration_json, "configuration", session_id
+        ),
         transcript=_transcript(transcript_rows, session_id),
         queued_prompts=[_queued_prompt(r, session_id) for r in queue_rows],
-        pending_elicitations=_decode(
+        pending_elicitations=decode_stored(
             _ELICITATIONS, elicitations_json, "pending elicitations", session_id
         ),
         active_turn=(
             None
             if active_turn_json is None
-            else _decode(_ACTIVE_TURN, active_turn_json, "active turn", session_id)
+            else decode_stored(_ACTIVE_TURN, active_turn_json, "active turn", session_id)
         ),
         last_turn_outcome=(
             None
             if outcome_json is None
-            else _decode(_OUTCOME, outcome_json, "last turn outcome", session_id)
+            else decode_stored(_OUTCOME, outcome_json, "last turn outcome", session_id)
         ),
         history_start=(
             None if start_row is None else HistoryStart(ordinal=start_row[0], source=start_row[1])
@@ -216,7 +219,8 @@ def load_materialized_session(
     return session
 
 
-def _decode(decoder: msgspec.json.Decoder[Any], text: str, what: str, session_id: str) -> Any:
+def decode_stored(decoder: msgspec.json.Decoder[Any], text: str, what: str, session_id: str) -> Any:
+    """``text`` (a stored column) decoded, or :class:`ProjectionError` naming ``what``."""
     try:
         return decoder.decode(text)
     except msgspec.DecodeError as exc:
@@ -235,7 +239,8 @@ def _transcript(rows: list[tuple[Any, ...]], session_id: str) -> list[Transcript
     if bodies is None or len(bodies) != len(rows):
         # Decode row by row to name the item whose body is bad.
         bodies = [
-            _decode(_BODY, r[5], f"body of transcript item {r[0]!r}", session_id) for r in rows
+            decode_stored(_BODY, r[5], f"body of transcript item {r[0]!r}", session_id)
+            for r in rows
         ]
     items = []
     for (stable_id, position, latest, created, changed, _), body in zip(rows, bodies, strict=True):
@@ -259,8 +264,8 @@ def _queued_prompt(row: tuple[Any, ...], session_id: str) -> MaterializedQueuedP
     where = f"queued command {command_id!r}"
     return MaterializedQueuedPrompt(
         command_id=command_id,
-        kind=_decode(_QUEUE_KIND, kind_json, f"kind of {where}", session_id),
-        content=_decode(_CONTENT, content_json, f"content of {where}", session_id),
+        kind=decode_stored(_QUEUE_KIND, kind_json, f"kind of {where}", session_id),
+        content=decode_stored(_CONTENT, content_json, f"content of {where}", session_id),
         queued_at_ms=queued_at_ms,
         accepted_ordinal=accepted_ordinal,
     )

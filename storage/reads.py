@@ -26,7 +26,7 @@ import msgspec
 
 from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput, ProjectionError
+from relaystore.domain.errors import InvalidInput
 from relaystore.domain.materialized import MaterializedExecutionState, TranscriptBody
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
@@ -70,6 +70,7 @@ from relaystore.domain.reads import (
 )
 from relaystore.domain.wire import JSON
 from relaystore.storage.materialized import (
+    decode_stored,
     load_materialized_session,
     parse_execution,
 )
@@ -131,15 +132,6 @@ _OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 _PROVIDER_COST = msgspec.json.Decoder(ProviderCost)
 
 
-def _decode(decoder: msgspec.json.Decoder[Any], text: str, what: str, session_id: str) -> Any:
-    try:
-        return decoder.decode(text)
-    except msgspec.DecodeError as exc:
-        raise ProjectionError(
-            f"stored {what} does not decode: {exc}", session_id=session_id
-        ) from exc
-
-
 def _execution(session_id: str, state: Any, started: Any) -> MaterializedExecutionState | None:
     if state is None:
         return None
@@ -194,7 +186,7 @@ def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:
             session_id=sid,
         ) from exc
     outcome = (
-        _decode(_OUTCOME, str(outcome_json), "last turn outcome", sid)
+        decode_stored(_OUTCOME, str(outcome_json), "last turn outcome", sid)
         if detail and outcome_json is not None
         else None
     )
@@ -206,18 +198,18 @@ def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:
         configuration=(
             {}
             if configuration_json is None
-            else _decode(_CONFIGURATION, str(configuration_json), "configuration", sid)
+            else decode_stored(_CONFIGURATION, str(configuration_json), "configuration", sid)
         ),
         pending_elicitations=(
             []
             if elicitations_json is None
-            else _decode(_ELICITATIONS, str(elicitations_json), "pending elicitations", sid)
+            else decode_stored(_ELICITATIONS, str(elicitations_json), "pending elicitations", sid)
         ),
         queued_prompts=int(queued),  # type: ignore[arg-type]
         activity=(
             None
             if activity_json is None
-            else _decode(_ACTIVITY, str(activity_json), "activity", sid)
+            else decode_stored(_ACTIVITY, str(activity_json), "activity", sid)
         ),
         last_turn_outcome=outcome,
     )
@@ -256,7 +248,7 @@ def load_elicitations(connection: apsw.Connection, session_id: str) -> Elicitati
     if value is None:
         return None
     return ElicitationList(
-        elicitations=_decode(_ELICITATIONS, str(value[0]), "pending elicitations", session_id)
+        elicitations=decode_stored(_ELICITATIONS, str(value[0]), "pending elicitations", session_id)
     )
 
 
@@ -276,7 +268,8 @@ def decode_transcript_bodies(rows: list[tuple[Any, ...]], session_id: str) -> li
     except msgspec.DecodeError:
         pass
     return [
-        _decode(_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id) for r in rows
+        decode_stored(_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id)
+        for r in rows
     ]
 
 
@@ -460,7 +453,7 @@ def load_turn_summary(
         if turn_start_position is None or completed_ordinal is None:
             if row[0] is None:
                 return None
-            outcome = _decode(_OUTCOME, str(row[0]), "last turn outcome", session_id)
+            outcome = decode_stored(_OUTCOME, str(row[0]), "last turn outcome", session_id)
             if outcome.turn_start_position is None:
                 return None
             turn_start_position, completed_ordinal = (
@@ -598,7 +591,7 @@ def load_usage_page(
         cost = connection.execute(
             "SELECT body FROM session_provider_cost WHERE session_id = ?", (session_id,)
         ).fetchone()
-    turns = [_decode(_OUTCOME, str(b), "turn usage", session_id) for (b,) in bodies]
+    turns = [decode_stored(_OUTCOME, str(b), "turn usage", session_id) for (b,) in bodies]
     return UsagePage(
         session_id=session_id,
         next_after_seq=turns[-1].completed_ordinal if turns else max(latest, after_seq),
@@ -609,7 +602,7 @@ def load_usage_page(
         provider_session_cost=(
             None
             if cost is None
-            else _decode(_PROVIDER_COST, str(cost[0]), "provider cost", session_id)
+            else decode_stored(_PROVIDER_COST, str(cost[0]), "provider cost", session_id)
         ),
     )
 

@@ -12,11 +12,10 @@ import msgspec
 
 from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.materialized import MaterializedSession, SystemBody
-from relaystore.domain.projection import SessionProjection
 from relaystore.domain.relay import RelayLine, encode_relay_event
-from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import cli, events, failure, ok, replay, show
+from tests.domain.journal_stories import replay as project
 
 SESSION = "protocol-33"
 
@@ -29,13 +28,7 @@ def _journal() -> JournalBuilder:
 
 
 def _projected(journal: JournalBuilder) -> tuple[MaterializedSession, list[bytes]]:
-    projection = SessionProjection(MaterializedSession.empty(SESSION))
-    feed: list[bytes] = []
-    for event in journal.events:
-        mutation = projection.apply(event)
-        assert mutation is not None
-        feed.extend(encode(api) for api in mutation.api_events)
-    return projection.session, feed
+    return project(MaterializedSession.empty(SESSION), journal.events)
 
 
 def test_a_journal_of_every_protocol_33_kind_verifies_replays_and_shows(tmp_path: Path) -> None:

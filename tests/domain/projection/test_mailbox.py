@@ -36,8 +36,8 @@ from relaystore.domain.relay import (
     MailboxWakeCommand,
     RelayCommandKind,
 )
-from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder
+from tests.domain.journal_stories import replay
 
 GOLDEN = """\
 Session: session-mailbox
@@ -54,13 +54,7 @@ Session: session-mailbox
 def _project(
     journal: JournalBuilder, session_id: str = "s"
 ) -> tuple[MaterializedSession, list[bytes]]:
-    projection = SessionProjection(MaterializedSession.empty(session_id))
-    feed: list[bytes] = []
-    for event in journal.events:
-        mutation = projection.apply(event)
-        assert mutation is not None
-        feed.extend(encode(api) for api in mutation.api_events)
-    return projection.session, feed
+    return replay(MaterializedSession.empty(session_id), journal.events)
 
 
 def _render(session: MaterializedSession) -> str:
