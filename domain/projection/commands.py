@@ -69,7 +69,6 @@ from relaystore.domain.relay import (
     CommandCompleted,
     CommandInterrupted,
     CommandQueued,
-    CommandQueuedData,
     CommandRejected,
     CommandStarted,
     ConfiguredOutcome,
@@ -89,6 +88,7 @@ from relaystore.domain.relay import (
     SteeredOutcome,
     UserShellOutcome,
 )
+from relaystore.domain.relay_observations import CommandQueuedData
 from relaystore.domain.wire import JSON
 
 __all__ = ["command_completed", "command_ended", "command_queued", "command_started"]

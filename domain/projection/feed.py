@@ -26,7 +26,6 @@ from relaystore.domain.outcomes import (
 from relaystore.domain.relay import (
     AgentInitialized,
     CommandCompleted,
-    CommandEndedData,
     CommandInterrupted,
     CommandRejected,
     ElicitationResolved,
@@ -37,6 +36,7 @@ from relaystore.domain.relay import (
     UserShellOutcome,
     UserShellStatus,
 )
+from relaystore.domain.relay_observations import CommandEndedData
 from relaystore.domain.runtime import RuntimeReceipt
 
 __all__ = [
