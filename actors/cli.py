@@ -236,6 +236,13 @@ def _parser() -> argparse.ArgumentParser:
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
 
+    compact = command(
+        "compact", "forget what old tool calls no longer show, behind each verified checkpoint"
+    )
+    compact.add_argument(
+        "session", nargs="?", type=_id("session"), help="one session (default: every session)"
+    )
+
     completion = command("completion", "print a shell completion script (needs shtab)")
     completion.add_argument("shell", choices=_COMPLETION_SHELLS)
     return parser
@@ -808,6 +815,36 @@ def _vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compact(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import CompactTranscript, LoadState
+
+    _require_store(args.db)
+    with EventStore.open(args.db, readers=1) as store:
+        if args.session is not None:
+            sessions = [args.session]
+        else:
+            sessions = [
+                sid for sid, record in store.ask(LoadState()).sessions.items() if record.checkpoint
+            ]
+        total_items = total_bytes = 0
+        for session_id in sessions:
+            items = reclaimed = 0
+            while True:  # one transaction per pass: the writer serves between them
+                report = store.ask(CompactTranscript(session_id=session_id))
+                items, reclaimed = items + report.items, reclaimed + report.bytes
+                if not report.remaining or not report.items:
+                    break
+            print(
+                f"session {session_id}: {items} tool calls compacted, {reclaimed} bytes reclaimed"
+            )
+            total_items, total_bytes = total_items + items, total_bytes + reclaimed
+    print(
+        f"compacted {total_items} tool calls in {len(sessions)} sessions, {total_bytes} bytes reclaimed"
+    )
+    return 0
+
+
 def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         shtab = importlib.import_module("shtab")  # optional: relaystore[completion]
@@ -833,6 +870,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "backup": _backup,
     "vacuum": _vacuum,
+    "compact": _compact,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

@@ -41,6 +41,7 @@ from relaystore.domain.errors import StoreBusy, StoreError, UnknownSession, Writ
 from relaystore.domain.messages import (
     BeginCheckpoint,
     CompactStore,
+    CompactTranscript,
     CorrelateCheckpointBarrier,
     DeleteSession,
     FinishFailedCheckpoint,
@@ -53,7 +54,7 @@ from relaystore.domain.messages import (
     SeedProjection,
     WriterMessage,
 )
-from relaystore.storage import activity, checkpoints, projection, sessions
+from relaystore.storage import activity, checkpoints, projection, retention, sessions
 from relaystore.storage.batch import Batch, BatchLost
 from relaystore.storage.connection import WriterConnection
 from relaystore.storage.maintenance import vacuum_store
@@ -109,6 +110,8 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             return session
         case CommitPage(session_id=session_id, page=page):
             return projection.commit_page(connection, session_id, page)
+        case CompactTranscript(session_id=session_id):
+            return retention.compact_transcript(connection, session_id)
         case SeedProjection(
             session_id=session_id, start=start, queued_prompts=queue, source=source
         ):

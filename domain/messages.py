@@ -27,6 +27,7 @@ from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.reports import BackupReport, VacuumReport
 from relaystore.domain.request import Request
+from relaystore.domain.retention import TranscriptRetention
 from relaystore.domain.runtime import RuntimeReceipt
 from relaystore.domain.sessions import SessionRecord, State
 
@@ -34,6 +35,7 @@ __all__ = [
     "BackupStore",
     "BeginCheckpoint",
     "CompactStore",
+    "CompactTranscript",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "FinishFailedCheckpoint",
@@ -153,6 +155,17 @@ class CompactStore(Request[VacuumReport], frozen=True, kw_only=True):
     """
 
 
+class CompactTranscript(Request[TranscriptRetention], frozen=True, kw_only=True):
+    """One retention pass over a session's checkpoint-covered tool calls
+    (:mod:`relaystore.domain.retention`): what a line no longer shows is forgotten.
+
+    Online (one writer transaction); ask again while the reply says ``remaining``.
+    Raises :class:`~relaystore.domain.errors.UnknownSession` for an unknown session.
+    """
+
+    session_id: str
+
+
 WriterMessage = (
     SaveSession
     | SaveLifecycleSession
@@ -166,6 +179,7 @@ WriterMessage = (
     | RecoverInterruptedCheckpoints
     | CompactStore
     | SeedProjection
+    | CompactTranscript
 )
 
 

@@ -17,7 +17,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the names of _HOMES, imported: type checkers see what is exported
+if TYPE_CHECKING:
     from relaystore.actors.store import EventStore
     from relaystore.domain.api_events import (
         ApiActivityState,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the names of _HOMES, imported: type checkers see what is ex
     from relaystore.domain.materialized import MaterializedSession
     from relaystore.domain.messages import (
         BeginCheckpoint,
+        CompactTranscript,
         CorrelateCheckpointBarrier,
         DeleteSession,
         FinishFailedCheckpoint,
@@ -94,6 +95,9 @@ if TYPE_CHECKING:  # the names of _HOMES, imported: type checkers see what is ex
         decode_relay_event,
         encode_relay_event,
     )
+    from relaystore.domain.retention import (
+        TranscriptRetention,  # the names of _HOMES, imported: type checkers see what is exported
+    )
     from relaystore.domain.runtime import (
         HarnessKind,
         RuntimeReceipt,
@@ -119,6 +123,7 @@ __all__ = [
     "AskTimeout",
     "BeginCheckpoint",
     "ChainFault",
+    "CompactTranscript",
     "CorrelateCheckpointBarrier",
     "DeleteSession",
     "ElicitationList",
@@ -175,6 +180,7 @@ __all__ = [
     "TranscriptHistory",
     "TranscriptItemView",
     "TranscriptPage",
+    "TranscriptRetention",
     "TurnSummary",
     "UnknownRelayKind",
     "UnknownSession",
@@ -190,6 +196,7 @@ __all__ = [
 ]
 
 _HOMES: dict[str, tuple[str, ...]] = {
+    "relaystore.domain.retention": ("TranscriptRetention",),
     "relaystore.actors.store": ("EventStore",),
     "relaystore.domain.api_events": (
         "ApiActivityState",
@@ -219,6 +226,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "relaystore.domain.materialized": ("MaterializedSession",),
     "relaystore.domain.messages": (
+        "CompactTranscript",
         "BeginCheckpoint",
         "CorrelateCheckpointBarrier",
         "DeleteSession",

@@ -1,0 +1,86 @@
+"""Transcript retention: one pass over a session's checkpoint-covered tool calls.
+
+The rule is :mod:`relaystore.domain.retention`; this module selects the candidates as
+the origin does (``tool`` bodies over the floor, in characters, at or below the verified
+checkpoint frontier, in position order, one more than a batch to know whether any are
+left), rewrites what the rule shrinks and counts the bytes reclaimed, all in one
+transaction. Guarantees: timestamps, positions and ordinals are untouched (an item keeps
+its place and its ``seq``); a body that does not decode is left as it is; no API event.
+"""
+
+from __future__ import annotations
+
+import apsw
+import msgspec
+
+from relaystore.domain.errors import UnknownSession
+from relaystore.domain.materialized import ToolBody
+from relaystore.domain.retention import (
+    RETENTION_BATCH_ITEMS,
+    RETENTION_BODY_FLOOR,
+    TranscriptRetention,
+    compact_tool_body,
+)
+from relaystore.domain.wire import encode
+from relaystore.storage.transaction import transaction
+
+__all__ = ["compact_transcript"]
+
+_CANDIDATES = """
+SELECT stable_id, body_json FROM materialized_transcript_items
+WHERE session_id = ?1 AND position <= ?2 AND length(body_json) > ?3
+  AND json_extract(CASE WHEN json_valid(body_json) THEN body_json ELSE '{}' END, '$.kind')
+      = 'tool'
+ORDER BY position, stable_id
+LIMIT ?4
+"""
+_TOOL = msgspec.json.Decoder(ToolBody)
+
+
+def compact_transcript(
+    connection: apsw.Connection, session_id: str, *, frontier: int | None = None
+) -> TranscriptRetention:
+    """Run one retention pass over ``session_id``'s transcript.
+
+    ``frontier`` defaults to the session's checkpoint ``event_frontier`` (no checkpoint:
+    nothing is covered, nothing changes). Raises :class:`UnknownSession` for a session
+    the store lacks.
+    """
+    with transaction(connection, f"compact the transcript of session {session_id}"):
+        row = connection.execute(
+            "SELECT (SELECT event_frontier FROM session_checkpoints WHERE session_id = ?1)"
+            " FROM materialized_sessions WHERE session_id = ?1",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise UnknownSession(session_id)
+        covered = row[0] if frontier is None else frontier
+        if covered is None:
+            return TranscriptRetention()
+        rows = connection.execute(
+            _CANDIDATES, (session_id, covered, RETENTION_BODY_FLOOR, RETENTION_BATCH_ITEMS + 1)
+        ).fetchall()
+        items = reclaimed = 0
+        for stable_id, stored in rows[:RETENTION_BATCH_ITEMS]:
+            text = str(stored)
+            try:
+                body = _TOOL.decode(text)
+            except msgspec.DecodeError:
+                continue  # a row this cannot read is a row it must not rewrite
+            compacted = compact_tool_body(body)
+            if compacted is None:
+                continue
+            new = encode(compacted)
+            old_bytes = len(text.encode())
+            if len(new) >= old_bytes:
+                continue
+            connection.execute(
+                "UPDATE materialized_transcript_items SET body_json = ?"
+                " WHERE session_id = ? AND stable_id = ?",
+                (new.decode(), session_id, stable_id),
+            )
+            items += 1
+            reclaimed += old_bytes - len(new)
+    return TranscriptRetention(
+        items=items, bytes=reclaimed, remaining=len(rows) > RETENTION_BATCH_ITEMS
+    )
