@@ -589,6 +589,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         document = {
             "schema_revision": stats.revision,
+            "store_id": stats.store_id,
             "sessions": stats.sessions,
             "latest_seq": stats.latest_seq,
             "events_by_kind": stats.events_by_kind,
@@ -596,6 +597,7 @@ def _stats(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     print(f"schema revision {stats.revision}")
+    print(f"store id {stats.store_id}")
     print(f"sessions {stats.sessions}")
     print(f"latest seq {stats.latest_seq}")
     for kind, total in stats.events_by_kind.items():
