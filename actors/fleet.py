@@ -9,7 +9,10 @@ Delivery. A pull consumer, acknowledged with ``AckAll`` one batch at a time: a b
 acknowledged when the iterator is asked for the event after it (or when the feed
 closes). With ``durable`` the consumer is named and kept by the server, so a later feed
 with the same name resumes after the last acknowledged batch: at least once, and what a
-crash repeats is at most the batch it was in (recognisable by ``(store, seq)``). Without
+crash repeats is at most the batch it was in (recognisable by ``(store, seq)``): a feed
+that finds its durable consumer holding such a batch starts it again right after the
+acknowledged floor, so the repeat comes first and in order. One reader per durable name
+(a second would restart the first's consumer). Without
 ``durable`` the consumer is ephemeral (the server drops it a minute after the feed goes
 away) and starts at the stream's first message. Within one feed an event already
 yielded for its store (a redelivery) is not yielded again.
@@ -228,6 +231,16 @@ class FleetFeed:
                     f"{info.config.filter_subject}, not {self._subject}; give the filters it "
                     "was created with, or another --durable"
                 )
+            if info is not None and (info.num_ack_pending or 0) > 0:
+                # A previous reader died holding a delivered, unacknowledged batch: the
+                # server would hand it out again only after the ack wait, behind newer
+                # messages. Start the consumer again right after what was acknowledged,
+                # so the feed stays in order and repeats exactly that batch.
+                floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
+                await jsm.delete_consumer(self._stream, self._durable)
+                config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+                config.opt_start_seq = floor + 1
+                info = None
             if info is None:
                 info = await jsm.add_consumer(self._stream, config)
         else:
