@@ -31,11 +31,13 @@ __all__ = [
     "events_lines",
     "journal_root",
     "nats_server_or_skip",
+    "last_published",
     "latest_seq",
     "publisher",
     "run",
     "running_server",
     "store_id",
+    "store_latest",
     "stream_messages",
     "wait_until_published",
 ]
@@ -243,6 +245,23 @@ async def _last_seq(url: str, stream: str, subject: str) -> int:
     finally:
         await nc.close()
     return int((message.headers or {})["Relaystore-Seq"])
+
+
+def last_published(url: str, stream: str, subject: str) -> int:
+    """The ``Relaystore-Seq`` of the stream's last message on ``subject`` (0: none)."""
+    return asyncio.run(_last_seq(url, stream, subject))
+
+
+def store_latest(db: Path) -> int:
+    """The store's latest seq, read in this process (quicker than ``stats``)."""
+    from relaystore.storage.connection import open_reader
+    from relaystore.storage.paging import load_latest_seq
+
+    connection = open_reader(db)
+    try:
+        return load_latest_seq(connection)
+    finally:
+        connection.close()
 
 
 def wait_until_published(

@@ -37,11 +37,13 @@ from tests.actors.nats_support import (
     NatsServer,
     events_lines,
     journal_root,
+    last_published,
     latest_seq,
     publisher,
     run,
     running_server,
     store_id,
+    store_latest,
     stream_messages,
     wait_until_published,
 )
@@ -266,25 +268,35 @@ def test_sigkill_of_the_publisher_at_random_points_loses_and_repeats_nothing(
     tmp_path: Path, nats_server: NatsServer
 ) -> None:
     db = new_store(tmp_path, "k")
+    for root, workspace in roots(tmp_path, "backlog", 4, 2500):  # 20k events to publish
+        run(db, "replay", "--workspace", workspace, str(root))
     trials = 10
     chooser = random.Random(23)
-    with Replays(db, roots(tmp_path, "k", 6, 250)):
+    subject = f"relaystore.{store_id(db)}.>"
+    behind = 0
+    points: list[tuple[int, int]] = []  # (in the stream, committed) at each kill
+    with Replays(db, roots(tmp_path, "k", 6, 150)):  # and more while the trials run
         for _ in range(trials):
             process = publisher(db, nats_server.url)
             wait_for_line(process, b"after seq")  # connected, resumed from the stream
-            time.sleep(chooser.uniform(0.0, 0.15))
+            time.sleep(chooser.uniform(0.0, 0.03))  # it publishes ~30k events/s
+            committed = store_latest(db)
             process.kill()
             process.wait(timeout=TIMEOUT)
             assert process.stderr is not None
             process.stderr.close()
+            reached = last_published(nats_server.url, STREAM, subject)
+            points.append((reached, committed))
+            behind += reached < committed
+    # Every kill lands while the publisher has committed events still to send or to
+    # have acknowledged: it interrupts publishing, not an idle publisher.
+    assert behind == trials, points
     final = publisher(db, nats_server.url)
     try:
-        wait_until_published(
-            nats_server.url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db)
-        )
+        wait_until_published(nats_server.url, STREAM, subject, latest_seq(db))
     finally:
         stop(final)
-    assert assert_stream_is_the_feed(nats_server.url, db) == 20 * 2 + 6 * 250 * 2
+    assert assert_stream_is_the_feed(nats_server.url, db) == 20 * 2 + 4 * 2500 * 2 + 6 * 150 * 2
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
@@ -380,7 +392,10 @@ def test_the_embedded_publisher_follows_a_store_it_writes(
 
     async def scenario() -> None:
         async with AsyncEventStore.open(db) as store:
-            publish = Publisher(store, nats_server.url, subject_prefix="relaystore")
+            # A small window: the publisher waits for acks (backpressure) all along.
+            publish = Publisher(
+                store, nats_server.url, subject_prefix="relaystore", max_outstanding=3
+            )
             task = asyncio.create_task(publish.run())
 
             def replay_all() -> None:
