@@ -4,7 +4,7 @@ The subject of one API event is ``PREFIX.STORE_ID.WORKSPACE.SESSION``. ``PREFIX`
 or more ``.``-separated tokens of ASCII letters, digits, ``-`` and ``_``; ``STORE_ID`` is
 the store's 32 hex digits; ``WORKSPACE`` and ``SESSION`` are the event's workspace and
 session ids as subject tokens (:func:`subject_token`). The id rule
-(:func:`relaystore.domain.sessions.validate_id`) admits ASCII letters, digits, ``.``,
+(:func:`relaystore.domain.ids.validate_id`) admits ASCII letters, digits, ``.``,
 ``-`` and ``_``: ``*`` and ``>`` (NATS wildcards) and whitespace never occur in an id
 and are refused with the id's own message, and a ``.`` (NATS's token separator) is
 written as ``~`` in its token, which no id contains, so the mapping is one-to-one and
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.sessions import validate_id
+from relaystore.domain.ids import validate_id
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
