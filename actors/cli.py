@@ -684,7 +684,6 @@ def _stats(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
         return 0
     print(f"schema revision {stats.revision}")
-    print(f"store id {stats.store_id}")
     print(f"sessions {stats.sessions}")
     print(f"latest seq {stats.latest_seq}")
     for kind, total in stats.events_by_kind.items():
