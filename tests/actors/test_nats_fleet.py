@@ -118,9 +118,14 @@ def test_filters_select_what_relaystore_events_selects(
     printed = by_store(fleet_events(fleet, *fleet_args))
     expected = {}
     for db in fleet.stores:
-        lines = run(db, "events", *events_args).stdout.splitlines()
-        if lines:
-            expected[store_id(db)] = lines
+        result = subprocess.run(
+            command(db, "events", *events_args), env=ENV, capture_output=True, timeout=TIMEOUT
+        )
+        if result.returncode == 1 and b"no session" in result.stderr:
+            continue  # the filter names a session of the other store
+        assert result.returncode == 0, result.stderr.decode()
+        if result.stdout:
+            expected[store_id(db)] = result.stdout.splitlines()
     assert printed == expected
 
 
