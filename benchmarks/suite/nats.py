@@ -221,7 +221,12 @@ def _live(
     follower.start()
     ready.wait(30)
     time.sleep(0.5)
-    states = [ApiActivityState(state=f"running-{i}") for i in range(2)]
+    states = [
+        ApiActivityState(
+            state=f"running-{i}", is_idle=False, waiting_for_input=False, capacity_retry=False
+        )
+        for i in range(2)
+    ]
     next_at = time.perf_counter()
     for i in range(count):
         store.ask(RecordActivities(activities=[("live", states[i % 2])], recorded_at_ms=i))
