@@ -129,6 +129,66 @@ def _id(kind: str) -> Callable[[str], str]:
     return check
 
 
+def _checked(check: Callable[[str], object], name: str) -> Callable[[str], str]:
+    def run(text: str) -> str:
+        try:
+            check(text)
+        except InvalidInput as exc:
+            raise argparse.ArgumentTypeError(exc.detail) from None
+        return text
+
+    run.__name__ = name
+    return run
+
+
+def _nats_name(kind: str) -> Callable[[str], str]:
+    from relaystore.actors.nats_common import validate_consumer_name, validate_stream_name
+
+    return _checked(validate_stream_name if kind == "stream" else validate_consumer_name, kind)
+
+
+def _store_id(text: str) -> str:
+    from relaystore.actors.nats_common import validate_store_id
+
+    return _checked(validate_store_id, "store id")(text)
+
+
+def _nats_servers(text: str) -> str:
+    from relaystore.actors.nats_common import validate_servers
+
+    return _checked(validate_servers, "NATS URL")(text)
+
+
+def _subject_prefix(text: str) -> str:
+    from relaystore.actors.nats_common import validate_subject_prefix
+
+    return _checked(validate_subject_prefix, "subject prefix")(text)
+
+
+def _nats_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--nats",
+        type=_nats_servers,
+        required=True,
+        metavar="URL",
+        help="the NATS server(s): nats://HOST:PORT, comma-separated for several",
+    )
+    parser.add_argument(
+        "--stream",
+        type=_nats_name("stream"),
+        default="RELAYSTORE",
+        metavar="NAME",
+        help="the JetStream stream (default RELAYSTORE)",
+    )
+    parser.add_argument(
+        "--subject-prefix",
+        type=_subject_prefix,
+        default="relaystore",
+        metavar="PREFIX",
+        help="subjects are PREFIX.STORE_ID.WORKSPACE.SESSION (default relaystore)",
+    )
+
+
 # -- the parser ---------------------------------------------------------------------------
 
 
@@ -242,6 +302,33 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "session", nargs="?", type=_id("session"), help="one session (default: every session)"
     )
+
+    publish = command(
+        "publish",
+        "publish every committed API event to a NATS JetStream stream, read-only and "
+        "resumable (needs relaystore[nats])",
+    )
+    _nats_options(publish)
+
+    fleet = command("fleet", "read the merged feed of many stores from NATS (relaystore[nats])")
+    fleet_commands = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
+    fleet_events = fleet_commands.add_parser(
+        "events",
+        help="print every store's API events as JSON lines {store, seq, event}",
+        description="print every store's API events in the stream as JSON lines "
+        '{"store": ..., "seq": ..., "event": <the wire object>}, each store in seq order',
+    )
+    _nats_options(fleet_events)
+    fleet_events.add_argument("--store", type=_store_id, metavar="ID", help="one store's events")
+    fleet_events.add_argument("--workspace", type=_id("workspace"))
+    fleet_events.add_argument("--session", type=_id("session"))
+    fleet_events.add_argument(
+        "--durable",
+        type=_nats_name("durable"),
+        metavar="NAME",
+        help="a durable consumer: a later run with this name resumes where this one acknowledged",
+    )
+    fleet_events.add_argument("--follow", action="store_true", help="keep printing new events")
 
     completion = command("completion", "print a shell completion script (needs shtab)")
     completion.add_argument("shell", choices=_COMPLETION_SHELLS)
@@ -596,6 +683,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         document = {
             "schema_revision": stats.revision,
+            "store_id": stats.store_id,
             "sessions": stats.sessions,
             "latest_seq": stats.latest_seq,
             "events_by_kind": stats.events_by_kind,
@@ -748,6 +836,88 @@ _READ_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+# -- publish, fleet -------------------------------------------------------------------------
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from relaystore.actors.nats_common import require_nats
+
+    require_nats("publish")
+    _require_store(args.db)
+    import asyncio
+
+    return asyncio.run(_publish_until_stopped(args))
+
+
+async def _publish_until_stopped(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from relaystore.actors.aio import AsyncEventStore
+    from relaystore.actors.nats_publish import Publisher
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("relaystore: %(message)s"))
+    log = logging.getLogger("relaystore.actors.nats_publish")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        async with AsyncEventStore.open(args.db, read_only=True, readers=1) as store:
+            publisher = Publisher(
+                store, args.nats, stream=args.stream, subject_prefix=args.subject_prefix
+            )
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, publisher.stop)
+            print(
+                f"relaystore: publishing {args.db} (store {publisher.store_id}) to stream "
+                f"{args.stream} on {args.nats} as {args.subject_prefix}.{publisher.store_id}.>; "
+                "Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
+            await publisher.run()
+            figures = publisher.metrics()
+            print(
+                f"relaystore: stopped at seq {figures.acked_seq} ({figures.published} "
+                f"published, {figures.duplicates} duplicates dropped by the server)",
+                file=sys.stderr,
+            )
+    finally:
+        log.removeHandler(handler)
+    return 0
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from relaystore.actors.nats_common import require_nats
+
+    require_nats("fleet events")
+    import asyncio
+
+    return asyncio.run(_fleet_events(args))
+
+
+async def _fleet_events(args: argparse.Namespace) -> int:
+    from relaystore.actors.fleet import FleetFeed
+
+    out = sys.stdout.buffer
+    async with FleetFeed(
+        args.nats,
+        stream=args.stream,
+        subject_prefix=args.subject_prefix,
+        store_id=args.store,
+        workspace_id=args.workspace,
+        session_id=args.session,
+        durable=args.durable,
+        follow=args.follow,
+    ) as feed:
+        async for event in feed:
+            # Flushed before the feed acknowledges the batch: a crash repeats, never loses.
+            out.write(event.line() + b"\n")
+            out.flush()
+    return 0
+
+
 # -- serve, backup, vacuum, completion -----------------------------------------------------
 
 
@@ -871,6 +1041,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "backup": _backup,
     "vacuum": _vacuum,
     "compact": _compact,
+    "publish": _publish,
+    "fleet": _fleet,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

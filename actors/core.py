@@ -76,6 +76,7 @@ from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.connection import Synchronous, open_reader, open_writer
 from relaystore.storage.paging import MAX_PAGE_LIMIT, load_latest_seq
+from relaystore.storage.schema import read_store_id
 
 __all__ = [
     "CLOSED_BEFORE_ANSWER",
@@ -248,7 +249,12 @@ class StoreCore:
         try:
             if not settings.read_only:
                 handle = open_writer(settings.path, synchronous=settings.synchronous)
-                self.commits = CommitWatch(load_latest_seq(handle.connection))
+                try:
+                    self.commits = CommitWatch(load_latest_seq(handle.connection))
+                    self.store_id = read_store_id(handle.connection)
+                except BaseException:
+                    handle.close()
+                    raise
                 self.writer = WriterActor.start(
                     handle,
                     capacity=settings.capacity,
@@ -258,7 +264,14 @@ class StoreCore:
                 )
                 started.append(self.writer)
             for _ in range(settings.readers):
-                reader = ReaderActor.start(open_reader(settings.path), capacity=settings.capacity)
+                connection = open_reader(settings.path)
+                if settings.read_only and not self._readers:
+                    try:  # read before the reader actor owns the connection
+                        self.store_id = read_store_id(connection)
+                    except BaseException:
+                        connection.close()
+                        raise
+                reader = ReaderActor.start(connection, capacity=settings.capacity)
                 started.append(reader)
                 self._readers.append(reader)
             if settings.read_only:
@@ -444,6 +457,7 @@ class StoreCore:
         with self._lock:
             followers = self._followers
         return StoreMetrics(
+            store_id=self.store_id,
             writer_inbox_depth=depth,
             live_projectors=len(self._projectors),
             followers=followers,

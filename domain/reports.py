@@ -29,9 +29,12 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     Latencies and batch sizes cover the most recent commits (a bounded window).
     ``writer_busy`` is True while another connection's write lock kept the writer's
     newest batch from beginning (until its next commit); ``busy_refusals`` counts the
-    batches refused so (each answered with ``StoreBusy``).
+    batches refused so (each answered with ``StoreBusy``). ``store_id`` is the store's
+    own id (schema revision 6): generated once when the store was created or migrated,
+    kept by backups and compaction.
     """
 
+    store_id: str
     writer_inbox_depth: int
     live_projectors: int
     followers: int

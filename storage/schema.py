@@ -19,13 +19,18 @@ Revisions (relaystore's own numbering):
    leaves the stored rows as they are) and checks the file's integrity before it commits.
    It raises the floor to 4: a revision-3 build cannot decode a record with a new kind or
    state, and would refuse that session's record (or, where it lists sessions, fail).
-5. *Current* (:data:`SCHEMA_VERSION`). Accounting outlives its session (the origin's
+5. Accounting outlives its session (the origin's
    step 67): ``session_turn_usage`` and ``session_provider_cost`` reference
    ``session_contexts`` (which a deleted session leaves behind) instead of cascading
    from ``materialized_sessions``, so deleting a session keeps its usage readable. And
    the index ``materialized_transcript_seq`` (session, seq, stable id) lets a transcript
    page walk from its cursor. Both tables keep their columns, so a revision-4 build still
    reads and writes them: the floor stays.
+6. *Current* (:data:`SCHEMA_VERSION`). ``store_identity``: the store's id, 32 random
+   lowercase hex digits generated once, when the store is created or migrated to this
+   revision, and never changed after (a backup copies it, ``VACUUM`` keeps it, nothing
+   writes it again): what names the store in a feed shared by many stores. Additive,
+   so the floor stays 4.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -67,6 +72,7 @@ __all__ = [
     "COMPATIBILITY_FLOOR",
     "HISTORY_START_DDL",
     "SCHEMA_VERSION",
+    "STORE_IDENTITY_DDL",
     "SchemaState",
     "TRANSCRIPT_SEQ_INDEX_DDL",
     "check_writer_schema",
@@ -75,10 +81,11 @@ __all__ = [
     "migrate_schema",
     "not_a_store",
     "read_schema_state",
+    "read_store_id",
     "tables_ddl",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -255,10 +262,13 @@ def _create_baseline(connection: apsw.Connection) -> None:
         if int(connection.pragma("user_version")) != 0:
             return  # another connection created it while we waited for the lock
         create_store_schema(
-            connection, SCHEMA_VERSION, CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL
+            connection,
+            SCHEMA_VERSION,
+            CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL + STORE_IDENTITY_DDL,
         )
         _widen_session_checks(connection)
         _keep_accounting(connection)
+        connection.execute(_NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
             (COMPATIBILITY_FLOOR,),
@@ -419,12 +429,59 @@ def _accounting_outlives_sessions(connection: apsw.Connection) -> None:
         _record_revision(connection, 5)
 
 
+STORE_IDENTITY_DDL = """
+CREATE TABLE IF NOT EXISTS store_identity (
+    singleton INTEGER PRIMARY KEY CHECK(singleton = 1),
+    store_id TEXT NOT NULL
+        CHECK(length(store_id) = 32 AND store_id NOT GLOB '*[^0-9a-f]*')
+) STRICT;
+"""
+"""The store's id (one row, written once; see revision 6)."""
+
+_NEW_STORE_ID = (
+    "INSERT INTO store_identity(singleton, store_id) VALUES (1, lower(hex(randomblob(16))))"
+    " ON CONFLICT(singleton) DO NOTHING"
+)
+
+
+def _add_store_identity(connection: apsw.Connection) -> None:
+    """Revision 6: the store's id, generated here once (additive: the floor stays)."""
+    with _step(connection, "migrate the relaystore schema to revision 6"):
+        if int(connection.pragma("user_version")) != 5:
+            return
+        connection.execute(STORE_IDENTITY_DDL)
+        connection.execute(_NEW_STORE_ID)
+        _record_revision(connection, 6)
+
+
 _MIGRATIONS = {
     2: _migrate_to_typed_events,
     3: _add_history_start,
     4: _admit_current_session_kinds,
     5: _accounting_outlives_sessions,
+    6: _add_store_identity,
 }
+
+
+def read_store_id(connection: apsw.Connection) -> str:
+    """The store's id (revision 6 and later), read in its own read transaction.
+
+    Raises ``SchemaMismatch(INVALID_METADATA)`` when the ``store_identity`` row is
+    missing or malformed: every store this build reads or writes has one.
+    """
+    path = connection.filename or None
+    with transaction(connection, "read the store id"):
+        try:
+            value = connection.execute(
+                "SELECT store_id FROM store_identity WHERE singleton = 1"
+            ).get
+        except apsw.SQLError as exc:  # no such table: not a revision-6 store
+            revision = int(connection.pragma("user_version"))
+            raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path) from exc
+    if not isinstance(value, str) or len(value) != 32:
+        revision = int(connection.pragma("user_version"))
+        raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
+    return value
 
 
 class _LegacyErrorData(msgspec.Struct, kw_only=True):

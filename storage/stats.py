@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import apsw
 
 from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.schema import read_schema_state
+from relaystore.storage.schema import read_schema_state, read_store_id
 
 __all__ = ["StoreStats", "load_stats"]
 
@@ -17,6 +17,7 @@ class StoreStats:
     """One consistent snapshot of the store's size."""
 
     revision: int
+    store_id: str
     sessions: int
     latest_seq: int
     events_by_kind: dict[str, int] = field(default_factory=dict)
@@ -26,6 +27,7 @@ def load_stats(connection: apsw.Connection) -> StoreStats:
     """Read the figures in one read transaction."""
     with connection:
         revision = read_schema_state(connection).revision
+        store_id = read_store_id(connection)
         sessions = connection.execute("SELECT count(*) FROM sessions").get
         kinds = {
             str(kind): int(total)
@@ -36,6 +38,7 @@ def load_stats(connection: apsw.Connection) -> StoreStats:
         latest = load_latest_seq(connection)
     return StoreStats(
         revision=revision,
+        store_id=store_id,
         sessions=sessions if isinstance(sessions, int) else 0,
         latest_seq=latest,
         events_by_kind=kinds,

@@ -169,6 +169,7 @@ _ALLOWED = {
         "sse_starlette",
         "uvicorn",
         "prometheus_client",
+        "nats",  # relaystore[nats]: publish, fleet (imported where used)
         "relaystore.domain",
         "relaystore.storage",
         "relaystore.actors",

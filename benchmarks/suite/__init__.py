@@ -24,6 +24,7 @@ BENCHMARKS = {
     "embedding": "suite.embedding",
     "toolcalls": "suite.toolcalls",
     "pages": "suite.pages",
+    "nats": "suite.nats",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

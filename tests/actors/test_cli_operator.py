@@ -365,6 +365,7 @@ def test_stats_json_is_one_object_with_the_stores_figures(
         connection.close()
     assert document == {
         "schema_revision": stats.revision,
+        "store_id": stats.store_id,
         "sessions": len(ROOTS),
         "latest_seq": 2 * sum(ROOTS.values()),
         "events_by_kind": {

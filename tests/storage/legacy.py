@@ -34,6 +34,7 @@ __all__ = [
     "create_revision_2_store",
     "step_back_to_revision_2",
     "step_back_to_revision_4",
+    "step_back_to_revision_5",
 ]
 
 LEGACY_SCHEMA_VERSION = 1
@@ -117,6 +118,30 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_5(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-6) store at ``path`` into what a revision-5 build wrote.
+
+    In one transaction through a plain connection: drop ``store_identity``, turn the
+    ledger's single row 6 into row 5 and set ``user_version`` to 5. A store already at
+    revision 5 or below is left alone.
+    """
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 5:
+                return
+            connection.execute(
+                "DROP TABLE store_identity;"
+                "DELETE FROM schema_migrations WHERE version = 6;"
+                "INSERT INTO schema_migrations(version, applied_at)"
+                " VALUES (5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 5;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_4(path: str | os.PathLike[str]) -> None:
     """Turn the revision-5 store at ``path`` into what a revision-4 build wrote.
 
@@ -126,6 +151,7 @@ def step_back_to_revision_4(path: str | os.PathLike[str]) -> None:
     turn the ledger's single row 5 into row 4 and set ``user_version`` to 4. A store
     already at revision 4 is left alone.
     """
+    step_back_to_revision_5(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

@@ -29,6 +29,7 @@ from relaystore.storage.schema import (
     check_writer_schema,
     ensure_supported,
     read_schema_state,
+    read_store_id,
 )
 from relaystore.storage.sessions import save_session
 from relaystore.testing import example_session
@@ -39,6 +40,7 @@ from tests.storage.legacy import (
     create_revision_3_store,
     step_back_to_revision_2,
     step_back_to_revision_3,
+    step_back_to_revision_5,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -112,7 +114,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == 5
+        assert writer.revision == SCHEMA_VERSION == 6
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -196,6 +198,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     missing = schema_objects(fresh) - schema_objects(old)
     assert {name for _, name, _ in missing} == {
         "materialized_history_start",
+        "store_identity",  # revision 6
         "sessions",
         "session_turn_usage",  # revision 5: usage references session_contexts
         "session_provider_cost",
@@ -709,3 +712,61 @@ def test_a_revision_3_build_is_refused_by_a_revision_4_store(store_path: Path) -
     assert state.minimum_compatible > 3  # the floor keeps a revision-3 build out
     with open_writer(store_path) as writer:
         assert read_schema_state(writer.connection) == state
+
+
+# -- revision 6: the store id ----------------------------------------------------------
+
+
+def store_id_of(path: Path) -> str:
+    connection = open_reader(path)
+    try:
+        return read_store_id(connection)
+    finally:
+        connection.close()
+
+
+def test_a_new_store_gets_a_random_id_that_reopening_keeps(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
+    open_writer(first).close()
+    open_writer(second).close()
+    store_id = store_id_of(first)
+    assert len(store_id) == 32
+    assert set(store_id) <= set("0123456789abcdef")
+    assert store_id != store_id_of(second)
+    open_writer(first).close()
+    assert store_id_of(first) == store_id
+
+
+def test_a_revision_5_store_gets_its_id_once_when_migrated(store_path: Path) -> None:
+    open_writer(store_path).close()
+    step_back_to_revision_5(store_path)
+    assert metadata(store_path)[:2] == (5, [5])
+    assert "store_identity" not in {name for _, name, _ in schema_objects(store_path)}
+    with open_writer(store_path) as writer:
+        store_id = read_store_id(writer.connection)
+    # Additive: the ledger gains row 6, the floor stays.
+    assert metadata(store_path) == (SCHEMA_VERSION, [5, 6], [(1, COMPATIBILITY_FLOOR)])
+    open_writer(store_path).close()
+    assert store_id_of(store_path) == store_id
+
+
+def test_backup_and_vacuum_keep_the_store_id(tmp_path: Path) -> None:
+    from relaystore.storage.maintenance import backup_store, vacuum_store
+
+    path, copy = tmp_path / "store.sqlite3", tmp_path / "copy.sqlite3"
+    with open_writer(path) as writer:
+        store_id = read_store_id(writer.connection)
+        vacuum_store(writer.connection)
+        backup_store(writer.connection, copy)
+    assert store_id_of(path) == store_id
+    assert store_id_of(copy) == store_id
+
+
+def test_a_store_without_its_id_row_is_invalid_metadata(store_path: Path) -> None:
+    open_writer(store_path).close()
+    connection = raw(store_path)
+    connection.execute("DELETE FROM store_identity")
+    connection.close()
+    with pytest.raises(SchemaMismatch) as caught:
+        store_id_of(store_path)
+    assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA

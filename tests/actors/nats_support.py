@@ -1,0 +1,279 @@
+"""A real ``nats-server -js`` for tests, and how tests read what reached its streams.
+
+A support module, not a test module: ``test_nats_publish`` and ``test_nats_fleet``
+import it. :class:`NatsServer` runs the server on a free loopback port with its store
+directory under the test's temporary folder; :func:`stream_messages` reads a stream's
+messages for one subject filter in stream order (an ephemeral consumer of its own, not
+relaystore's feed), so the tests compare the stream itself with ``relaystore events``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from relaystore.testing import JournalBuilder
+from tests.actors.cli_support import ENV, TIMEOUT, command
+
+__all__ = [
+    "NatsServer",
+    "StreamMessage",
+    "events_lines",
+    "journal_root",
+    "nats_server",
+    "last_published",
+    "latest_seq",
+    "publisher",
+    "run",
+    "running_server",
+    "store_id",
+    "store_latest",
+    "stream_messages",
+    "wait_until_published",
+]
+
+NATS_SERVER = shutil.which("nats-server")
+
+
+def nats_server() -> str:
+    """The real server the NATS tests run against: missing is a failure, not a skip
+    (``.ci/run`` installs it; locally ``apt-get install nats-server``)."""
+    if NATS_SERVER is None:
+        pytest.fail("nats-server is not installed: apt-get install nats-server (.ci/run does)")
+    return NATS_SERVER
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class NatsServer:
+    """``nats-server -js`` on 127.0.0.1; :meth:`stop` and :meth:`start` keep port and data."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.binary = binary
+        self.folder = folder
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        assert self.process is None
+        log = (self.folder / "server.log").open("ab")
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-sd",
+                str(self.folder / "jetstream"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.folder / "server.log").read_text()
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
+                return
+            time.sleep(0.02)
+        raise AssertionError("nats-server did not start listening within 10 s")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(sig)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_server(folder: Path, *, started: bool = True) -> Iterator[NatsServer]:
+    """A JetStream server with its own store directory (fails without nats-server)."""
+    server = NatsServer(nats_server(), folder)
+    if started:
+        server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# -- journals and stores ---------------------------------------------------------------
+
+
+def journal_root(folder: Path, session_id: str, turns: int, *, seal_every: int = 400) -> Path:
+    """A worker root of ``turns`` prompt turns (two API events each)."""
+    builder = JournalBuilder()
+    for turn in range(turns):
+        builder.prompt_turn(f"prompt {turn}", chunks=(f"answer {turn} " * 8,))
+    return builder.write_worker_root(folder / session_id, session_id, seal_every=seal_every)
+
+
+def run(db: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    result = subprocess.run(
+        command(db, *args), cwd=db.parent, env=ENV, capture_output=True, timeout=TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result
+
+
+def events_lines(db: Path) -> list[bytes]:
+    """What ``relaystore events`` prints, line by line."""
+    return run(db, "events").stdout.splitlines()
+
+
+def store_id(db: Path) -> str:
+    import json
+
+    document = json.loads(run(db, "stats", "--json").stdout)
+    value = document["store_id"]
+    assert isinstance(value, str)
+    return value
+
+
+def latest_seq(db: Path) -> int:
+    import json
+
+    return int(json.loads(run(db, "stats", "--json").stdout)["latest_seq"])
+
+
+def publisher(db: Path, url: str, *extra: str) -> subprocess.Popen[bytes]:
+    """``relaystore publish --nats URL`` running in the background."""
+    return subprocess.Popen(
+        command(db, "publish", "--nats", url, *extra),
+        cwd=db.parent,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+# -- reading the stream ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamMessage:
+    subject: str
+    data: bytes
+    msg_id: str
+    store: str
+    seq: int
+
+
+async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
+    import nats
+    import nats.errors
+    from nats.js import api
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        jsm = nc.jsm()
+        info = await jsm.add_consumer(
+            stream,
+            api.ConsumerConfig(
+                ack_policy=api.AckPolicy.ALL,
+                filter_subject=subject,
+                inactive_threshold=30,
+            ),
+        )
+        if info.num_pending == 0:
+            return []
+        subscription = await nc.jetstream().pull_subscribe_bind(info.name, stream)
+        found: list[StreamMessage] = []
+        while True:
+            batch = await subscription.fetch(1000, timeout=5)
+            for message in batch:
+                headers = message.headers or {}
+                found.append(
+                    StreamMessage(
+                        subject=message.subject,
+                        data=message.data,
+                        msg_id=headers["Nats-Msg-Id"],
+                        store=headers["Relaystore-Store"],
+                        seq=int(headers["Relaystore-Seq"]),
+                    )
+                )
+            await batch[-1].ack()
+            if batch[-1].metadata.num_pending == 0:
+                return found
+    finally:
+        await nc.close()
+
+
+def stream_messages(url: str, stream: str, subject: str) -> list[StreamMessage]:
+    """Every message of ``stream`` on ``subject`` (a filter), in stream order."""
+    return asyncio.run(_read(url, stream, subject))
+
+
+async def _last_seq(url: str, stream: str, subject: str) -> int:
+    import nats
+    import nats.js.errors
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        message = await nc.jsm().get_last_msg(stream, subject)
+    except (nats.js.errors.NotFoundError, nats.errors.Error):
+        return 0
+    finally:
+        await nc.close()
+    return int((message.headers or {})["Relaystore-Seq"])
+
+
+def last_published(url: str, stream: str, subject: str) -> int:
+    """The ``Relaystore-Seq`` of the stream's last message on ``subject`` (0: none)."""
+    return asyncio.run(_last_seq(url, stream, subject))
+
+
+def store_latest(db: Path) -> int:
+    """The store's latest seq, read in this process (quicker than ``stats``)."""
+    from relaystore.storage.connection import open_reader
+    from relaystore.storage.paging import load_latest_seq
+
+    connection = open_reader(db)
+    try:
+        return load_latest_seq(connection)
+    finally:
+        connection.close()
+
+
+def wait_until_published(
+    url: str, stream: str, subject: str, seq: int, timeout: float = TIMEOUT
+) -> None:
+    """Wait until the stream's last message on ``subject`` carries ``seq``."""
+    deadline = time.monotonic() + timeout
+    last = 0
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            last = asyncio.run(_last_seq(url, stream, subject))
+        if last >= seq:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the stream reached seq {last} of {seq} on {subject}")
