@@ -23,6 +23,11 @@ from relaystore.storage.transaction import transaction
 
 __all__ = ["record_activities", "record_startup_fault"]
 
+_PUBLISH = (
+    "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
+    " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body"
+)
+
 # No row: the session does not exist. Else the activity last published for it, or NULL.
 _PUBLISHED = """
 SELECT (SELECT body FROM api_session_activity WHERE session_id = ?1)
@@ -46,11 +51,8 @@ def record_activities(
                 published[session_id] = row[0] or ""
         plan = plan_activities(published, batch, recorded_at_ms)
         insert_api_events(connection, plan.events)
-        connection.executemany(
-            "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
-            " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
-            list(plan.published.items()),
-        )
+        for row in plan.published.items():
+            connection.execute(_PUBLISH, row)
 
 
 def record_startup_fault(

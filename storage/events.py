@@ -68,7 +68,10 @@ def insert_api_events(
         return
     with transaction(connection, "append API events"):
         try:
-            connection.executemany(_INSERT, bodies)
+            if len(bodies) == 1:  # the common case: execute costs less than executemany
+                connection.execute(_INSERT, bodies[0])
+            else:
+                connection.executemany(_INSERT, bodies)
         except apsw.ConstraintError as exc:
             if not is_foreign_key_violation(exc):
                 raise
