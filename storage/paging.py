@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import apsw
+import msgspec
 
 from relaystore.domain.api_events import (
     API_EVENT_KINDS,
@@ -106,6 +107,10 @@ _QUERIES = {
 }
 _RAW_KINDS = {f'{{"type":"{kind}","data":}}': kind for kind in API_EVENT_KINDS}
 """The head and last character of a body in relaystore's layout, by the kind it names."""
+_JSON_SCAN = msgspec.json.Decoder(msgspec.Raw)
+"""Checks that bytes are one JSON value without building it: a body whose ends look
+right can still have been edited past the table's CHECK (an operator's ``sqlite3``
+shell) or damaged on disk. Twice as fast as SQLite's ``json_valid`` in the query."""
 
 
 def clamp_limit(limit: int) -> int:
@@ -149,21 +154,26 @@ def load_raw_api_events(
 
     Same snapshot, events and cursors; each ``json`` is byte for byte
     ``msgspec.json.encode`` of the typed event. A body in relaystore's own layout is
-    trusted, as it was checked when it was written: its data is not decoded again. A
-    page holding any other body (hand-written SQL, older tools) takes the typed path
-    and is encoded from it, so it raises what :func:`load_api_events` raises:
-    :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or a body that
-    does not decode.
+    trusted, as it was checked when it was written: its data is not decoded again, only
+    scanned to be sure the bytes are still JSON. A page holding any other body
+    (hand-written SQL, older tools, a body edited or damaged into invalid JSON) takes
+    the typed path and is encoded from it, so it raises what :func:`load_api_events`
+    raises: :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or a body
+    that does not decode. A page that fails returns nothing.
     """
 
     def read(fetch: Callable[[str], _Rows]) -> tuple[list[RawApiEvent] | None, _Rows]:
         if _is_utf8(connection):
             rows = fetch(_RAW_COLUMNS)
-            kinds, event = _RAW_KINDS, RawApiEvent
+            kinds, event, scan = _RAW_KINDS, RawApiEvent, _JSON_SCAN.decode
             try:
-                return [event(seq, kinds[head], wire) for seq, head, wire in rows], []
-            except KeyError:  # a body in another layout: decode the page instead
+                events = [event(seq, kinds[head], wire) for seq, head, wire in rows]
+                for _, _, wire in rows:
+                    scan(wire)
+            except (KeyError, msgspec.DecodeError):  # decode the page instead
                 pass
+            else:
+                return events, []
         return None, fetch(_EVENT_COLUMNS)
 
     (raw, rows), latest, cursor = _read_page(
