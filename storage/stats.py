@@ -8,6 +8,7 @@ import apsw
 
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.schema import read_schema_state, read_store_id
+from relaystore.storage.transaction import transaction
 
 __all__ = ["StoreStats", "load_stats"]
 
@@ -24,8 +25,8 @@ class StoreStats:
 
 
 def load_stats(connection: apsw.Connection) -> StoreStats:
-    """Read the figures in one read transaction."""
-    with connection:
+    """Read the figures in one read transaction (SQLite errors become relaystore's)."""
+    with transaction(connection, "read the store's figures"):
         revision = read_schema_state(connection).revision
         store_id = read_store_id(connection)
         sessions = connection.execute("SELECT count(*) FROM sessions").get

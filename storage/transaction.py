@@ -11,7 +11,8 @@ apsw error                                 raised
 ``BusyError``, ``LockedError``             :class:`~domain.errors.StoreLocked`
 ``NotADBError``                            :class:`~domain.errors.InvalidInput`
 ``ReadOnlyError``                          :class:`~domain.errors.InvalidInput`
-anything else (I/O, full disk, corrupt)    :class:`~domain.errors.StoreError` (the root)
+``CorruptError`` (malformed pages)         :class:`~domain.errors.InvalidInput` (damaged)
+anything else (I/O, full disk)             :class:`~domain.errors.StoreError` (the root)
 =========================================  =============================================
 
 A plain ``StoreError`` means a failure this layer cannot classify; the writer fails
@@ -46,6 +47,14 @@ def store_error(exc: apsw.Error, action: str, connection: apsw.Connection | None
         )
     if isinstance(exc, apsw.NotADBError):
         return InvalidInput(f"{action}: the file is not a SQLite database ({exc})", path=path)
+    if isinstance(exc, apsw.CorruptError):
+        # The file is a bad input, as a foreign file is: the same data reads the same
+        # way every time. The damage stays where it is; a backup is the way back.
+        return InvalidInput(
+            f"{action}: the store is damaged (SQLite: {exc}); restore it from a backup, "
+            "or recover what is readable with sqlite3's .recover",
+            path=path,
+        )
     if isinstance(exc, apsw.ReadOnlyError):
         return InvalidInput(
             f"{action} needs a writable store, but this connection is read-only: {exc}",

@@ -248,7 +248,7 @@ MAPPED = {
     "read-only": (apsw.ReadOnlyError, InvalidInput),
     "I/O": (apsw.IOError, StoreError),
     "full disk": (apsw.FullError, StoreError),
-    "corrupt": (apsw.CorruptError, StoreError),
+    "corrupt": (apsw.CorruptError, InvalidInput),
 }
 
 
