@@ -12,13 +12,13 @@ argument, an option value out of range), 130 when interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
 import json
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -88,8 +88,8 @@ def _count(text: str) -> int:
 
 def _port(text: str) -> int:
     value = _whole(text)
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port is 1 to 65535, got {text}")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0 (any free one) to 65535, got {text}")
     return value
 
 
@@ -273,7 +273,9 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = command("serve", "serve GET /api/v1/events (server-sent events) over HTTP, read-only")
     serve.add_argument("--host", type=_host, default="127.0.0.1", help="(default 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=8040, help="(default 8040)")
+    serve.add_argument(
+        "--port", type=_port, default=8040, help="(default 8040; 0: a free port, announced)"
+    )
     _file_argument(
         serve.add_argument(
             "--token-file",
@@ -928,29 +930,31 @@ def _serve(args: argparse.Namespace) -> int:
             f"serve needs {', '.join(missing)}, which are not installed: "
             'pip install "relaystore[http]"'
         )
-    # Refuse a missing or foreign store here, in one line, before the server starts.
-    with _open_read_only(args.db):
-        pass
+    _require_store(args.db)
     from relaystore.actors import http
 
     token_file = Path(args.token_file) if args.token_file else Path(f"{args.db}.api-token")
     keepalive = http.KEEPALIVE_SECONDS if args.keepalive is None else args.keepalive
-    print(
-        f"relaystore: serving {args.db} at http://{args.host}:{args.port}/api/v1/events "
-        f"(bearer token in {token_file}); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
-    # uvicorn shuts down cleanly on Ctrl-C, then raises it again: a normal stop.
-    with contextlib.suppress(KeyboardInterrupt):
-        http.serve(
-            Path(args.db),
-            host=args.host,
-            port=args.port,
-            token_file=token_file,
-            keepalive=keepalive,
+
+    def announce(url: str) -> None:  # called once the port is bound and the store open
+        print(
+            f"relaystore: serving {args.db} at {url}/api/v1/events "
+            f"(bearer token in {token_file}); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
         )
-    return 0
+
+    stopped_by = http.serve(
+        Path(args.db),
+        host=args.host,
+        port=args.port,
+        token_file=token_file,
+        keepalive=keepalive,
+        announce=announce,
+    )
+    # Ctrl-C exits 130 as for every command (a script running serve sees the interrupt);
+    # SIGTERM, how a service manager stops it, is a normal stop.
+    return 130 if stopped_by == signal.SIGINT else 0
 
 
 def _backup(args: argparse.Namespace) -> int:

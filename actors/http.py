@@ -1,38 +1,54 @@
 """``relaystore serve``: the origin's ``GET /api/v1/events`` server-sent-event stream.
 
-Built on Starlette (routing, responses), sse-starlette (SSE framing, keepalives, send
-timeouts) and uvicorn (the server), installed with ``pip install "relaystore[http]"``.
+Built on Starlette (routing, responses), sse-starlette (SSE framing, keepalives) and
+uvicorn (the server, its h11 protocol), installed with ``pip install "relaystore[http]"``.
 The contract is ``origin-http-events.md``:
 
 * ``GET /api/v1/events`` with optional ``session_id``, ``workspace_id`` and
-  ``after_seq`` (or the SSE ``Last-Event-ID`` header); without a cursor the stream
-  starts at the current frontier. Each event is one frame: ``id`` its ``seq``,
-  ``event`` its ``type``, ``data`` the line ``relaystore events`` prints for it.
-* A bearer token from a 0600 file, created on first start; 401 without it.
+  ``after_seq`` (or the SSE ``Last-Event-ID`` header), each at most once; without a
+  cursor the stream starts at the current frontier. Each event is one frame: ``id`` its
+  ``seq``, ``event`` its ``type``, ``data`` the line ``relaystore events`` prints for it.
+* A bearer token from a 0600 file, created on first start; 401 (with
+  ``WWW-Authenticate: Bearer``) without it.
 * Every response carries ``Mj-Api-Version: 1`` and ``Cache-Control: no-store``; errors
-  are ``{"error": "..."}`` with 400, 401, 404, 500 or 503.
+  are ``{"error": "..."}`` with 400, 401, 404, 405 (with ``Allow``), 500 or 503.
 * ``: keepalive`` comments while nothing happens; a storage failure sends one
   ``event: stream_error`` frame and ends the stream.
 
 Guarantees: the store is opened read-only (the supervisor or ``relaystore replay``
 writes it); a stream reads pages from SQLite at its own client's pace, so a slow client
-holds at most one page in memory and never blocks the writer or another stream; a
-client that accepts nothing for ``send_timeout`` seconds is disconnected and resumes by
-reconnecting with its cursor. Idle streams cost no threads.
+holds at most one page in memory and never blocks the writer or another stream. The
+listening socket is bound before anything is announced. A client the server could not
+write to for ``Timeouts.stall`` seconds is disconnected (one log line; the socket is
+closed at once, its unsent bytes dropped) and resumes by reconnecting with its cursor;
+a connection that has not sent a whole request head within ``Timeouts.header`` seconds
+is closed; a client that goes away costs nothing more (no log line). Stopping (SIGINT,
+SIGTERM or :meth:`Server.stop`) closes the store, which ends every stream with a
+complete response, and closes what is left after ``Timeouts.shutdown`` seconds. Idle
+streams cost no threads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
+import logging.config
+import math
 import os
 import secrets
-from collections.abc import AsyncIterator
+import signal
+import socket
+import stat
+import struct
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import uvicorn
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -41,15 +57,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from relaystore.actors.aio import AsyncEventStore
-from relaystore.actors.http_reads import read_routes
+from relaystore.actors.http_reads import query_integer, read_routes
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.sessions import validate_id
-from relaystore.domain.validation import INT64_MAX
 
-__all__ = ["API_VERSION", "create_app", "ensure_token", "serve"]
+__all__ = ["API_VERSION", "Server", "Timeouts", "create_app", "ensure_token", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,22 +74,83 @@ API_VERSION = "1"
 
 _HEADERS = [(b"mj-api-version", API_VERSION.encode()), (b"cache-control", b"no-store")]
 KEEPALIVE_SECONDS = 15.0
-SEND_TIMEOUT_SECONDS = 30.0
+_PARAMETERS = ("session_id", "workspace_id", "after_seq")
+# What serve() logs, on stderr: one line each, like the command's other messages.
+_LOG_CONFIG: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "relaystore: %(message)s"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "formatter": "line",
+            "stream": "ext://sys.stderr",
+        }
+    },
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+        "uvicorn.access": {"level": "CRITICAL", "propagate": False},
+        __name__: {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """How long the server waits for a client, in seconds."""
+
+    keepalive: float = KEEPALIVE_SECONDS
+    """Interval of the keepalive comments of an idle stream."""
+    header: float = 10.0
+    """A connection must send a whole request head within this (also between requests)."""
+    stall: float = 30.0
+    """A client the server cannot write to for this long is disconnected."""
+    shutdown: float = 0.5
+    """On stop, connections still open this long after their streams ended are closed."""
+
+
+# -- the token ---------------------------------------------------------------------------
 
 
 def ensure_token(path: Path) -> str:
-    """The bearer token in ``path``, created (mode 0600) with a new token if missing."""
+    """The bearer token in ``path``, created (mode 0600) with a new token if missing.
+
+    Raises :class:`InvalidInput` for a file that exists but is not private (group or
+    others may read or write it), is not a regular file, or holds no token.
+    """
     try:
-        token = path.read_text().strip()
-    except FileNotFoundError:
-        token = ""
-    if token:
-        return token
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _existing_token(path)
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as file:
+        os.fchmod(fd, 0o600)  # whatever the umask
         file.write(token + "\n")
     return token
+
+
+def _existing_token(path: Path) -> str:
+    where = str(path)
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise InvalidInput("the bearer token file is not a regular file", path=where)
+    if stat.S_IMODE(mode) & 0o077:
+        raise InvalidInput(
+            f"the bearer token file has mode {stat.S_IMODE(mode):04o}, but it must be private "
+            f"(0600): run chmod 600 {where}, or delete it to have a new token made",
+            path=where,
+        )
+    token = path.read_text().strip()
+    if not token:
+        raise InvalidInput(
+            "the bearer token file is empty; write a token into it, or delete it to have a "
+            "new one made",
+            path=where,
+        )
+    return token
+
+
+# -- the application ---------------------------------------------------------------------
 
 
 class _ContractHeaders:
@@ -100,29 +177,21 @@ class _ContractHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def _error(status: int, text: str) -> JSONResponse:
-    return JSONResponse({"error": text}, status_code=status)
+def _error(status: int, text: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": text}, status_code=status, headers=headers)
 
 
-def _cursor(name: str, raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit():
-        raise InvalidInput(f"{name} must be a non-negative integer, got {raw[:40]!r}")
-    value = int(raw)
-    if value > INT64_MAX:
-        raise InvalidInput(f"{name} {raw[:40]} is beyond the largest sequence id")
-    return value
+def _once(name: str, values: list[str]) -> str | None:
+    """The one value of a parameter or header given at most once."""
+    if len(values) > 1:
+        raise InvalidInput(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
 
 
-def create_app(store_path: Path, token: str, *, keepalive: float = KEEPALIVE_SECONDS) -> Starlette:
-    """The ASGI application serving the store at ``store_path`` (opened read-only)."""
-    state: dict[str, Any] = {}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with AsyncEventStore.open(store_path, read_only=True, readers=2) as store:
-            state["store"] = store
-            yield
-            state.pop("store", None)
+def create_app(
+    store: AsyncEventStore, token: str, *, keepalive: float = KEEPALIVE_SECONDS
+) -> Starlette:
+    """The ASGI application serving ``store`` (open read-only; closing it ends every stream)."""
 
     def authorized(request: Request) -> bool:
         header = request.headers.get("authorization", "")
@@ -133,29 +202,24 @@ def create_app(store_path: Path, token: str, *, keepalive: float = KEEPALIVE_SEC
 
     async def events(request: Request) -> Response:
         if not authorized(request):
-            return _error(401, "missing or wrong bearer token")
-        store: AsyncEventStore | None = state.get("store")
-        if store is None:
-            return _error(503, "the server is shutting down")
+            return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         params = request.query_params
         try:
             for name in params:
-                if name not in ("session_id", "workspace_id", "after_seq"):
+                if name not in _PARAMETERS:
                     raise InvalidInput(f"unknown query parameter {name!r}")
+            given = {name: _once(name, params.getlist(name)) for name in _PARAMETERS}
+            header = _once("Last-Event-ID", request.headers.getlist("last-event-id"))
             cursors = [
-                _cursor(name, raw)
-                for name, raw in (
-                    ("after_seq", params.get("after_seq")),
-                    ("Last-Event-ID", request.headers.get("last-event-id")),
-                )
-                if raw is not None
+                cursor
+                for name, raw in (("after_seq", given["after_seq"]), ("Last-Event-ID", header))
+                if (cursor := query_integer(name, raw)) is not None
             ]
             if len(set(cursors)) > 1:
                 raise InvalidInput(
                     f"after_seq {cursors[0]} and Last-Event-ID {cursors[1]} disagree; send one"
                 )
-            session_id = params.get("session_id")
-            workspace_id = params.get("workspace_id")
+            session_id, workspace_id = given["session_id"], given["workspace_id"]
             if session_id is not None:
                 validate_id("session", session_id)
             if workspace_id is not None:
@@ -178,21 +242,24 @@ def create_app(store_path: Path, token: str, *, keepalive: float = KEEPALIVE_SEC
             sep="\n",
             ping=keepalive,
             ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
-            send_timeout=SEND_TIMEOUT_SECONDS,
+            # No send timeout: the server's protocol cuts a stalled client off (Timeouts).
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, f"no route {request.url.path}")
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return _error(status, str(getattr(exc, "detail", exc)))
+        if not isinstance(exc, HTTPException):  # pragma: no cover - Starlette passes one
+            return _error(500, str(exc))
+        return _error(exc.status_code, str(exc.detail), exc.headers)
 
     return Starlette(
-        routes=[Route("/api/v1/events", events, methods=["GET"]), *read_routes(state, authorized)],
+        routes=[
+            Route("/api/v1/events", events, methods=["GET"]),
+            *read_routes({"store": store}, authorized),
+        ],
         middleware=[Middleware(_ContractHeaders)],
         exception_handlers={404: not_found, HTTPException: http_error},
-        lifespan=lifespan,
     )
 
 
@@ -214,6 +281,248 @@ async def _frames(
         )
 
 
+# -- the connections ---------------------------------------------------------------------
+
+
+class _QuietTransport:
+    """A connection's transport that drops writes once it is closing.
+
+    A stream writes a page of frames without pausing; after the client went away,
+    asyncio would log ``socket.send() raised exception.`` for each of them until the
+    protocol hears of the loss. Writes before the close are never dropped.
+    """
+
+    __slots__ = ("_transport",)
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Close the connection at once, its queued bytes dropped, the kernel's included.
+
+    A plain close keeps sending what the kernel holds (megabytes to a client that reads
+    nothing, for minutes); linger 0 makes the close a reset.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    transport.abort()
+
+
+def _protocol(timeouts: Timeouts) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a request-head timeout and a stalled-client cut-off."""
+
+    class Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _stall_timer: asyncio.TimerHandle | None = None
+        _lost = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            quiet = cast(asyncio.Transport, _QuietTransport(cast(asyncio.Transport, transport)))
+            super().connection_made(quiet)
+            self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._lost = True
+            for timer in (self._head_timer, self._stall_timer):
+                if timer is not None:
+                    timer.cancel()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._await_head()  # the next request's head, on a kept-alive connection
+
+        def _await_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            waiting_in = self.cycle
+            self._head_timer = self.loop.call_later(timeouts.header, self._no_head, waiting_in)
+
+        def _no_head(self, waiting_in: object) -> None:
+            self._head_timer = None
+            if self.cycle is waiting_in:  # no request began since the timer was set
+                _reset(self.transport)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stall_timer is None:
+                self._stall_timer = self.loop.call_later(timeouts.stall, self._stalled)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall_timer is not None:
+                self._stall_timer.cancel()
+                self._stall_timer = None
+
+        def _stalled(self) -> None:
+            self._stall_timer = None
+            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+            logger.warning(
+                "disconnected %s, which accepted nothing for %g s; it resumes by reconnecting "
+                "with its cursor",
+                client,
+                timeouts.stall,
+            )
+            _reset(self.transport)
+
+        def shutdown(self) -> None:
+            super().shutdown()
+            self.loop.call_later(timeouts.shutdown, self._close_if_open)
+
+        def _close_if_open(self) -> None:
+            if not self._lost:
+                _reset(self.transport)
+
+    return Protocol
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, announcing once it accepts and closing the store when it stops.
+
+    Signals are the caller's (:meth:`Server.run`), not uvicorn's.
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, store: AsyncEventStore, started: Callable[[], None]
+    ) -> None:
+        super().__init__(config)
+        self._store = store
+        self._started = started
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._started()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        closing = asyncio.ensure_future(self._store.close())  # ends every stream
+        await super().shutdown(sockets)
+        await closing
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port); InvalidInput if none."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        listener = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as exc:
+        listener.close()
+        raise InvalidInput(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    return listener
+
+
+class Server:
+    """``GET /api/v1/events`` for one store, on a socket bound when this is made.
+
+    ``url`` names the bound address (``port=0`` picks a free port). :meth:`run` serves
+    until :meth:`stop` (or, with ``signals``, SIGINT or SIGTERM); a server runs once.
+    Raises :class:`InvalidInput` when the address cannot be bound.
+    """
+
+    def __init__(
+        self,
+        store_path: Path,
+        token: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        timeouts: Timeouts = Timeouts(),
+    ) -> None:
+        self._store_path = store_path
+        self._token = token
+        self._timeouts = timeouts
+        self._socket = _listen(host, port)
+        bound = self._socket.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        self.url = f"http://{shown}:{bound[1]}"
+        self.stopped_by: signal.Signals | None = None
+        self._stopping = False
+        self._uvicorn: _Uvicorn | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(
+        self, *, announce: Callable[[str], None] | None = None, signals: bool = False
+    ) -> None:
+        """Open the store, serve, call ``announce(url)`` once accepting; return when stopped.
+
+        Raises what opening the store raises (a :class:`StoreError`), before announcing.
+        """
+        self._loop = asyncio.get_running_loop()
+        handled = (signal.SIGINT, signal.SIGTERM) if signals else ()
+        for number in handled:
+            self._loop.add_signal_handler(number, self._signalled, number)
+        try:
+            async with AsyncEventStore.open(self._store_path, read_only=True, readers=2) as store:
+                config = uvicorn.Config(
+                    create_app(store, self._token, keepalive=self._timeouts.keepalive),
+                    http=_protocol(self._timeouts),
+                    lifespan="off",
+                    log_config=None,
+                    access_log=False,
+                    timeout_graceful_shutdown=max(2, math.ceil(2 * self._timeouts.shutdown)),
+                )
+                self._uvicorn = _Uvicorn(
+                    config, store, lambda: announce(self.url) if announce else None
+                )
+                self._uvicorn.should_exit = self._stopping
+                await self._uvicorn.serve(sockets=[self._socket])
+        finally:
+            for number in handled:
+                self._loop.remove_signal_handler(number)
+            self._socket.close()
+
+    def stop(self) -> None:
+        """Stop serving (from any thread): streams end, :meth:`run` returns."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._stopping = True
+            return
+        with contextlib.suppress(RuntimeError):  # the loop just closed
+            loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        if self._stopping and self._uvicorn is not None:
+            self._uvicorn.force_exit = True  # asked twice: do not wait for connections
+        self._stopping = True
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+
+    def _signalled(self, number: signal.Signals) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = number
+        self._stop()
+
+
 def serve(
     store_path: Path,
     *,
@@ -221,20 +530,18 @@ def serve(
     port: int,
     token_file: Path | None,
     keepalive: float = KEEPALIVE_SECONDS,
-) -> None:
-    """Run the server until SIGINT/SIGTERM (streams are ended within a couple of seconds).
+    announce: Callable[[str], None] | None = None,
+) -> signal.Signals | None:
+    """Serve until SIGINT or SIGTERM (streams end within a second); return which signal.
 
-    ``keepalive`` is the interval, in seconds, of the keepalive comments of idle streams.
+    The token is read (or made) and the port bound before the store is opened; then
+    ``announce(url)`` is called once the server accepts. Every failure to start raises
+    one :class:`StoreError` (:class:`InvalidInput` for the token file or the address)
+    and announces nothing. ``keepalive`` is the interval, in seconds, of the keepalive
+    comments of idle streams. Logs go to stderr, one line each.
     """
-    import uvicorn
-
     token = ensure_token(token_file or Path(f"{store_path}.api-token"))
-    config = uvicorn.Config(
-        create_app(store_path, token, keepalive=keepalive),
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-        lifespan="on",
-    )
-    uvicorn.Server(config).run()
+    server = Server(store_path, token, host=host, port=port, timeouts=Timeouts(keepalive=keepalive))
+    logging.config.dictConfig(_LOG_CONFIG)
+    asyncio.run(server.run(announce=announce, signals=True))
+    return server.stopped_by

@@ -51,6 +51,7 @@ from relaystore.domain.wire import encode
 __all__ = ["failure", "prometheus_text", "query_integer", "read_routes"]
 
 _ROLES = frozenset(get_args(TranscriptRole))
+_MAX_DIGITS = len(str(INT64_MAX))
 _Handler = Callable[[Request], Awaitable[Response]]
 _COUNTERS = frozenset({"commits", "messages_written", "relay_events_applied", "api_events_written"})
 _METRIC_HELP = {
@@ -70,24 +71,30 @@ _METRIC_HELP = {
 
 
 def failure(status: int, code: str, text: str) -> JSONResponse:
-    """The origin's error body ``{"error": text, "code": code}``."""
-    return JSONResponse({"error": text, "code": code}, status_code=status)
+    """The origin's error body ``{"error": text, "code": code}`` (a 401 names the scheme)."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
+
+
+def _shown(raw: str) -> str:
+    return repr(raw) if len(raw) <= 40 else f"{raw[:40]!r}... ({len(raw)} characters)"
 
 
 def query_integer(name: str, raw: str | None, default: int | None = None) -> int | None:
     """A non-negative integer query parameter (``default`` when absent).
 
     Raises :class:`InvalidInput` for anything but ASCII digits or a value beyond
-    SQLite's INTEGER range.
+    SQLite's INTEGER range (its length is checked before converting: Python refuses to
+    convert more than 4,300 digits).
     """
     if raw is None:
         return default
     if not raw.isascii() or not raw.isdigit():
-        raise InvalidInput(f"{name} must be a non-negative integer, got {raw[:40]!r}")
-    value = int(raw)
-    if value > INT64_MAX:
-        raise InvalidInput(f"{name} {raw[:40]} is beyond the largest integer")
-    return value
+        raise InvalidInput(f"{name} must be a non-negative integer, got {_shown(raw)}")
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > _MAX_DIGITS or int(digits) > INT64_MAX:
+        raise InvalidInput(f"{name} {_shown(raw)} is beyond the largest integer {INT64_MAX}")
+    return int(digits)
 
 
 def _flag(name: str, raw: str | None) -> bool:

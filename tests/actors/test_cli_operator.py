@@ -172,7 +172,7 @@ def test_db_is_accepted_after_the_command(
         ("replay", "x.jsonl", "--session", "a/b"),
         ("verify", "x.jsonl", "--session", ""),
         ("serve", "--port", "70000"),
-        ("serve", "--port", "0"),
+        ("serve", "--port", "-1"),
         ("serve", "--port", "http"),
         ("serve", "--keepalive", "0"),
         ("serve", "--keepalive", "-1"),

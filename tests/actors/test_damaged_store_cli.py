@@ -13,6 +13,12 @@ from tests.damage import break_api_events_table, overwrite_body
 HEAD = '{"type":"activity_changed","data":'
 
 
+def _state(text: str) -> ApiActivityState:
+    return ApiActivityState(
+        state=text, is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+
+
 def _store(tmp_path: Path, events: int = 3) -> Path:
     db = tmp_path / "store.sqlite3"
     with EventStore.open(db) as store:
@@ -20,7 +26,7 @@ def _store(tmp_path: Path, events: int = 3) -> Path:
         for n in range(events):
             store.ask(
                 RecordActivities(
-                    activities=[("session-1", ApiActivityState(state=f"state-{n}"))],
+                    activities=[("session-1", _state(f"state-{n}"))],
                     recorded_at_ms=n,
                 )
             )

@@ -6,7 +6,11 @@ would, and checks that the origin's contract (``origin-http-events.md``) holds.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
+import select
 import signal
 import socket
 import stat
@@ -17,11 +21,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import apsw
 import httpx
 import pytest
 
 from relaystore import ApiActivityState, EventStore, RecordActivities, SaveSession
 from relaystore.testing import example_session
+from tests.damage import overwrite_body
+
+
+def _state(text: str) -> ApiActivityState:
+    return ApiActivityState(
+        state=text, is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
 
 
 def activity(n: int, session_id: str = "session-1") -> RecordActivities:
@@ -38,10 +50,7 @@ def activity(n: int, session_id: str = "session-1") -> RecordActivities:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+ANNOUNCED = re.compile(r"^relaystore: serving \S+ at (http://127\.0\.0\.1:(\d+))/api/v1/events ")
 
 
 @dataclass
@@ -55,38 +64,37 @@ class Server:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
-def _start(db: Path, *extra: str) -> Server:
-    port = _free_port()
-    token_file = Path(f"{db}.api-token")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "relaystore.actors.cli",
-            "--db",
-            str(db),
-            "serve",
-            "--port",
-            str(port),
-            "--keepalive",
-            "0.5",
-            *extra,
-        ],
+
+def _serve(db: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), "serve", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(process.communicate()[1].decode())
-        try:
-            httpx.get(url + "/api/v1/events", timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    return Server(process, url, token_file.read_text().strip(), token_file)
+
+
+def _first_line(process: subprocess.Popen[bytes], timeout: float = 20) -> str:
+    """The first line the server prints on stderr (its announcement or its refusal)."""
+    assert process.stderr is not None
+    ready, _, _ = select.select([process.stderr], [], [], timeout)
+    assert ready, "the server printed nothing"
+    return process.stderr.readline().decode()
+
+
+def _start(db: Path, *extra: str) -> Server:
+    """Start ``serve --port 0`` and wait for its announcement, which names the port."""
+    process = _serve(db, "--port", "0", "--keepalive", "0.5", *extra)
+    line = _first_line(process)
+    match = ANNOUNCED.match(line)
+    if match is None:
+        process.kill()
+        raise AssertionError(line + process.communicate()[1].decode())
+    token_file = Path(f"{db}.api-token")
+    return Server(process, match[1], token_file.read_text().strip(), token_file)
 
 
 @pytest.fixture
@@ -104,9 +112,9 @@ def server(store: EventStore) -> Iterator[Server]:
     _stop(running)
 
 
-def _stop(server: Server) -> str:
-    """SIGINT the server, wait for it, and return what it printed on stderr."""
-    server.process.send_signal(signal.SIGINT)
+def _stop(server: Server, signal_number: int = signal.SIGINT) -> str:
+    """Signal the server, wait for it, and return what it printed on stderr after starting."""
+    server.process.send_signal(signal_number)
     try:
         _, err = server.process.communicate(timeout=10)
     except subprocess.TimeoutExpired:
@@ -141,6 +149,7 @@ def test_the_token_file_is_private_and_required(server: Server) -> None:
         response = httpx.get(server.url + "/api/v1/events", headers=headers)
         assert response.status_code == 401
         assert response.json() == {"error": "missing or wrong bearer token"}
+        assert response.headers["WWW-Authenticate"] == "Bearer"
         assert response.headers["Mj-Api-Version"] == "1"
         assert response.headers["Cache-Control"] == "no-store"
 
@@ -164,6 +173,13 @@ def test_unknown_routes_answer_404_with_the_contract_headers(server: Server) -> 
         ("", {"Last-Event-ID": "x"}),
         ("session_id=../x", {}),
         ("colour=red", {}),
+        ("after_seq=" + "9" * 5000, {}),  # beyond Python's int digit limit
+        ("after_seq=1" + "0" * 5000, {}),
+        ("", {"Last-Event-ID": "9" * 5000}),
+        ("after_seq=0&after_seq=300", {}),  # a repeated parameter is refused, not overridden
+        ("after_seq=1&after_seq=1", {}),
+        ("session_id=session-1&session_id=session-2", {}),
+        ("workspace_id=a&workspace_id=b", {}),
     ],
 )
 def test_bad_cursors_and_filters_answer_400(
@@ -171,7 +187,9 @@ def test_bad_cursors_and_filters_answer_400(
 ) -> None:
     store.ask(activity(1))
     store.ask(activity(2))
-    response = httpx.get(f"{server.url}/api/v1/events?{query}", headers={**server.auth, **headers})
+    response = httpx.get(
+        f"{server.url}/api/v1/events?{query}", headers={**server.auth, **headers}, timeout=10
+    )
     assert response.status_code == 400, response.text
     assert set(response.json()) == {"error"}
     assert response.headers["Cache-Control"] == "no-store"
@@ -261,17 +279,160 @@ def test_hundreds_of_idle_streams_and_a_new_one_gets_its_frame_at_once(
                 stream.__exit__(None, None, None)
 
 
-def test_sigint_stops_the_server_with_streams_open(store: EventStore) -> None:
+@pytest.mark.parametrize(
+    ("signal_number", "status"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 0)],  # Ctrl-C as for every command; a service stop
+)
+def test_a_signal_stops_the_server_with_streams_open_quietly(
+    store: EventStore, signal_number: int, status: int
+) -> None:
+    store.ask(activity(1))
     running = _start(store.path)
-    with httpx.stream(
-        "GET", running.url + "/api/v1/events", headers=running.auth, timeout=10
-    ) as response:
-        assert response.status_code == 200
+    with contextlib.ExitStack() as streams:
+        for query in ("", "?after_seq=0", "?session_id=session-2"):
+            response = streams.enter_context(
+                httpx.stream(
+                    "GET", running.url + "/api/v1/events" + query, headers=running.auth, timeout=10
+                )
+            )
+            assert response.status_code == 200
         started = time.monotonic()
-        err = _stop(running)
+        err = _stop(running, signal_number)
+        # Each stream ended with a complete response: the client sees the end, no error.
+        assert list(response.iter_lines()) in ([], [": keepalive", ""])
     assert time.monotonic() - started < 3
-    assert running.process.returncode == 0
-    assert "Traceback" not in err
+    assert running.process.returncode == status
+    assert err == ""  # nothing after the announcement: no ERROR per stream, no traceback
+
+
+def test_the_announcement_comes_once_the_port_is_bound_and_names_it(store: EventStore) -> None:
+    running = _start(store.path)  # --port 0: the line names the port the kernel chose
+    try:
+        assert running.port != 0
+        # No retry: the port accepts as soon as the line is printed.
+        assert httpx.get(running.url + "/api/v1/events", timeout=5).status_code == 401
+    finally:
+        _stop(running)
+
+
+def _refusal(process: subprocess.Popen[bytes]) -> str:
+    """The one line a server that cannot start prints; it exits 1 and announces nothing."""
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == 1, err
+    lines = err.decode().splitlines()
+    assert len(lines) == 1, err
+    assert "serving" not in lines[0]
+    assert "Traceback" not in lines[0]
+    return lines[0]
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(store: EventStore) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _refusal(_serve(store.path, "--port", str(port)))
+    assert line.startswith(f"relaystore: cannot listen on 127.0.0.1:{port}: "), line
+    assert "in use" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "refused"),
+    [
+        ("", 0o600, "empty"),
+        ("\n  \n", 0o600, "empty"),
+        ("a-token\n", 0o644, "mode 0644"),
+        ("a-token\n", 0o640, "mode 0640"),
+        ("a-token\n", 0o606, "mode 0606"),
+    ],
+)
+def test_a_token_file_that_is_empty_or_not_private_is_refused_in_one_line(
+    store: EventStore, content: str, mode: int, refused: str
+) -> None:
+    token_file = Path(f"{store.path}.api-token")
+    token_file.write_text(content)
+    token_file.chmod(mode)
+    line = _refusal(_serve(store.path, "--port", "0"))
+    assert line.startswith(f"relaystore: {token_file}: the bearer token file "), line
+    assert refused in line
+    assert "File exists" not in line
+    assert token_file.read_text() == content  # left as it was
+    assert stat.S_IMODE(token_file.stat().st_mode) == mode
+
+
+def test_a_token_file_only_its_owner_can_read_is_used(store: EventStore) -> None:
+    token_file = Path(f"{store.path}.api-token")
+    token_file.write_text("my-own-token\n")
+    token_file.chmod(0o400)
+    running = _start(store.path)
+    try:
+        assert running.token == "my-own-token"
+        with httpx.stream(
+            "GET", running.url + "/api/v1/events", headers=running.auth, timeout=10
+        ) as response:
+            assert response.status_code == 200
+    finally:
+        _stop(running)
+
+
+def test_405_names_the_allowed_methods(server: Server) -> None:
+    for method in ("POST", "PUT", "DELETE"):
+        response = httpx.request(method, server.url + "/api/v1/events", headers=server.auth)
+        assert response.status_code == 405
+        assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD"}
+        assert set(response.json()) == {"error"}
+        assert response.headers["Mj-Api-Version"] == "1"
+
+
+def test_a_repeated_last_event_id_header_answers_400(store: EventStore, server: Server) -> None:
+    store.ask(activity(1))
+    headers = [*server.auth.items(), ("Last-Event-ID", "0"), ("Last-Event-ID", "1")]
+    response = httpx.get(server.url + "/api/v1/events", headers=headers)
+    assert response.status_code == 400
+    assert "Last-Event-ID" in response.json()["error"]
+
+
+def test_clients_that_go_away_mid_page_leave_nothing_in_the_log(store: EventStore) -> None:
+    padding = "x" * 2000
+    for n in range(1500):  # more than a page (1000 events) of large frames
+        store.ask(
+            RecordActivities(
+                activities=[("session-1", _state(f"{padding}{n}"))],
+                recorded_at_ms=n,
+            )
+        )
+    running = _start(store.path)
+    try:
+        for _ in range(3):
+            with httpx.stream(
+                "GET", running.url + "/api/v1/events?after_seq=0", headers=running.auth
+            ) as response:
+                for number, _line in enumerate(response.iter_lines()):
+                    if number == 10:
+                        break  # and hang up with most of the page unsent
+        time.sleep(0.5)
+    finally:
+        err = _stop(running)
+    assert err == ""  # was ~1,000 lines of "socket.send() raised exception." per client
+
+
+def test_a_body_edited_into_invalid_json_ends_the_stream_with_stream_error(
+    store: EventStore, server: Server
+) -> None:
+    for n in range(3):
+        store.ask(activity(n))
+    editor = apsw.Connection(str(store.path))
+    try:
+        overwrite_body(editor, 2, '{"type":"activity_changed","data":{"activity":{"state":"x",}}}')
+    finally:
+        editor.close()
+    with httpx.stream(
+        "GET", server.url + "/api/v1/events?after_seq=0", headers=server.auth, timeout=10
+    ) as response:
+        (frame,) = _frames(response, 1)
+    assert frame["event"] == "stream_error"
+    assert "id" not in frame
+    assert "seq 2" in json.loads(frame["data"])["error"]
 
 
 def test_a_second_start_keeps_the_token(store: EventStore) -> None:
@@ -318,3 +479,14 @@ def test_a_client_that_stops_reading_blocks_neither_the_writer_nor_other_streams
         ) as response:
             frames = _frames(response, 600)
         assert [frame["id"] for frame in frames] == [str(n) for n in range(1, 601)]
+
+
+def test_the_read_routes_share_the_cursor_rule_and_the_401_header(server: Server) -> None:
+    # One integer rule for every route: 5,000 digits are a 400, not Python's digit limit.
+    route = server.url + "/api/v1/sessions/session-1/transcript"
+    response = httpx.get(route, params={"after_seq": "9" * 5000}, headers=server.auth, timeout=10)
+    assert response.status_code == 400
+    assert "beyond the largest integer" in response.json()["error"]
+    response = httpx.get(server.url + "/api/v1/workspaces", timeout=10)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
