@@ -930,7 +930,9 @@ def _serve(args: argparse.Namespace) -> int:
             f"serve needs {', '.join(missing)}, which are not installed: "
             'pip install "relaystore[http]"'
         )
-    _require_store(args.db)
+    # Refuse a missing or foreign store in one line before the token file is made.
+    with _open_read_only(args.db):
+        pass
     from relaystore.actors import http
 
     token_file = Path(args.token_file) if args.token_file else Path(f"{args.db}.api-token")

@@ -490,3 +490,12 @@ def test_the_read_routes_share_the_cursor_rule_and_the_401_header(server: Server
     response = httpx.get(server.url + "/api/v1/workspaces", timeout=10)
     assert response.status_code == 401
     assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_file_that_is_not_a_store_is_refused_before_any_token_is_made(tmp_path: Path) -> None:
+    db = tmp_path / "notes.sqlite3"
+    db.write_text("not a store\n")
+    line = _refusal(_serve(db, "--port", "0"))
+    assert "not a SQLite database" in line
+    assert not Path(f"{db}.api-token").exists()
+    assert db.read_text() == "not a store\n"
