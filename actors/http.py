@@ -60,9 +60,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from relaystore.actors.aio import AsyncEventStore
-from relaystore.actors.http_reads import query_integer, read_routes
+from relaystore.actors.http_reads import once, query_integer, read_routes
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
+from relaystore.domain.reads import LoadSessionDetail
 from relaystore.domain.sessions import validate_id
 
 __all__ = ["API_VERSION", "Server", "Timeouts", "create_app", "ensure_token", "serve"]
@@ -181,13 +182,6 @@ def _error(status: int, text: str, headers: Mapping[str, str] | None = None) -> 
     return JSONResponse({"error": text}, status_code=status, headers=headers)
 
 
-def _once(name: str, values: list[str]) -> str | None:
-    """The one value of a parameter or header given at most once."""
-    if len(values) > 1:
-        raise InvalidInput(f"{name} was given {len(values)} times; give it once")
-    return values[0] if values else None
-
-
 def create_app(
     store: AsyncEventStore, token: str, *, keepalive: float = KEEPALIVE_SECONDS
 ) -> Starlette:
@@ -203,13 +197,10 @@ def create_app(
     async def events(request: Request) -> Response:
         if not authorized(request):
             return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        params = request.query_params
+        params = request.query_params  # others than _PARAMETERS are ignored, as the origin does
         try:
-            for name in params:
-                if name not in _PARAMETERS:
-                    raise InvalidInput(f"unknown query parameter {name!r}")
-            given = {name: _once(name, params.getlist(name)) for name in _PARAMETERS}
-            header = _once("Last-Event-ID", request.headers.getlist("last-event-id"))
+            given = {name: once(name, params.getlist(name)) for name in _PARAMETERS}
+            header = once("Last-Event-ID", request.headers.getlist("last-event-id"))
             cursors = [
                 cursor
                 for name, raw in (("after_seq", given["after_seq"]), ("Last-Event-ID", header))
@@ -222,6 +213,8 @@ def create_app(
             session_id, workspace_id = given["session_id"], given["workspace_id"]
             if session_id is not None:
                 validate_id("session", session_id)
+                if await store.ask(LoadSessionDetail(session_id=session_id)) is None:
+                    return _error(404, f"no session {session_id}")
             if workspace_id is not None:
                 validate_id("workspace", workspace_id)
             latest = await store.fetch_latest_seq()

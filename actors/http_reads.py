@@ -48,7 +48,7 @@ from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import INT64_MAX
 from relaystore.domain.wire import encode
 
-__all__ = ["failure", "prometheus_text", "query_integer", "read_routes"]
+__all__ = ["failure", "once", "prometheus_text", "query_integer", "read_routes"]
 
 _ROLES = frozenset(get_args(TranscriptRole))
 _MAX_DIGITS = len(str(INT64_MAX))
@@ -74,6 +74,14 @@ def failure(status: int, code: str, text: str) -> JSONResponse:
     """The origin's error body ``{"error": text, "code": code}`` (a 401 names the scheme)."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
+
+
+def once(name: str, values: list[str]) -> str | None:
+    """The one value of a parameter or header given at most once: a repeated one is
+    refused (``InvalidInput``), never overridden, as the origin's query parser does."""
+    if len(values) > 1:
+        raise InvalidInput(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
 
 
 def _shown(raw: str) -> str:
@@ -171,7 +179,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         unknown = sorted(set(params) - {"workspace_id"})
         if unknown:
             raise InvalidInput(f"unknown query parameter {unknown[0]!r}")
-        return ListSessions(workspace_id=params.get("workspace_id"))
+        return ListSessions(workspace_id=once("workspace_id", params.getlist("workspace_id")))
 
     def transcript(request: Request) -> LoadTranscriptPage:
         params = request.query_params
@@ -181,27 +189,33 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
                 raise InvalidInput(f"role {role[:40]!r} is not one of {', '.join(sorted(_ROLES))}")
         return LoadTranscriptPage(
             session_id=request.path_params["session_id"],
-            after_seq=query_integer("after_seq", params.get("after_seq"), 0) or 0,
-            limit=_limit(params.get("limit"), 200),
+            after_seq=query_integer("after_seq", once("after_seq", params.getlist("after_seq")), 0)
+            or 0,
+            limit=_limit(once("limit", params.getlist("limit")), 200),
             roles=tuple(dict.fromkeys(roles)),  # type: ignore[arg-type]
-            finished_only=_flag("finished_only", params.get("finished_only")),
+            finished_only=_flag(
+                "finished_only", once("finished_only", params.getlist("finished_only"))
+            ),
         )
 
     def history(request: Request) -> LoadTranscriptHistory:
         params = request.query_params
         return LoadTranscriptHistory(
             session_id=request.path_params["session_id"],
-            before_position=query_integer("before_position", params.get("before_position")),
-            before_id=params.get("before_id"),
-            limit=_limit(params.get("limit"), 128),
+            before_position=query_integer(
+                "before_position", once("before_position", params.getlist("before_position"))
+            ),
+            before_id=once("before_id", params.getlist("before_id")),
+            limit=_limit(once("limit", params.getlist("limit")), 128),
         )
 
     def usage(request: Request) -> LoadUsagePage:
         params = request.query_params
         return LoadUsagePage(
             session_id=request.path_params["session_id"],
-            after_seq=query_integer("after_seq", params.get("after_seq"), 0) or 0,
-            limit=_limit(params.get("limit"), 200),
+            after_seq=query_integer("after_seq", once("after_seq", params.getlist("after_seq")), 0)
+            or 0,
+            limit=_limit(once("limit", params.getlist("limit")), 200),
         )
 
     async def healthz(request: Request) -> Response:

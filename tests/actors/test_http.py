@@ -172,7 +172,6 @@ def test_unknown_routes_answer_404_with_the_contract_headers(server: Server) -> 
         ("after_seq=1", {"Last-Event-ID": "2"}),
         ("", {"Last-Event-ID": "x"}),
         ("session_id=../x", {}),
-        ("colour=red", {}),
         ("after_seq=" + "9" * 5000, {}),  # beyond Python's int digit limit
         ("after_seq=1" + "0" * 5000, {}),
         ("", {"Last-Event-ID": "9" * 5000}),
@@ -499,3 +498,25 @@ def test_a_file_that_is_not_a_store_is_refused_before_any_token_is_made(tmp_path
     assert "not a SQLite database" in line
     assert not Path(f"{db}.api-token").exists()
     assert db.read_text() == "not a store\n"
+
+
+def test_unknown_parameters_are_ignored_as_the_origin_ignores_them(
+    store: EventStore, server: Server
+) -> None:
+    store.ask(activity(1))
+    with httpx.stream(
+        "GET", f"{server.url}/api/v1/events?after_seq=0&colour=red", headers=server.auth, timeout=10
+    ) as response:
+        assert response.status_code == 200
+        (frame,) = _frames(response, 1)
+    assert frame["id"] == "1"
+
+
+def test_an_unknown_session_answers_404(store: EventStore, server: Server) -> None:
+    store.ask(activity(1))
+    response = httpx.get(
+        f"{server.url}/api/v1/events?session_id=nobody", headers=server.auth, timeout=10
+    )
+    assert response.status_code == 404
+    assert response.json() == {"error": "no session nobody"}
+    assert response.headers["Mj-Api-Version"] == "1"

@@ -166,6 +166,24 @@ def test_transcript_refuses_bad_parameters(server: Server, params: dict[str, str
     _error(server.get("/api/v1/sessions/session-1/transcript", **params), 400, "bad_request")
 
 
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/api/v1/sessions/session-1/transcript", "after_seq"),
+        ("/api/v1/sessions/session-1/transcript", "limit"),
+        ("/api/v1/sessions/session-1/history", "before_position"),
+        ("/api/v1/sessions/session-1/usage", "limit"),
+        ("/api/v1/sessions", "workspace_id"),
+    ],
+)
+def test_a_repeated_parameter_is_refused_not_overridden(
+    server: Server, path: str, name: str
+) -> None:
+    response = httpx.get(f"{server.url}{path}?{name}=1&{name}=2", headers=server.auth, timeout=10)
+    _error(response, 400, "bad_request")
+    assert "given 2 times" in response.json()["error"]
+
+
 def test_transcript_of_an_unknown_session_is_404(server: Server) -> None:
     _error(server.get("/api/v1/sessions/session-9/transcript"), 404, "not_found")
     _error(server.get("/api/v1/sessions/bad%20id/transcript"), 400, "bad_request")
