@@ -85,15 +85,10 @@ class RuntimeIdentity(Wire, kw_only=True):
             raise InvalidInput(f"runtime identity mismatch: expected {expected}, found {self.id}")
 
 
-class RuntimeReceipt(Wire, kw_only=True):
-    """A runtime identity as observed at one relay event (identity fields first)."""
+class RuntimeReceipt(RuntimeIdentity, kw_only=True):
+    """A runtime identity as observed at one relay event: the identity's fields first,
+    then where and when it was seen."""
 
-    id: str | None = emitted(None)
-    harness: HarnessKind
-    platform: str
-    provenance: RuntimeProvenance
-    components: list[RuntimeComponent] = emitted([])
-    unavailable_reason: str | None = emitted(None)
     event_ordinal: int
     observed_at_ms: int
 
