@@ -68,7 +68,7 @@ def _whole(text: str) -> int:
 
 def _seq(text: str) -> int:
     """A sequence number: 0 up to SQLite's largest integer."""
-    from relaystore.domain.validation import INT64_MAX
+    from relaystore.domain.integers import INT64_MAX
 
     value = _whole(text)
     if not 0 <= value <= INT64_MAX:
@@ -78,7 +78,7 @@ def _seq(text: str) -> int:
 
 def _count(text: str) -> int:
     """A positive count (``--limit``): 1 up to SQLite's largest integer."""
-    from relaystore.domain.validation import INT64_MAX
+    from relaystore.domain.integers import INT64_MAX
 
     value = _whole(text)
     if not 1 <= value <= INT64_MAX:
@@ -643,14 +643,10 @@ def _events(args: argparse.Namespace) -> int:
 
 def _require_session(db: str, session_id: str) -> None:
     """Refuse a session the store does not hold, as ``show`` does (one record read)."""
-    from relaystore.storage.connection import open_reader
-    from relaystore.storage.sessions import load_session
+    from relaystore.domain.reads import LoadSessionDetail
 
-    connection = open_reader(db)
-    try:
-        found = load_session(connection, session_id) is not None
-    finally:
-        connection.close()
+    with _open_read_only(db) as store:
+        found = store.ask(LoadSessionDetail(session_id=session_id)) is not None
     if not found:
         raise _no_session(db, session_id)
 
@@ -673,15 +669,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from relaystore.storage.connection import open_reader
-    from relaystore.storage.stats import load_stats
+    from relaystore.domain.messages import LoadStats
 
-    _require_store(args.db)
-    connection = open_reader(args.db)
-    try:
-        stats = load_stats(connection)
-    finally:
-        connection.close()
+    with _open_read_only(args.db) as store:
+        stats = store.ask(LoadStats())
     if args.json:
         document = {
             "schema_revision": stats.revision,

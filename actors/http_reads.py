@@ -1,7 +1,7 @@
 """``relaystore serve``: the origin's read routes under ``/api/v1/``, health and metrics.
 
 Every route answers JSON in the origin's shapes (``encode`` of the reply types of
-:mod:`domain.reads`), with the bearer token :mod:`actors.http` checks. The routes:
+:mod:`relaystore.domain.reads`), with the bearer token :mod:`relaystore.actors.http` checks. The routes:
 
 =====================================================  =================================
 ``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from relaystore.actors.aio import AsyncEventStore
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
+from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.reads import (
     ListSessions,
     ListWorkspaces,
@@ -45,7 +46,6 @@ from relaystore.domain.reads import (
     TranscriptRole,
 )
 from relaystore.domain.reports import StoreMetrics
-from relaystore.domain.validation import INT64_MAX
 from relaystore.domain.wire import encode
 
 __all__ = ["failure", "once", "prometheus_text", "query_integer", "read_routes"]

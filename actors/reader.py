@@ -16,6 +16,7 @@ from relaystore.domain.messages import (
     LoadRawApiEvents,
     LoadRuntimeReceipt,
     LoadState,
+    LoadStats,
 )
 from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import load_materialized_session
@@ -26,6 +27,7 @@ from relaystore.storage.paging import (
 )
 from relaystore.storage.reads import READ_TYPES, answer_read
 from relaystore.storage.sessions import load_state
+from relaystore.storage.stats import load_stats
 from relaystore.storage.transaction import Connection
 
 __all__ = ["ReaderActor"]
@@ -56,6 +58,8 @@ class ReaderActor(TellSafeActor):
                 return load_materialized_session(connection, session_id)
             case LoadState():
                 return load_state(connection)
+            case LoadStats():
+                return load_stats(connection)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

@@ -76,7 +76,7 @@ class _ShapeError(InvalidInput, ValueError):
 
     It is an :class:`InvalidInput` for callers that build values directly, and a
     ``ValueError`` so msgspec reports it as a ``ValidationError`` (with the JSON path)
-    while decoding; :func:`domain.wire.decode_json` turns that into ``InvalidInput``.
+    while decoding; :func:`relaystore.domain.wire.decode_json` turns that into ``InvalidInput``.
     """
 
 

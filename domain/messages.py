@@ -25,7 +25,7 @@ from relaystore.domain.api_events import (
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
 from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
-from relaystore.domain.reports import BackupReport, VacuumReport
+from relaystore.domain.reports import BackupReport, StoreStats, VacuumReport
 from relaystore.domain.request import Request
 from relaystore.domain.retention import TranscriptRetention
 from relaystore.domain.runtime import RuntimeReceipt
@@ -44,6 +44,7 @@ __all__ = [
     "LoadRawApiEvents",
     "LoadRuntimeReceipt",
     "LoadState",
+    "LoadStats",
     "ObserveRelayEvents",
     "PUBLIC_MESSAGES",
     "ProjectionReport",
@@ -244,6 +245,11 @@ class LoadState(Request[State], frozen=True, kw_only=True):
     """Every session record."""
 
 
+class LoadStats(Request[StoreStats], frozen=True, kw_only=True):
+    """The store's figures in one snapshot: schema revision, store id, sessions, the
+    newest seq and the API events by kind."""
+
+
 class BackupStore(Request[BackupReport], frozen=True, kw_only=True):
     """Copy a consistent snapshot of the store to ``destination`` (a new file).
 
@@ -259,6 +265,7 @@ ReaderMessage = (
     | LoadRuntimeReceipt
     | LoadMaterializedSession
     | LoadState
+    | LoadStats
     | BackupStore
     | ReadMessage
 )

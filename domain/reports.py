@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["BackupReport", "StoreMetrics", "VacuumReport"]
+__all__ = ["BackupReport", "StoreMetrics", "StoreStats", "VacuumReport"]
 
 
 class BackupReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,3 +49,13 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     latest_seq: int
     writer_busy: bool = False
     busy_refusals: int = 0
+
+
+class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One consistent snapshot of the store's size (``LoadStats``, ``relaystore stats``)."""
+
+    revision: int
+    store_id: str
+    sessions: int
+    latest_seq: int
+    events_by_kind: dict[str, int] = msgspec.field(default_factory=dict)

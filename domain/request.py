@@ -1,7 +1,7 @@
 """The base of every relaystore message: ``Request[R]`` names its reply type ``R``.
 
-It lives apart from :mod:`domain.messages` so that modules defining messages of their
-own (:mod:`domain.reads`) need not import the module that gathers them into unions.
+It lives apart from :mod:`relaystore.domain.messages` so that modules defining messages of their
+own (:mod:`relaystore.domain.reads`) need not import the module that gathers them into unions.
 """
 
 from __future__ import annotations

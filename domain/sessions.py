@@ -12,13 +12,13 @@ Guarantees:
 * Legacy spellings are read and never written: the state ``"archived"`` (now
   ``stopped``), the keys ``mjolnir_subagents`` and ``detached_after_event_ordinal``, a
   boolean sub-agent policy, and the ``read_only`` flag of an additional mount.
-* :meth:`SessionRecord.validate` raises :class:`~domain.errors.InvalidInput` naming the
+* :meth:`SessionRecord.validate` raises :class:`~relaystore.domain.errors.InvalidInput` naming the
   session and the field, with the origin's rules.
 
 Decisions where the origin is not fully readable here:
 
 * ``checkout`` (``remote_git::ExactCheckout``) and ``SshConnection`` (inside
-  ``target_runtime.connection``) are carried as opaque JSON (:data:`~domain.wire.JSON`):
+  ``target_runtime.connection``) are carried as opaque JSON (:data:`~relaystore.domain.wire.JSON`):
   objects keep the key order they were read in, so they round-trip unchanged.
 * ``AdditionalMount`` has the seed-era shape ``{source, destination, access}`` with
   ``access`` one of ``ro``/``cow``/``rw``, always written. A legacy ``read_only`` key is

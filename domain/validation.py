@@ -29,7 +29,7 @@ from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedChe
 from relaystore.domain.relay import MIN_RECORDED_AT_MS, RelayEvent, RelayObservation
 from relaystore.domain.sessions import validate_id, validate_timestamp
 
-__all__ = ["INT64_MAX", "INT64_MIN", "check_cursor", "validate_message"]
+__all__ = ["check_cursor", "validate_message"]
 
 
 _KEPT_AS_IS = (
@@ -43,7 +43,6 @@ _KEPT_AS_IS = (
     uuid.UUID,
     decimal.Decimal,
 )
-_ID_FIELDS = {"session_id": "session"}
 _OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
 
 

@@ -61,9 +61,9 @@ def begin_checkpoint(
     """Open the session's checkpoint operation, owned by ``command_id``, and save ``session``'s
     lifecycle fields (callers pass ``state=checkpointing``). Appends no event.
 
-    Raises :class:`~domain.errors.LifecycleConflict` when the stored session is already
+    Raises :class:`~relaystore.domain.errors.LifecycleConflict` when the stored session is already
     checkpointing, closing or destroying, already has an operation, or ``command_id``
-    already owns another session's operation; :class:`~domain.errors.UnknownSession`
+    already owns another session's operation; :class:`~relaystore.domain.errors.UnknownSession`
     when the session does not exist.
     """
     session.validate()
@@ -102,8 +102,8 @@ def save_requested_checkpoint(
     """Finish the owned operation successfully: save the lifecycle fields, the native
     session id and the new checkpoint, and append ``command_ended`` ``succeeded``.
 
-    Raises :class:`~domain.errors.LifecycleConflict` when ``command_id`` does not own
-    the session's operation (nothing written) and :class:`~domain.errors.InvalidInput`
+    Raises :class:`~relaystore.domain.errors.LifecycleConflict` when ``command_id`` does not own
+    the session's operation (nothing written) and :class:`~relaystore.domain.errors.InvalidInput`
     when ``session`` has no checkpoint metadata.
     """
     session.validate()

@@ -4,7 +4,7 @@ Guarantees:
 
 * :func:`open_writer` holds an exclusive lock across processes for as long as the
   writer is open: a second writable open of the same file, from this process or any
-  other, raises :class:`~domain.errors.StoreLocked` at once. The lock is an ``flock``
+  other, raises :class:`~relaystore.domain.errors.StoreLocked` at once. The lock is an ``flock``
   on the sidecar file ``<path>.lock`` (kept on disk; only the lock matters), released by
   :meth:`WriterConnection.close` or when the process ends.
 * A store file the writer creates is readable and writable by its owner only (0600);
@@ -193,9 +193,9 @@ def open_writer(
 ) -> WriterConnection:
     """Open (creating or migrating) the store at ``path`` for writing.
 
-    Raises :class:`~domain.errors.StoreLocked` when another writer holds the store,
+    Raises :class:`~relaystore.domain.errors.StoreLocked` when another writer holds the store,
     ``SchemaMismatch`` for a store this build must not touch or a file that is not a
-    relaystore store (left untouched), and :class:`~domain.errors.InvalidInput` for an
+    relaystore store (left untouched), and :class:`~relaystore.domain.errors.InvalidInput` for an
     unknown ``synchronous`` mode. A missing or empty (0-byte) file becomes a new store.
     """
     mode = str(synchronous).upper()
@@ -247,7 +247,7 @@ def open_reader(path: str | os.PathLike[str]) -> apsw.Connection:
 
     Raises ``SchemaMismatch`` (``NEEDS_MIGRATION`` for a store behind this build or an
     empty file; ``INVALID_METADATA`` for a file that is not a relaystore store, left
-    untouched) and :class:`~domain.errors.InvalidInput` when there is no file at
+    untouched) and :class:`~relaystore.domain.errors.InvalidInput` when there is no file at
     ``path``. On read-only media the connection may be *immutable* (see
     :func:`choose_read_mode`): it then reads a fixed file, not meant to follow later
     commits.
@@ -309,11 +309,11 @@ def choose_read_mode(
 def recognise_store(path: str | os.PathLike[str]) -> SchemaState:
     """Decide, reading only, what the file at ``path`` is, before anything writes to it.
 
-    Returns the store's :class:`~storage.schema.SchemaState`; a missing or empty
+    Returns the store's :class:`~relaystore.storage.schema.SchemaState`; a missing or empty
     (0-byte) file is a new store, ``SchemaState(revision=0, minimum_compatible=None)``.
     Raises ``SchemaMismatch(INVALID_METADATA)`` for a file that is not a relaystore
     store: not a SQLite database, or a database of another application. Busy or failing
-    files raise the ``StoreError`` of :func:`~storage.transaction.store_error`.
+    files raise the ``StoreError`` of :func:`~relaystore.storage.transaction.store_error`.
 
     Nothing is created or changed: the SQLite header is read first; a database without
     a ``-wal`` is then read ``immutable`` (a WAL database opened any other way gets a

@@ -1,11 +1,11 @@
 """The API event log: appending bodies and reading them back as :class:`ApiEvent`.
 
-A row body is the event's ``{"type", "data"}`` JSON exactly as :func:`domain.wire.encode`
+A row body is the event's ``{"type", "data"}`` JSON exactly as :func:`relaystore.domain.wire.encode`
 writes it (deterministic), so equal events are equal bytes. Reading slices ``type`` and
 ``data`` out of that canonical text instead of decoding and re-encoding it; a body in
 any other layout (hand-written SQL, older tools) takes the slower generic path. Either
 way the data is checked against its type, and a body that does not decode raises
-:class:`~domain.errors.InvalidInput` naming the seq and session.
+:class:`~relaystore.domain.errors.InvalidInput` naming the seq and session.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def insert_api_event(
 ) -> int:
     """Append one event and return its seq (one transaction, or a savepoint when nested).
 
-    Raises :class:`~domain.errors.UnknownSession` when the session row does not exist.
+    Raises :class:`~relaystore.domain.errors.UnknownSession` when the session row does not exist.
     """
     body = encode_event_body(event)
     with transaction(connection, "append an API event"):
@@ -61,7 +61,7 @@ def insert_api_events(
 ) -> None:
     """Append ``(session_id, recorded_at_ms, event)`` rows in order, all or none.
 
-    Raises :class:`~domain.errors.UnknownSession` naming a session that does not exist.
+    Raises :class:`~relaystore.domain.errors.UnknownSession` naming a session that does not exist.
     """
     bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
     if not bodies:

@@ -3,7 +3,7 @@
 The projection lives in ``materialized_sessions`` (one row per session: frontier,
 execution, title, configuration, questions, turns) and its child tables
 ``materialized_transcript_items`` and ``materialized_queued_prompts``.
-:mod:`storage.projection` writes them; this module reads them.
+:mod:`relaystore.storage.projection` writes them; this module reads them.
 
 Guarantees:
 
@@ -274,7 +274,7 @@ def _queued_prompt(row: tuple[Any, ...], session_id: str) -> MaterializedQueuedP
 def _merge_text_chunks(chunks: list[JSON]) -> list[JSON]:
     """Merge runs of text chunks of one stream (older stores kept one chunk per token).
 
-    Uses the projection's own rule (:func:`domain.projection.streams.merge_content_chunk`), so
+    Uses the projection's own rule (:func:`relaystore.domain.projection.streams.merge_content_chunk`), so
     chunks that differ in anything but their text keep their boundary.
     """
     if len(chunks) < 2:

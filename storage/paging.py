@@ -20,7 +20,7 @@ events of one full scan, whatever the limit.
 A *raw* page (:func:`load_raw_api_events`) is the same page with each event as the bytes
 ``msgspec.json.encode(ApiEvent)`` gives, built by SQLite from the stored columns without
 decoding the body: a stored body is ``{"type":"<kind>","data":<data>}`` (see
-:mod:`storage.events`), and the flat wire shape is ``{"seq":..,"session_id":..,
+:mod:`relaystore.storage.events`), and the flat wire shape is ``{"seq":..,"session_id":..,
 "recorded_at_ms":..,`` followed by that body without its opening brace. Both kinds of
 page share one statement builder and one transaction shape.
 """
@@ -133,7 +133,7 @@ def load_api_events(
 ) -> ApiEventPage:
     """One page of events after ``after_seq`` matching ``filter`` (see module contract).
 
-    Raises :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or an
+    Raises :class:`~relaystore.domain.errors.InvalidInput` for a negative ``after_seq`` or an
     event body that does not decode (the whole page fails).
     """
     rows, latest, cursor = _read_page(
@@ -158,7 +158,7 @@ def load_raw_api_events(
     scanned to be sure the bytes are still JSON. A page holding any other body
     (hand-written SQL, older tools, a body edited or damaged into invalid JSON) takes
     the typed path and is encoded from it, so it raises what :func:`load_api_events`
-    raises: :class:`~domain.errors.InvalidInput` for a negative ``after_seq`` or a body
+    raises: :class:`~relaystore.domain.errors.InvalidInput` for a negative ``after_seq`` or a body
     that does not decode. A page that fails returns nothing.
     """
 

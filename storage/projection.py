@@ -1,9 +1,9 @@
 """Writing a page of a session's projection: one coalesced delta, one transaction.
 
-A projector folds the events of a page into a :class:`~domain.projection.page.PageDelta`
+A projector folds the events of a page into a :class:`~relaystore.domain.projection.page.PageDelta`
 (pure domain code: the chain rule, the mutation rules and the coalescing live there);
 :func:`commit_page` writes it. This module holds no rule of its own: where it checks the
-page against stored rows it calls :mod:`domain.projection.integrity`.
+page against stored rows it calls :mod:`relaystore.domain.projection.integrity`.
 
 Guarantees:
 

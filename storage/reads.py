@@ -1,7 +1,7 @@
 """The read side's statements: session lists, transcript pages, history, usage.
 
 Each function reads in one transaction (one snapshot: a page and its cursors agree)
-and returns the reply type of its message in :mod:`domain.reads`, whose rules (seq,
+and returns the reply type of its message in :mod:`relaystore.domain.reads`, whose rules (seq,
 limits, roles, finished, text, lifecycle) it applies; it decides nothing itself.
 
 Guarantees:
@@ -313,7 +313,7 @@ def load_transcript_page(
     roles: tuple[TranscriptRole, ...] = (),
     finished_only: bool = False,
 ) -> TranscriptPage | None:
-    """The items with seq above ``after_seq`` (see :class:`~domain.reads.TranscriptPage`).
+    """The items with seq above ``after_seq`` (see :class:`~relaystore.domain.reads.TranscriptPage`).
 
     ``roles`` and ``finished_only`` filter before the limit. Items tied with the last
     item's seq all come along. With ``finished_only`` the page also ends before the

@@ -239,7 +239,7 @@ def migrate_schema(connection: apsw.Connection) -> int:
     An empty store gets the baseline; an older store is migrated in place, one step per
     revision; a store
     at or above this build is left untouched (only checked). Raises ``SchemaMismatch``
-    for a store this build must not touch, and :class:`~domain.errors.InvalidInput`
+    for a store this build must not touch, and :class:`~relaystore.domain.errors.InvalidInput`
     (store unchanged) when a legacy event body cannot be migrated.
     """
     state = read_schema_state(connection)

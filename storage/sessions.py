@@ -9,7 +9,7 @@ so they always agree, and :func:`load_session` returns exactly the record saved 
 
 Guarantees:
 
-* Every operation validates its record first (:class:`~domain.errors.InvalidInput`,
+* Every operation validates its record first (:class:`~relaystore.domain.errors.InvalidInput`,
   nothing written) and is one transaction (a savepoint inside the caller's).
 * A session keeps its bundle and workspace for ever, even across deletion.
 * ``viewed_through_event_ordinal`` never decreases.
@@ -95,7 +95,7 @@ def save_session(
     """Create or fully replace a session record (one transaction).
 
     Creates the session's context (and registers its workspace) on first save, and its
-    empty materialized projection. Raises :class:`~domain.errors.InvalidInput` for an
+    empty materialized projection. Raises :class:`~relaystore.domain.errors.InvalidInput` for an
     invalid record, or one whose bundle or workspace differs from the stored context.
     """
     record.validate()
@@ -132,7 +132,7 @@ def save_lifecycle_session(
 ) -> None:
     """Update only the lifecycle-owned fields (:data:`LIFECYCLE_FIELDS`) of a session.
 
-    Raises :class:`~domain.errors.UnknownSession` when the session does not exist (a
+    Raises :class:`~relaystore.domain.errors.UnknownSession` when the session does not exist (a
     deleted session is never revived) and InvalidInput for an invalid record.
     """
     record.validate()
@@ -149,7 +149,7 @@ def update_lifecycle_fields(
     """Merge :data:`LIFECYCLE_FIELDS` (and the fields named in ``also``) into the stored record.
 
     Does not validate ``record`` (callers do). Emits the ``session_fault`` transition.
-    Raises :class:`~domain.errors.UnknownSession` when the session does not exist.
+    Raises :class:`~relaystore.domain.errors.UnknownSession` when the session does not exist.
     """
     with transaction(connection, f"update the lifecycle of session {record.id}"):
         stored = _load(connection, record.id)

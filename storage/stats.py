@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import apsw
 
+from relaystore.domain.reports import StoreStats
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.schema import read_schema_state, read_store_id
 from relaystore.storage.transaction import transaction
 
 __all__ = ["StoreStats", "load_stats"]
-
-
-@dataclass(frozen=True, slots=True)
-class StoreStats:
-    """One consistent snapshot of the store's size."""
-
-    revision: int
-    store_id: str
-    sessions: int
-    latest_seq: int
-    events_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def load_stats(connection: apsw.Connection) -> StoreStats:

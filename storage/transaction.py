@@ -1,18 +1,18 @@
 """One transaction over an apsw connection, with apsw errors mapped to relaystore's.
 
-This is the one boundary where ``apsw.Error`` becomes a :class:`~domain.errors.StoreError`:
+This is the one boundary where ``apsw.Error`` becomes a :class:`~relaystore.domain.errors.StoreError`:
 every storage function runs its SQL inside :func:`transaction`, so no apsw error
 crosses above ``storage``. The mapping (the cause is always kept as ``__cause__``):
 
 =========================================  =============================================
 apsw error                                 raised
 =========================================  =============================================
-``ConstraintError``                        :class:`~domain.errors.InvalidInput`
-``BusyError``, ``LockedError``             :class:`~domain.errors.StoreLocked`
-``NotADBError``                            :class:`~domain.errors.InvalidInput`
-``ReadOnlyError``                          :class:`~domain.errors.InvalidInput`
-``CorruptError`` (malformed pages)         :class:`~domain.errors.InvalidInput` (damaged)
-anything else (I/O, full disk)             :class:`~domain.errors.StoreError` (the root)
+``ConstraintError``                        :class:`~relaystore.domain.errors.InvalidInput`
+``BusyError``, ``LockedError``             :class:`~relaystore.domain.errors.StoreLocked`
+``NotADBError``                            :class:`~relaystore.domain.errors.InvalidInput`
+``ReadOnlyError``                          :class:`~relaystore.domain.errors.InvalidInput`
+``CorruptError`` (malformed pages)         :class:`~relaystore.domain.errors.InvalidInput` (damaged)
+anything else (I/O, full disk)             :class:`~relaystore.domain.errors.StoreError` (the root)
 =========================================  =============================================
 
 A plain ``StoreError`` means a failure this layer cannot classify; the writer fails

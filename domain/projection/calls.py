@@ -1,7 +1,7 @@
 """What a stored ACP tool call says: its wire form, the terminals it names, its kind.
 
 Read by the transcript index (which items own or may claim terminal output) and by the
-tool-call projection (:mod:`domain.projection.tools`).
+tool-call projection (:mod:`relaystore.domain.projection.tools`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The projection context: what projecting one event reads and writes, and item helpers.
 
 Every function here reads the session *before* the event (through the context's
-:class:`~domain.projection.index.TranscriptIndex`) and writes only into the context's
+:class:`~relaystore.domain.projection.index.TranscriptIndex`) and writes only into the context's
 mutation. Items are never changed in place; a changed item is a new
 :class:`TranscriptItem`.
 """

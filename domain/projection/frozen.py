@@ -4,7 +4,7 @@ A decoded :class:`TranscriptItem` holds its body's JSON as Python dicts and stri
 about four times the size of the same item encoded. Projecting the next event reads the
 newest items almost always (the open stream, the tool being updated, the newest plan or
 turn); an older item is read only when an event names it again. So a
-:class:`~domain.projection.session.SessionProjection` keeps its newest
+:class:`~relaystore.domain.projection.session.SessionProjection` keeps its newest
 :data:`WINDOW` items decoded and the rest frozen: a :class:`FrozenItem` is the item's
 stable id and its wire JSON, decoded anew on each read. That is the round trip every
 item already makes through the store (a projector reloads its session from there), so a

@@ -1,6 +1,6 @@
 """The transcript index: lookups over one transcript list, changed together with it.
 
-A :class:`~domain.projection.session.SessionProjection` owns one transcript list and its
+A :class:`~relaystore.domain.projection.session.SessionProjection` owns one transcript list and its
 one index; nothing else holds either, so there is no cache and no sharing to manage.
 """
 
@@ -70,7 +70,7 @@ class TranscriptIndex:
     turns) keep their ids in transcript order, so the newest is the last;
     ``referrers`` maps terminal ids to the tool items referring to them.
     ``raw_results`` and ``parked_results`` map a result key (exit code and output, see
-    :func:`~domain.projection.calls.raw_result_key`) to the ``raw_tools`` and ``parked``
+    :func:`~relaystore.domain.projection.calls.raw_result_key`) to the ``raw_tools`` and ``parked``
     ids holding that result, so matching a terminal result to a raw result is one lookup.
     They follow from the other fields, so they take no part in comparing indexes.
 

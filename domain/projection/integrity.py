@@ -1,8 +1,8 @@
 """The integrity rules of a projection change: the only place they are stated.
 
-:class:`~domain.projection.session.SessionProjection` checks every mutation against the
-session it holds, :class:`~domain.projection.page.PageDelta` checks each mutation it
-folds, and the stored projection (:mod:`storage.projection`) checks a page's items
+:class:`~relaystore.domain.projection.session.SessionProjection` checks every mutation against the
+session it holds, :class:`~relaystore.domain.projection.page.PageDelta` checks each mutation it
+folds, and the stored projection (:mod:`relaystore.storage.projection`) checks a page's items
 against the rows it stores, all through the functions here, so the three agree on
 every rule and word every refusal the same way:
 

@@ -1,7 +1,7 @@
 """One handler per observation kind, and the table that routes an event to its handler.
 
 A handler reads the session before the event through the
-:class:`~domain.projection.context.ProjectionContext` and writes the event's changes
+:class:`~relaystore.domain.projection.context.ProjectionContext` and writes the event's changes
 into its mutation; observations without a handler change nothing but the activity time.
 """
 

@@ -2,7 +2,7 @@
 
 A projector folds each event it applied, with its mutation, into a :class:`PageDelta`
 (:meth:`PageDelta.add`); the store writes the delta as one transaction
-(:func:`storage.projection.commit_page`). Coalescing is pure: several events of a page
+(:func:`relaystore.storage.projection.commit_page`). Coalescing is pure: several events of a page
 touching the same field or transcript item leave one value, the last; API events, turn
 outcomes and configuration results keep every value, in order.
 
@@ -93,10 +93,10 @@ class PageDelta:
     ) -> Step:
         """Fold ``event``'s ``mutation`` into the page; return where the event stood.
 
-        The chain rule (:func:`domain.chain.advance`) places the event against the page's
+        The chain rule (:func:`relaystore.domain.chain.advance`) places the event against the page's
         end: an event already in the page (or before it) is ``ALREADY_APPLIED`` and
         folds nothing; a gap, a fork or a bad digest raises :class:`RelayChainError`.
-        The mutation's own rules (:func:`domain.projection.integrity.check_mutation`) are
+        The mutation's own rules (:func:`relaystore.domain.projection.integrity.check_mutation`) are
         checked next. An add that raises leaves the page as it was. API events are
         recorded at the mutation's activity time, else at the event's.
 

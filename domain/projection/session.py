@@ -1,20 +1,20 @@
 """One session's projection: a relay event in, the session changed and its mutation out.
 
 :class:`SessionProjection` owns one :class:`MaterializedSession` and the
-:class:`~domain.projection.index.TranscriptIndex` of its transcript. :meth:`~SessionProjection.apply`
-places the event on the chain (:func:`domain.chain.advance`), projects it into a
+:class:`~relaystore.domain.projection.index.TranscriptIndex` of its transcript. :meth:`~SessionProjection.apply`
+places the event on the chain (:func:`relaystore.domain.chain.advance`), projects it into a
 :class:`MaterializedSessionMutation` (with the API events it yields, in the origin's
-order), checks every rule (:mod:`domain.projection.integrity`) and only then changes the
+order), checks every rule (:mod:`relaystore.domain.projection.integrity`) and only then changes the
 session and its index in place, so an event costs the same however long the transcript
 has grown, and an event that raises leaves the projection exactly as it was. The
-transcript is a :class:`~domain.projection.frozen.Transcript`: only its newest items stay
+transcript is a :class:`~relaystore.domain.projection.frozen.Transcript`: only its newest items stay
 decoded, the older ones are kept as bytes, so a long session's memory grows by its
 stored size, not by four times that.
 
 Decisions where the origin is unclear (each is tested):
 
 * The line a context clear leaves is ``system:context-cleared:{command_id}``
-  (:data:`domain.projection.markers.CONTEXT_BOUNDARY_PREFIX`).
+  (:data:`relaystore.domain.projection.markers.CONTEXT_BOUNDARY_PREFIX`).
 * ``resume_after_quota`` is queued like ``continue_authorized_work`` (a prompt with
   the worker's continuation text, without the "Continuing…" line): it is a prompt
   command, so its start opens a turn and its completion ends that turn.
@@ -112,7 +112,7 @@ class SessionProjection:
     ) -> MaterializedSessionMutation | None:
         """Apply ``event``; return its mutation, or None when it was already applied.
 
-        The chain rule (:func:`domain.chain.advance`) decides first: an event at or
+        The chain rule (:func:`relaystore.domain.chain.advance`) decides first: an event at or
         below the frontier (with the frontier's digest, at the frontier itself) is
         already applied and changes nothing; a gap, a fork or a bad digest raises
         :class:`RelayChainError`. ``digest_checked`` skips hashing an event whose digest

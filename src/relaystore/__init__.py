@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         LoadRawApiEvents,
         LoadRuntimeReceipt,
         LoadState,
+        LoadStats,
         ObserveRelayEvents,
         ProjectionReport,
         RecordActivities,
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
         decode_relay_event,
         encode_relay_event,
     )
+    from relaystore.domain.reports import StoreStats
     from relaystore.domain.retention import (
         TranscriptRetention,  # the names of _HOMES, imported: type checkers see what is exported
     )
@@ -144,6 +146,7 @@ __all__ = [
     "LoadRuntimeReceipt",
     "LoadSessionDetail",
     "LoadState",
+    "LoadStats",
     "LoadTranscriptHistory",
     "LoadTranscriptPage",
     "LoadTurnSummary",
@@ -177,6 +180,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreLocked",
+    "StoreStats",
     "TranscriptHistory",
     "TranscriptItemView",
     "TranscriptPage",
@@ -196,6 +200,7 @@ __all__ = [
 ]
 
 _HOMES: dict[str, tuple[str, ...]] = {
+    "relaystore.domain.reports": ("StoreStats",),
     "relaystore.domain.retention": ("TranscriptRetention",),
     "relaystore.actors.store": ("EventStore",),
     "relaystore.domain.api_events": (
@@ -226,6 +231,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "relaystore.domain.materialized": ("MaterializedSession",),
     "relaystore.domain.messages": (
+        "LoadStats",
         "CompactTranscript",
         "BeginCheckpoint",
         "CorrelateCheckpointBarrier",

@@ -40,6 +40,7 @@ from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
+from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
     MIN_RECORDED_AT_MS,
@@ -103,7 +104,6 @@ from relaystore.domain.sessions import (
     SessionState,
     validate_id,
 )
-from relaystore.domain.validation import INT64_MAX
 from relaystore.domain.wire import JSON, decode_json, encode
 
 __all__ = [
