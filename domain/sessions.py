@@ -36,10 +36,10 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from relaystore.domain.digests import is_relay_digest
-from relaystore.domain.elicitation import is_rfc3339_date_time
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.ids import validate_id
 from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.text_formats import is_rfc3339_date_time
 from relaystore.domain.wire import JSON, Wire, emitted
 
 __all__ = [

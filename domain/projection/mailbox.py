@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from relaystore.domain.relay import MailboxDeliveryPath, MailboxEvent
+from relaystore.domain.text_formats import RUST_WHITESPACE
 
 __all__ = [
     "SOURCE_LIMIT",
@@ -27,12 +28,9 @@ __all__ = [
 SOURCE_LIMIT = 48
 TEXT_LIMIT = 120
 
-_WHITESPACE = frozenset(
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-"""Unicode White_Space, what the origin trims (Python's ``str.strip`` also trims the
-separators U+001C..U+001F, which the origin keeps and then drops as controls)."""
+_WHITESPACE = frozenset(RUST_WHITESPACE)
+"""What the origin trims: Python's ``str.strip`` also trims the separators U+001C..U+001F,
+which the origin keeps and then drops as controls."""
 
 
 def mailbox_event_count(count: int) -> str:
