@@ -7,6 +7,7 @@
 * :mod:`.verify` checks sources without a store (:func:`verify_sources`).
 """
 
+from relaystore.actors.journal.lines import MAX_BLANK_BYTES, MAX_BLANK_LINES, MAX_DRAIN_BYTES
 from relaystore.actors.journal.reader import (
     JournalProblem,
     JournalReader,
@@ -19,9 +20,6 @@ from relaystore.actors.journal.reader import (
 from relaystore.actors.journal.sources import (
     ACTIVE_JOURNAL_NAME,
     JOURNAL_DIR_NAME,
-    MAX_BLANK_BYTES,
-    MAX_BLANK_LINES,
-    MAX_DRAIN_BYTES,
     RELAY_STATE_NAME,
     JournalFile,
     JournalSource,

@@ -40,14 +40,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from relaystore.actors.journal.sources import (
-    BlankBudget,
-    JournalFile,
-    JournalSource,
-    lines,
-    open_journal_file,
-    resolve_source,
-)
+from relaystore.actors.journal.lines import BlankBudget, lines, open_journal_file
+from relaystore.actors.journal.sources import JournalFile, JournalSource, resolve_source
 from relaystore.domain.chain import GENESIS, Step, advance, check_own_digest
 from relaystore.domain.digests import validate_relay_event_self
 from relaystore.domain.errors import (

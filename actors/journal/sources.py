@@ -1,4 +1,4 @@
-"""Where a relay journal lives on disk: worker roots, journal folders, segments, lines.
+"""Where a relay journal lives on disk: worker roots, journal folders, segments.
 
 A *source* is a worker root (``relay-journal/`` beside ``relay-state.json``), a
 ``relay-journal/`` folder (``active.jsonl`` plus sealed
@@ -12,23 +12,20 @@ naming the path: a missing path, a folder holding no journal, an impossible segm
 name, an unreadable folder or file (every ``OSError``), and a file whose blank lines
 pass :data:`MAX_BLANK_LINES` before its first record.
 
-This module also holds the line splitter the reader streams with (:func:`lines`): it
-holds at most one line (at most 2 MiB plus one byte) in memory and drains a longer one
-in bounded chunks, up to :data:`MAX_DRAIN_BYTES`.
+The line splitter the reader streams with is :mod:`relaystore.actors.journal.lines`.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import msgspec
 
+from relaystore.actors.journal.lines import BlankBudget, lines
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
 from relaystore.domain.seed import RelaySeed, decode_relay_seed
@@ -37,17 +34,10 @@ from relaystore.domain.wire import decode_json
 __all__ = [
     "ACTIVE_JOURNAL_NAME",
     "JOURNAL_DIR_NAME",
-    "MAX_BLANK_BYTES",
-    "MAX_BLANK_LINES",
-    "MAX_DRAIN_BYTES",
     "RELAY_STATE_NAME",
     "SEED_NAME",
-    "BlankBudget",
     "JournalFile",
     "JournalSource",
-    "Line",
-    "lines",
-    "open_journal_file",
     "resolve_source",
     "worker_roots",
 ]
@@ -62,20 +52,10 @@ its ``latest_ordinal`` only sizes a progress bar."""
 ACTIVE_JOURNAL_NAME = "active.jsonl"
 """The append-only journal file the worker writes to."""
 
-MAX_BLANK_LINES = 1024
-"""Blank lines one file may hold. The worker never writes one; a few are tolerated (a
-hand edit, a stray newline), but a file of megabytes of newlines (a gzip segment of a few
-KiB can hold millions) is refused at the first line past this, instead of spending
-seconds to minutes skipping them."""
-MAX_BLANK_BYTES = MAX_RELAY_LINE_BYTES
-"""Bytes of blank lines (whitespace and newlines) one file may hold: one line's worth."""
-MAX_DRAIN_BYTES = 16 * MAX_RELAY_LINE_BYTES
-"""A line longer than this is not drained to its end: the file is refused from there on
-(it is no journal the worker wrote), so one line cannot cost gigabytes of reading."""
 
 _SEGMENT_NAME = re.compile(r"segment-(\d{20})-(\d{20})\.jsonl\.gz")
-_READ_LIMIT = MAX_RELAY_LINE_BYTES + 1  # a line's bytes plus its newline
-_DRAIN_CHUNK = 1 << 16
+_SCAN_LINE_LIMIT = MAX_RELAY_LINE_BYTES  # the longest line the scan reads whole
+_BLANK_STEP = 1 << 16  # bytes stepped over at once in a run of blank lines
 _SCAN_BLOCK = 1 << 16  # bytes read per step when scanning active.jsonl backward
 _WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
 
@@ -134,90 +114,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-# -- lines ------------------------------------------------------------------------------
-
-
-class Line(NamedTuple):
-    """One line of a journal file, without its newline.
-
-    ``data`` is ``None`` for a line over the limit (its bytes are drained, not kept);
-    ``size`` is its length in bytes; ``terminated`` is false for a final line without a
-    newline (a torn tail) and for a line cut off at :data:`MAX_DRAIN_BYTES`
-    (``overlong``).
-    """
-
-    data: bytes | None
-    size: int
-    terminated: bool
-    overlong: bool = False
-
-    @property
-    def blank(self) -> bool:
-        """True for an empty or whitespace-only line."""
-        data = self.data
-        return data is not None and (not data or data.isspace())
-
-
-def open_journal_file(path: Path) -> BinaryIO:
-    """Open a journal file for reading bytes, decompressing a ``.gz`` one as it is read."""
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return path.open("rb")
-
-
-def lines(stream: BinaryIO) -> Iterator[Line]:
-    """Split ``stream`` into lines, holding at most one line of up to 2 MiB.
-
-    A longer line is drained in chunks and yielded with ``data=None``; one that runs
-    past :data:`MAX_DRAIN_BYTES` ends the file with ``overlong`` set.
-    """
-    while True:
-        chunk = stream.readline(_READ_LIMIT)
-        if not chunk:
-            return
-        if chunk.endswith(b"\n"):
-            yield Line(chunk[:-1], len(chunk) - 1, True)
-            continue
-        if len(chunk) < _READ_LIMIT:
-            yield Line(chunk, len(chunk), False)
-            return
-        size = len(chunk)
-        del chunk
-        while True:
-            more = stream.readline(_DRAIN_CHUNK)
-            if not more:
-                yield Line(None, size, False)
-                return
-            if more.endswith(b"\n"):
-                yield Line(None, size + len(more) - 1, True)
-                break
-            size += len(more)
-            if size > MAX_DRAIN_BYTES:
-                yield Line(None, size, False, overlong=True)
-                return
-
-
-class BlankBudget:
-    """Counts the blank lines of one file; :meth:`spend` says when they pass the limits."""
-
-    __slots__ = ("_bytes", "_lines")
-
-    def __init__(self) -> None:
-        self._lines = 0
-        self._bytes = 0
-
-    def spend(self, line: Line) -> InvalidInput | None:
-        """Count one blank line; past a limit, return the (unlocated) refusal."""
-        self._lines += 1
-        self._bytes += line.size + 1
-        if self._lines <= MAX_BLANK_LINES and self._bytes <= MAX_BLANK_BYTES:
-            return None
-        return InvalidInput(
-            f"more than {MAX_BLANK_LINES} blank lines or {MAX_BLANK_BYTES} bytes of blank "
-            "lines in one file: this is not a journal a worker wrote; refusing to read on"
-        )
 
 
 # -- resolving a source -----------------------------------------------------------------
@@ -502,7 +398,7 @@ def _blank_run_start(data: bytes, end: int) -> int:
     """Where the run of whitespace that ends at ``end`` in ``data`` starts (C-speed)."""
     low = end
     while low > 0:
-        window = max(0, low - _DRAIN_CHUNK)
+        window = max(0, low - _BLANK_STEP)
         kept = len(data[window:low].rstrip(_WHITESPACE))
         low = window + kept
         if kept:
@@ -517,7 +413,7 @@ def _last_ordinal(stream: BinaryIO, *, start: int) -> int | None:
     The bytes after the last newline are a torn tail and never count; a line over the
     limit is measured, not kept; a run of blank lines is stepped over at once.
     """
-    limit = _READ_LIMIT - 1
+    limit = _SCAN_LINE_LIMIT
     block = _SCAN_BLOCK
     position = stream.seek(0, os.SEEK_END)
     pieces: list[bytes] = []  # the current line's bytes seen so far, rightmost first

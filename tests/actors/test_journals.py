@@ -235,9 +235,9 @@ def test_the_range_of_active_skips_blank_bad_oversized_and_torn_lines_at_either_
 def test_the_backward_scan_of_active_finds_the_last_line_across_blocks(
     tmp_path, monkeypatch, block
 ):
-    monkeypatch.setattr(
-        "relaystore.actors.journal.sources._READ_LIMIT", 31
-    )  # lines of up to 30 bytes
+    # Lines of up to 30 bytes, for the forward read and the backward scan alike.
+    monkeypatch.setattr("relaystore.actors.journal.lines._READ_LIMIT", 31)
+    monkeypatch.setattr("relaystore.actors.journal.sources._SCAN_LINE_LIMIT", 30)
     monkeypatch.setattr("relaystore.actors.journal.sources._SCAN_BLOCK", block)
     body = (
         b'\n  \n{"ordinal":3' + b" " * 20 + b"}\n"  # 35 bytes: over the limit
