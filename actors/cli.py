@@ -298,6 +298,15 @@ def _parser() -> argparse.ArgumentParser:
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
 
+    prune = command(
+        "prune-log",
+        "delete a session's relay log through an ordinal its verified checkpoint covers",
+    )
+    prune.add_argument("session", type=_id("session"))
+    prune.add_argument(
+        "--through", type=_count, required=True, metavar="N", help="the last ordinal to delete"
+    )
+
     compact = command(
         "compact", "forget what old tool calls no longer show, behind each verified checkpoint"
     )
@@ -1021,6 +1030,21 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prune_log(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import PruneRelayLog
+
+    _require_store(args.db)
+    with EventStore.open(args.db, readers=1) as store:
+        report = store.ask(PruneRelayLog(session_id=args.session, through_ordinal=args.through))
+    starts = "empty" if report.log_starts_at is None else f"at ordinal {report.log_starts_at}"
+    print(
+        f"pruned the relay log of {report.session_id}: {report.pages_pruned} pages, "
+        f"{report.events_pruned} events; it now starts {starts}"
+    )
+    return 0
+
+
 def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         shtab = importlib.import_module("shtab")  # optional: relaystore[completion]
@@ -1046,6 +1070,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "backup": _backup,
     "vacuum": _vacuum,
+    "prune-log": _prune_log,
     "compact": _compact,
     "publish": _publish,
     "fleet": _fleet,

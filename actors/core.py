@@ -118,6 +118,7 @@ class OpenOptions(TypedDict, total=False):
     max_batch: int
     max_projectors: int
     projector_idle_seconds: float
+    relay_log: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,7 @@ class Settings:
     max_batch: int
     max_projectors: int
     projector_idle_seconds: float
+    relay_log: bool = True
 
     @classmethod
     def check(
@@ -145,6 +147,7 @@ class Settings:
         max_batch: object,
         max_projectors: object,
         projector_idle_seconds: object,
+        relay_log: object = True,
     ) -> Settings:
         """The settings, or :class:`InvalidInput` naming the first bad option."""
         try:
@@ -178,6 +181,7 @@ class Settings:
             counts["max_batch"],
             counts["max_projectors"],
             float(idle),  # type: ignore[arg-type]
+            bool(relay_log),
         )
 
 
@@ -232,6 +236,7 @@ class StoreCore:
         self.path = settings.path
         self.read_only = settings.read_only
         self._capacity = settings.capacity
+        self.relay_log = settings.relay_log
         self._closed = False
         self._lock = threading.Lock()
         self._projectors = LiveProjectors(
@@ -523,7 +528,7 @@ class StoreCore:
 
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""
-        message = CommitPage(session_id=session_id, page=page)
+        message = CommitPage(session_id=session_id, page=page, log=self.relay_log)
         reply = OneShotReply()
         writer = self.send(message, reply)
 

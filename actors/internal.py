@@ -38,6 +38,8 @@ class CommitPage:
 
     session_id: str
     page: PageDelta
+    log: bool = True
+    """Keep the page's events in the relay log (the store's ``relay_log`` option)."""
 
 
 ProjectorWriterMessage = LoadProjection | CommitPage

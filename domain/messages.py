@@ -25,6 +25,7 @@ from relaystore.domain.api_events import (
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
 from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.relay_log import PruneReport, StoredRelayLog
 from relaystore.domain.reports import BackupReport, VacuumReport
 from relaystore.domain.request import Request
 from relaystore.domain.retention import TranscriptRetention
@@ -42,11 +43,13 @@ __all__ = [
     "LoadApiEvents",
     "LoadMaterializedSession",
     "LoadRawApiEvents",
+    "LoadRelayLog",
     "LoadRuntimeReceipt",
     "LoadState",
     "ObserveRelayEvents",
     "PUBLIC_MESSAGES",
     "ProjectionReport",
+    "PruneRelayLog",
     "ReaderMessage",
     "RecordActivities",
     "RecordStartupFault",
@@ -166,6 +169,20 @@ class CompactTranscript(Request[TranscriptRetention], frozen=True, kw_only=True)
     session_id: str
 
 
+class PruneRelayLog(Request[PruneReport], frozen=True, kw_only=True):
+    """Delete the relay log of ``session_id`` through ``through_ordinal``: the pages that
+    end at or before it (a page straddling it stays whole).
+
+    Refused (:class:`~relaystore.domain.errors.RelayLogUnavailable`, nothing deleted)
+    unless the session's verified checkpoint covers ``through_ordinal`` (its
+    ``event_frontier`` is at or past it). Afterwards the session can no longer be
+    reprojected from its log. Reply: what was removed.
+    """
+
+    session_id: str
+    through_ordinal: int
+
+
 WriterMessage = (
     SaveSession
     | SaveLifecycleSession
@@ -180,6 +197,7 @@ WriterMessage = (
     | CompactStore
     | SeedProjection
     | CompactTranscript
+    | PruneRelayLog
 )
 
 
@@ -253,8 +271,16 @@ class BackupStore(Request[BackupReport], frozen=True, kw_only=True):
     destination: str
 
 
+class LoadRelayLog(Request[StoredRelayLog | None], frozen=True, kw_only=True):
+    """The session's relay log as stored (compressed pages) with its projection's
+    frontier and history start, one snapshot; None when the store lacks the session."""
+
+    session_id: str
+
+
 ReaderMessage = (
-    LoadApiEvents
+    LoadRelayLog
+    | LoadApiEvents
     | LoadRawApiEvents
     | LoadRuntimeReceipt
     | LoadMaterializedSession
