@@ -298,6 +298,15 @@ def _parser() -> argparse.ArgumentParser:
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
 
+    reproject = command(
+        "reproject",
+        "rebuild sessions' projections from their relay logs with this build's rules "
+        "(appends only the API events the feed lacks)",
+    )
+    reproject.add_argument(
+        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+    )
+
     prune = command(
         "prune-log",
         "delete a session's relay log through an ordinal its verified checkpoint covers",
@@ -1030,6 +1039,39 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
+    """The sessions named, else every session of the store."""
+    from relaystore.domain.messages import LoadState
+
+    return list(given) if given else sorted(store.ask(LoadState()).sessions)
+
+
+def _reproject(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import Reproject
+
+    _require_store(args.db)
+    refused = 0
+    with EventStore.open(args.db, readers=1) as store:
+        for session_id in _session_ids(store, args.sessions):
+            try:
+                report = store.ask(Reproject(session_id=session_id))
+            except StoreError as exc:
+                refused += 1
+                print(f"relaystore: {' '.join(str(exc).split())}", file=sys.stderr)
+                continue
+            appended = ", ".join(
+                f"{n} {kind}" for kind, n in sorted(report.appended_by_kind.items())
+            )
+            changed = report.first_changed_position
+            print(
+                f"reprojected {session_id}: {report.events_reprojected} events; "
+                f"API events appended: {appended or 'none'}; first changed transcript "
+                f"position: {'none' if changed is None else changed}"
+            )
+    return 1 if refused else 0
+
+
 def _prune_log(args: argparse.Namespace) -> int:
     from relaystore.actors.store import EventStore
     from relaystore.domain.messages import PruneRelayLog
@@ -1074,6 +1116,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compact": _compact,
     "publish": _publish,
     "fleet": _fleet,
+    "reproject": _reproject,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

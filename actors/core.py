@@ -67,6 +67,7 @@ from relaystore.domain.messages import (
     LoadRawApiEvents,
     ObserveRelayEvents,
     ReaderMessage,
+    Reproject,
     Request,
     SeedProjection,
 )
@@ -368,7 +369,7 @@ class StoreCore:
             raise InvalidInput(
                 f"{type(message).__name__} needs the writer, but the store was opened read_only"
             )
-        if isinstance(message, ObserveRelayEvents):
+        if isinstance(message, ObserveRelayEvents | Reproject):
             self.check_open()
             return self._projectors.get(message.session_id)
         if isinstance(message, DeleteSession | SeedProjection):  # see routing_may_block
@@ -520,6 +521,7 @@ class StoreCore:
             load=self._load_projection,
             send_page=self._send_page,
             capacity=self._capacity,
+            ask=self.ask_blocking,
         )
 
     def _load_projection(self, session_id: str) -> MaterializedSession:

@@ -23,6 +23,7 @@ from relaystore.domain.api_events import (
     RawApiEventPage,
 )
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
+from relaystore.domain.projection.rebuild import ReprojectReport
 from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
 from relaystore.domain.relay_log import PruneReport, StoredRelayLog
@@ -54,6 +55,7 @@ __all__ = [
     "RecordActivities",
     "RecordStartupFault",
     "RecoverInterruptedCheckpoints",
+    "Reproject",
     "Request",
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
@@ -221,6 +223,22 @@ class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
     events: list[RelayEvent]
 
 
+class Reproject(Request[ReprojectReport], frozen=True, kw_only=True):
+    """Rebuild the session's materialized projection from its relay log with this
+    build's rules, in one transaction, while the store keeps serving.
+
+    The session's projector does it between its relay-event messages: it reads the log,
+    projects it again (the writer serves other messages meanwhile) and has the writer
+    replace the projection. The feed is append-only: API events the new rules derive
+    that the feed lacks (matched by body, as a multiset) are appended with fresh seqs;
+    committed ones are never rewritten or deleted. Refused with
+    :class:`~relaystore.domain.errors.RelayLogUnavailable` when the log does not hold
+    the session's whole history (the log was off, or pruned). Reply: what changed.
+    """
+
+    session_id: str
+
+
 # -- readers --------------------------------------------------------------------------
 
 
@@ -293,6 +311,7 @@ ReaderMessage = (
 PUBLIC_MESSAGES: tuple[type[Request[Any]], ...] = (
     *get_args(WriterMessage),
     ObserveRelayEvents,
+    Reproject,
     *get_args(ReaderMessage),
 )
 """Every message type the public ``ask`` and ``tell`` take, by owner: writer, projectors,

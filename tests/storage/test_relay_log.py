@@ -10,13 +10,16 @@ from __future__ import annotations
 import apsw
 import pytest
 
+from relaystore.domain.chain import GENESIS
 from relaystore.domain.errors import InvalidInput, ProjectionError, RelayLogUnavailable
 from relaystore.domain.materialized import MaterializedSessionMutation
+from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import encode_relay_event
 from relaystore.domain.relay_log import unpack_lines
-from relaystore.storage.materialized import load_frontier
+from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.projection import commit_page
 from relaystore.storage.relay_log import load_relay_log, prune_relay_log
+from relaystore.storage.reproject import commit_reprojection
 from tests.storage.pages import SESSION, add, new_page
 from tests.storage.test_projection_pages import chain
 
@@ -123,3 +126,16 @@ def test_pruning_needs_a_checkpoint_that_covers_the_prefix(store: apsw.Connectio
     assert stored is not None
     assert not stored.coverage.complete
     assert "starts at ordinal 3" in str(stored.coverage.refusal(SESSION, "reproject"))
+
+
+def test_a_reprojection_behind_the_store_changes_nothing(store: apsw.Connection) -> None:
+    chain(store, [MaterializedSessionMutation(session_title="T")])
+    stored = load_relay_log(store, SESSION)
+    assert stored is not None
+    page = PageDelta.starting_at(SESSION, GENESIS)  # a rebuild that missed ordinal 1
+    before = load_materialized_session(store, SESSION)
+
+    with pytest.raises(ProjectionError, match="moved to ordinal 1 while it was reprojected"):
+        commit_reprojection(store, SESSION, page)
+
+    assert load_materialized_session(store, SESSION) == before
