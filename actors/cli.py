@@ -307,6 +307,25 @@ def _parser() -> argparse.ArgumentParser:
         "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
     )
 
+    audit = command(
+        "audit",
+        "re-derive sessions from their relay logs (or the journals given) and compare with "
+        "the stored projection and API events; exit 1 on any divergence (reads only)",
+    )
+    audit.add_argument(
+        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+    )
+    _file_argument(
+        audit.add_argument(
+            "--journals",
+            nargs="+",
+            type=_path,
+            metavar="SOURCE",
+            help="derive from these worker journals instead of the store's relay log",
+        )
+    )
+    audit.add_argument("--json", action="store_true", help="print one JSON object")
+
     prune = command(
         "prune-log",
         "delete a session's relay log through an ordinal its verified checkpoint covers",
@@ -1072,6 +1091,51 @@ def _reproject(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from relaystore.actors.audit import audit_session
+    from relaystore.actors.journal import JournalSource, resolve_source
+
+    journals: dict[str, JournalSource] = {}
+    for path in _expand(args.journals or []):
+        source = resolve_source(path)
+        if source.session_id in journals:
+            raise InvalidInput(
+                f"two journals of session {source.session_id} were given ({journals[source.session_id].path}"
+                f" and {source.path}); audit one at a time"
+            )
+        journals[source.session_id] = source
+    results = []
+    with _open_read_only(args.db) as store:
+        if args.sessions:
+            wanted = list(args.sessions)
+        elif journals:
+            wanted = sorted(journals)
+        else:
+            wanted = _session_ids(store, [])
+        for session_id in wanted:
+            results.append(audit_session(store, session_id, journals.get(session_id)))
+    if args.json:
+        document = {
+            "matches": all(result.matches for result in results),
+            "sessions": msgspec.to_builtins(results),
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        for result in results:
+            if result.refused is not None:
+                print(f"{result.session_id}: cannot audit ({result.refused})")
+            elif result.divergence is not None:
+                print(f"{result.session_id}: diverges from {result.source} at {result.divergence}")
+            else:
+                print(
+                    f"{result.session_id}: matches {result.source} ({result.events} events, "
+                    f"{result.api_events} API events)"
+                )
+    return 0 if all(result.matches for result in results) else 1
+
+
 def _prune_log(args: argparse.Namespace) -> int:
     from relaystore.actors.store import EventStore
     from relaystore.domain.messages import PruneRelayLog
@@ -1117,6 +1181,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "publish": _publish,
     "fleet": _fleet,
     "reproject": _reproject,
+    "audit": _audit,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

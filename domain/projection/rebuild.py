@@ -19,6 +19,7 @@ events around them, so any order-sensitive match would append them again).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from relaystore.domain.errors import RelayLogUnavailable
 from relaystore.domain.materialized import HistoryStart, MaterializedSession, TranscriptItem
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.projection.session import SessionProjection
+from relaystore.domain.relay import RelayEvent
 from relaystore.domain.relay_log import StoredRelayLog
 from relaystore.domain.seed import start_before
 from relaystore.domain.wire import encode
@@ -40,6 +42,7 @@ __all__ = [
     "feed_to_append",
     "first_changed_position",
     "rebuild",
+    "rebuild_from",
 ]
 
 
@@ -84,17 +87,24 @@ def rebuild(stored: StoredRelayLog, *, action: str = "reproject") -> Rebuilt:
             "seed, whose queued prompts the relay log does not hold",
             session_id=session_id,
         )
-    events = stored.events()
-    first = next(events, None)
-    session = MaterializedSession.empty(session_id)
-    if first is not None and first.ordinal > 1:
-        start = start_before(first)
-        session.applied_event_ordinal, session.applied_event_digest = start.ordinal, start.digest
+    return rebuild_from(MaterializedSession.empty(session_id), stored.events())
+
+
+def rebuild_from(start: MaterializedSession, events: Iterable[RelayEvent]) -> Rebuilt:
+    """Project ``events`` onto ``start`` (an empty projection at the history's start,
+    which the caller hands over). A start at genesis whose first event is past ordinal 1
+    starts before that event (a journal whose earlier segments are gone)."""
+    stream = iter(events)
+    first = next(stream, None)
+    session = start
+    if first is not None and first.ordinal > 1 and session.applied_event_ordinal == 0:
+        cursor = start_before(first)
+        session.applied_event_ordinal, session.applied_event_digest = cursor.ordinal, cursor.digest
         session.history_start = HistoryStart(ordinal=first.ordinal, source="first_event")
-    projection = SessionProjection(session, session_id=session_id)
-    page = PageDelta.starting_at(session_id, projection.frontier)
+    projection = SessionProjection(session, session_id=session.session_id)
+    page = PageDelta.starting_at(session.session_id, projection.frontier)
     if first is not None:
-        for event in (first, *events):
+        for event in itertools.chain((first,), stream):
             mutation = projection.apply(event, digest_checked=True)
             if mutation is not None:
                 page.add(event, mutation, applied_at_end=True)
