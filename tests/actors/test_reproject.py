@@ -9,11 +9,13 @@ a session whose log does not hold its history is refused.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from relaystore.actors import projector
 from relaystore.actors.cli import main
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
@@ -25,13 +27,18 @@ from relaystore.domain.messages import (
     LoadMaterializedSession,
     ObserveRelayEvents,
     Reproject,
+    SaveSession,
 )
 from relaystore.domain.projection.observations import HANDLERS
+from relaystore.domain.projection.rebuild import Rebuilt, ReprojectReport
 from relaystore.domain.relay import CommandCompleted
+from relaystore.domain.relay_log import StoredRelayLog
 from relaystore.domain.wire import encode
+from relaystore.testing import example_session
 from tests.actors.journal_factory import conversation, write_journal
 
 SESSION = "session-rp"
+TIMEOUT = 30.0
 
 
 def _feed(store: EventStore) -> list[ApiEvent]:
@@ -125,3 +132,35 @@ def test_the_reproject_command_reports_each_session(
         f"reprojected {SESSION}: 150 events; API events appended: none; "
         "first changed transcript position: none"
     )
+
+
+def test_the_store_keeps_serving_while_a_session_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = write_journal(tmp_path / "j.jsonl", conversation(150))
+    db = tmp_path / "store.sqlite3"
+    _replay(db, journal)
+    entered, release = threading.Event(), threading.Event()
+    real = projector.rebuild
+
+    def slow_rebuild(stored: StoredRelayLog) -> Rebuilt:
+        entered.set()
+        assert release.wait(TIMEOUT)
+        return real(stored)
+
+    monkeypatch.setattr(projector, "rebuild", slow_rebuild)
+    replies: list[ReprojectReport] = []
+    with EventStore.open(db, synchronous="OFF") as store:
+        worker = threading.Thread(
+            target=lambda: replies.append(store.ask(Reproject(session_id=SESSION)))
+        )
+        worker.start()
+        assert entered.wait(TIMEOUT)
+        # Mid-rebuild: the writer commits another session's work, readers answer.
+        store.ask(SaveSession(record=example_session("another")), timeout=TIMEOUT)
+        other = ObserveRelayEvents(session_id="another", events=conversation(20))
+        assert store.ask(other, timeout=TIMEOUT).applied == 20
+        assert not replies
+        release.set()
+        worker.join(TIMEOUT)
+    assert replies[0].events_reprojected == 150
