@@ -40,11 +40,11 @@ __all__ = [
 ]
 
 LOG_COMPRESSION_LEVEL = 1
-"""zlib's level for log pages, picked by measuring (``benchmarks/run.py --only relaylog``,
-pages of 128 lines of the benchmark journal, 366 B a line): level 1 keeps 0.224 of the
-bytes at 2.8 µs an event; level 6 keeps 0.199 at 11.5 µs; 9 keeps 0.196 at 9.3 µs. The
-size aim (0.5) is met by every level; the replay-throughput aim (0.9) is the tight one,
-so the cheapest level wins (about 9 bytes an event more than level 6)."""
+"""zlib's level for log pages, picked by measuring (``benchmarks/run.py --only relaylog``:
+the 100k-event benchmark journal, 366 B a line, in pages of 128 lines): level 1 keeps
+0.223 of the bytes at 1.7 µs an event, level 6 keeps 0.199 at 4.2 µs, level 9 keeps
+0.195 at 7.2 µs. Every level meets the size aim (0.5); the replay-throughput aim (0.9)
+is the tight one, so the cheapest level wins (about 9 bytes an event more than 6)."""
 
 
 def pack_lines(events: Iterable[RelayEvent | RelayLine]) -> tuple[bytes, int]:
