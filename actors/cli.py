@@ -298,6 +298,43 @@ def _parser() -> argparse.ArgumentParser:
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
 
+    reproject = command(
+        "reproject",
+        "rebuild sessions' projections from their relay logs with this build's rules "
+        "(appends only the API events the feed lacks)",
+    )
+    reproject.add_argument(
+        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+    )
+
+    audit = command(
+        "audit",
+        "re-derive sessions from their relay logs (or the journals given) and compare with "
+        "the stored projection and API events; exit 1 on any divergence (reads only)",
+    )
+    audit.add_argument(
+        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+    )
+    _file_argument(
+        audit.add_argument(
+            "--journals",
+            nargs="+",
+            type=_path,
+            metavar="SOURCE",
+            help="derive from these worker journals instead of the store's relay log",
+        )
+    )
+    audit.add_argument("--json", action="store_true", help="print one JSON object")
+
+    prune = command(
+        "prune-log",
+        "delete a session's relay log through an ordinal its verified checkpoint covers",
+    )
+    prune.add_argument("session", type=_id("session"))
+    prune.add_argument(
+        "--through", type=_count, required=True, metavar="N", help="the last ordinal to delete"
+    )
+
     compact = command(
         "compact", "forget what old tool calls no longer show, behind each verified checkpoint"
     )
@@ -1012,6 +1049,99 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
+    """The sessions named, else every session of the store."""
+    from relaystore.domain.messages import LoadState
+
+    return list(given) if given else sorted(store.ask(LoadState()).sessions)
+
+
+def _reproject(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import Reproject
+
+    _require_store(args.db)
+    refused = 0
+    with EventStore.open(args.db, readers=1) as store:
+        for session_id in _session_ids(store, args.sessions):
+            try:
+                report = store.ask(Reproject(session_id=session_id))
+            except StoreError as exc:
+                refused += 1
+                print(f"relaystore: {' '.join(str(exc).split())}", file=sys.stderr)
+                continue
+            appended = ", ".join(
+                f"{n} {kind}" for kind, n in sorted(report.appended_by_kind.items())
+            )
+            changed = report.first_changed_position
+            print(
+                f"reprojected {session_id}: {report.events_reprojected} events; "
+                f"API events appended: {appended or 'none'}; first changed transcript "
+                f"position: {'none' if changed is None else changed}"
+            )
+    return 1 if refused else 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from relaystore.actors.audit import audit_session
+    from relaystore.actors.journal import JournalSource, resolve_source
+
+    journals: dict[str, JournalSource] = {}
+    for path in _expand(args.journals or []):
+        source = resolve_source(path)
+        if source.session_id in journals:
+            raise InvalidInput(
+                f"two journals of session {source.session_id} were given ({journals[source.session_id].path}"
+                f" and {source.path}); audit one at a time"
+            )
+        journals[source.session_id] = source
+    results = []
+    with _open_read_only(args.db) as store:
+        if args.sessions:
+            wanted = list(args.sessions)
+        elif journals:
+            wanted = sorted(journals)
+        else:
+            wanted = _session_ids(store, [])
+        for session_id in wanted:
+            results.append(audit_session(store, session_id, journals.get(session_id)))
+    if args.json:
+        document = {
+            "matches": all(result.matches for result in results),
+            "sessions": msgspec.to_builtins(results),
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        for result in results:
+            if result.refused is not None:
+                print(f"{result.session_id}: cannot audit ({result.refused})")
+            elif result.divergence is not None:
+                print(f"{result.session_id}: diverges from {result.source} at {result.divergence}")
+            else:
+                print(
+                    f"{result.session_id}: matches {result.source} ({result.events} events, "
+                    f"{result.api_events} API events)"
+                )
+    return 0 if all(result.matches for result in results) else 1
+
+
+def _prune_log(args: argparse.Namespace) -> int:
+    from relaystore.actors.store import EventStore
+    from relaystore.domain.messages import PruneRelayLog
+
+    _require_store(args.db)
+    with EventStore.open(args.db, readers=1) as store:
+        report = store.ask(PruneRelayLog(session_id=args.session, through_ordinal=args.through))
+    starts = "empty" if report.log_starts_at is None else f"at ordinal {report.log_starts_at}"
+    print(
+        f"pruned the relay log of {report.session_id}: {report.pages_pruned} pages, "
+        f"{report.events_pruned} events; it now starts {starts}"
+    )
+    return 0
+
+
 def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         shtab = importlib.import_module("shtab")  # optional: relaystore[completion]
@@ -1037,9 +1167,12 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "backup": _backup,
     "vacuum": _vacuum,
+    "prune-log": _prune_log,
     "compact": _compact,
     "publish": _publish,
     "fleet": _fleet,
+    "reproject": _reproject,
+    "audit": _audit,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

@@ -67,6 +67,7 @@ from relaystore.domain.messages import (
     LoadRawApiEvents,
     ObserveRelayEvents,
     ReaderMessage,
+    Reproject,
     Request,
     SeedProjection,
 )
@@ -118,6 +119,7 @@ class OpenOptions(TypedDict, total=False):
     max_batch: int
     max_projectors: int
     projector_idle_seconds: float
+    relay_log: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,7 @@ class Settings:
     max_batch: int
     max_projectors: int
     projector_idle_seconds: float
+    relay_log: bool = True
 
     @classmethod
     def check(
@@ -145,6 +148,7 @@ class Settings:
         max_batch: object,
         max_projectors: object,
         projector_idle_seconds: object,
+        relay_log: object = True,
     ) -> Settings:
         """The settings, or :class:`InvalidInput` naming the first bad option."""
         try:
@@ -178,6 +182,7 @@ class Settings:
             counts["max_batch"],
             counts["max_projectors"],
             float(idle),  # type: ignore[arg-type]
+            bool(relay_log),
         )
 
 
@@ -232,6 +237,7 @@ class StoreCore:
         self.path = settings.path
         self.read_only = settings.read_only
         self._capacity = settings.capacity
+        self.relay_log = settings.relay_log
         self._closed = False
         self._lock = threading.Lock()
         self._projectors = LiveProjectors(
@@ -363,7 +369,7 @@ class StoreCore:
             raise InvalidInput(
                 f"{type(message).__name__} needs the writer, but the store was opened read_only"
             )
-        if isinstance(message, ObserveRelayEvents):
+        if isinstance(message, ObserveRelayEvents | Reproject):
             self.check_open()
             return self._projectors.get(message.session_id)
         if isinstance(message, DeleteSession | SeedProjection):  # see routing_may_block
@@ -515,6 +521,7 @@ class StoreCore:
             load=self._load_projection,
             send_page=self._send_page,
             capacity=self._capacity,
+            ask=self.ask_blocking,
         )
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
@@ -523,7 +530,7 @@ class StoreCore:
 
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""
-        message = CommitPage(session_id=session_id, page=page)
+        message = CommitPage(session_id=session_id, page=page, log=self.relay_log)
         reply = OneShotReply()
         writer = self.send(message, reply)
 

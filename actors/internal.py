@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from relaystore.domain.projection.page import PageDelta
 
-__all__ = ["INTERNAL_MESSAGES", "CommitPage", "LoadProjection", "ProjectorWriterMessage"]
+__all__ = [
+    "INTERNAL_MESSAGES",
+    "CommitPage",
+    "CommitReprojection",
+    "LoadProjection",
+    "ProjectorWriterMessage",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,10 +44,26 @@ class CommitPage:
 
     session_id: str
     page: PageDelta
+    log: bool = True
+    """Keep the page's events in the relay log (the store's ``relay_log`` option)."""
 
 
-ProjectorWriterMessage = LoadProjection | CommitPage
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitReprojection:
+    """A projector's rebuilt whole-history page (for a ``Reproject``), written over the
+    reset projection in one transaction. Reply: the
+    :class:`~relaystore.domain.projection.rebuild.ReprojectReport`."""
+
+    session_id: str
+    page: PageDelta
+
+
+ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection
 """Writer messages only projectors send."""
 
-INTERNAL_MESSAGES: tuple[type[LoadProjection | CommitPage], ...] = (LoadProjection, CommitPage)
+INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage], ...] = (
+    LoadProjection,
+    CommitPage,
+    CommitReprojection,
+)
 """Every message the public ``ask`` and ``tell`` refuse by type."""

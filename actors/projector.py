@@ -28,6 +28,13 @@ writer of this session's events), the projection is reloaded and the events proj
 after that page are projected again from it; when the writer refuses a page because the
 store is partway through it, the projection is reloaded and the page's events are
 projected again from the stored state and committed. Those are the only reloads.
+
+A :class:`~relaystore.domain.messages.Reproject` is handled between two relay-event
+messages, so no page of the session is in flight: the projector reads the session's
+relay log (through a reader), projects it again from the history start with the current
+rules (:func:`~relaystore.domain.projection.rebuild.rebuild`, in this thread: the writer
+keeps serving meanwhile) and has the writer replace the projection in one transaction
+(:class:`~relaystore.actors.internal.CommitReprojection`); then it reloads.
 """
 
 from __future__ import annotations
@@ -39,10 +46,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.domain.errors import RelayChainError, StoreError
+from relaystore.actors.internal import CommitReprojection
+from relaystore.domain.errors import RelayChainError, StoreError, UnknownSession
 from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
+from relaystore.domain.messages import (
+    LoadRelayLog,
+    ObserveRelayEvents,
+    ProjectionReport,
+    Reproject,
+)
 from relaystore.domain.projection import PageDelta, SessionProjection
+from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
 from relaystore.domain.relay import RelayCursor, RelayEvent
 
 __all__ = ["PAGE_SIZE", "PageCommit", "PageSender", "ProjectorActor", "SessionLoader"]
@@ -88,8 +102,11 @@ class ProjectorActor(TellSafeActor):
         load: SessionLoader,
         send_page: PageSender,
         capacity: int = 64,
+        ask: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__(capacity=capacity)
+        self._ask = ask
+        """Asks a reader or the writer (for :class:`Reproject`)."""
         self._session_id = session_id
         self._load = load
         self._send_page = send_page
@@ -97,9 +114,24 @@ class ProjectorActor(TellSafeActor):
         """The private projection (None: load it from the store when next needed)."""
 
     def handle(self, message: Any) -> Any:
+        if isinstance(message, Reproject) and self._ask is not None:
+            return self._rebuild()
         if not isinstance(message, ObserveRelayEvents):
             raise Unanswerable("projector", message)
         return self._observe(message.events)
+
+    def _rebuild(self) -> ReprojectReport:
+        assert self._ask is not None
+        session_id = self._session_id
+        stored = self._ask(LoadRelayLog(session_id=session_id))
+        if stored is None:
+            raise UnknownSession(session_id)
+        rebuilt = rebuild(stored)
+        self._projection = None  # whatever happens next, start again from the store
+        report: ReprojectReport = self._ask(
+            CommitReprojection(session_id=session_id, page=rebuilt.page)
+        )
+        return report
 
     def _working(self) -> SessionProjection:
         if self._projection is None:

@@ -14,6 +14,7 @@ from relaystore.domain.messages import (
     LoadApiEvents,
     LoadMaterializedSession,
     LoadRawApiEvents,
+    LoadRelayLog,
     LoadRuntimeReceipt,
     LoadState,
     LoadStats,
@@ -26,6 +27,7 @@ from relaystore.storage.paging import (
     load_runtime_receipt,
 )
 from relaystore.storage.reads import READ_TYPES, answer_read
+from relaystore.storage.relay_log import load_relay_log
 from relaystore.storage.sessions import load_state
 from relaystore.storage.stats import load_stats
 from relaystore.storage.transaction import Connection
@@ -60,6 +62,8 @@ class ReaderActor(TellSafeActor):
                 return load_state(connection)
             case LoadStats():
                 return load_stats(connection)
+            case LoadRelayLog(session_id=session_id):
+                return load_relay_log(connection, session_id)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

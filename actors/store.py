@@ -49,6 +49,7 @@ class EventStore:
         max_batch: int = 256,
         max_projectors: int = 256,
         projector_idle_seconds: float = 300.0,
+        relay_log: bool = True,
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
@@ -61,7 +62,10 @@ class EventStore:
         ``max_projectors`` sessions keep a projector (a thread and the session's
         projection in memory); the least recently used idle one, and any unused for
         ``projector_idle_seconds``, is stopped and reloads from the store on its next
-        event.
+        event. ``relay_log`` keeps every applied relay event's journal line in the store,
+        compressed, in the transaction of the page that applied it (the relay log that
+        ``reproject`` and ``audit`` rebuild from); turn it off to store only what is
+        derived (a session projected while it is off can no longer be reprojected).
         """
         settings = Settings.check(
             path,
@@ -72,6 +76,7 @@ class EventStore:
             max_batch=max_batch,
             max_projectors=max_projectors,
             projector_idle_seconds=projector_idle_seconds,
+            relay_log=relay_log,
         )
         return cls(StoreCore(settings))
 

@@ -35,7 +35,12 @@ from typing import Any
 
 from relaystore.actors.envelope import Envelope, Unanswerable
 from relaystore.actors.inbox import BoundedActor
-from relaystore.actors.internal import CommitPage, LoadProjection, ProjectorWriterMessage
+from relaystore.actors.internal import (
+    CommitPage,
+    CommitReprojection,
+    LoadProjection,
+    ProjectorWriterMessage,
+)
 from relaystore.actors.metrics import WriterStats
 from relaystore.domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
 from relaystore.domain.messages import (
@@ -45,6 +50,7 @@ from relaystore.domain.messages import (
     CorrelateCheckpointBarrier,
     DeleteSession,
     FinishFailedCheckpoint,
+    PruneRelayLog,
     RecordActivities,
     RecordStartupFault,
     RecoverInterruptedCheckpoints,
@@ -54,7 +60,15 @@ from relaystore.domain.messages import (
     SeedProjection,
     WriterMessage,
 )
-from relaystore.storage import activity, checkpoints, projection, retention, sessions
+from relaystore.storage import (
+    activity,
+    checkpoints,
+    projection,
+    relay_log,
+    reproject,
+    retention,
+    sessions,
+)
 from relaystore.storage.batch import Batch, BatchLost
 from relaystore.storage.connection import WriterConnection
 from relaystore.storage.maintenance import vacuum_store
@@ -108,14 +122,18 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             if session is None:
                 raise UnknownSession(session_id)
             return session
-        case CommitPage(session_id=session_id, page=page):
-            return projection.commit_page(connection, session_id, page)
+        case CommitPage(session_id=session_id, page=page, log=log):
+            return projection.commit_page(connection, session_id, page, log=log)
         case CompactTranscript(session_id=session_id):
             return retention.compact_transcript(connection, session_id)
         case SeedProjection(
             session_id=session_id, start=start, queued_prompts=queue, source=source
         ):
             return projection.seed_projection(connection, session_id, start, queue, source)
+        case CommitReprojection(session_id=session_id, page=page):
+            return reproject.commit_reprojection(connection, session_id, page)
+        case PruneRelayLog(session_id=session_id, through_ordinal=through):
+            return relay_log.prune_relay_log(connection, session_id, through)
     raise Unanswerable("writer", message)
 
 

@@ -7,6 +7,7 @@ The tree::
     ├── RelayChainError     gap, fork, duplicate with another digest, bad digest, unknown format
     │   └── UnknownRelayKind  a command, outcome, observation or reason newer than this build
     ├── ProjectionError     a relay event the projection cannot apply (integrity rules)
+    ├── RelayLogUnavailable a session's relay log cannot rebuild it (off, pruned) or be pruned
     ├── SchemaMismatch      needs migration, incompatible floor, invalid metadata, rollback
     ├── UnknownSession      a write that needs an existing session
     ├── LifecycleConflict   a checkpoint begun while another lifecycle operation runs
@@ -32,6 +33,7 @@ __all__ = [
     "LifecycleConflict",
     "ProjectionError",
     "RelayChainError",
+    "RelayLogUnavailable",
     "SchemaMismatch",
     "SchemaMismatchReason",
     "StoreClosed",
@@ -180,6 +182,12 @@ class UnknownRelayKind(RelayChainError):
 
 class ProjectionError(StoreError):
     """A relay event that the materialized projection cannot apply."""
+
+
+class RelayLogUnavailable(StoreError):
+    """A session's relay log cannot do what was asked: it does not hold the session's
+    whole history (the log was off for a while, or a prefix was pruned), so the session
+    cannot be reprojected; or a prune would remove events no verified checkpoint covers."""
 
 
 class UnknownSession(StoreError):

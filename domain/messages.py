@@ -23,8 +23,10 @@ from relaystore.domain.api_events import (
     RawApiEventPage,
 )
 from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
+from relaystore.domain.projection.rebuild import ReprojectReport
 from relaystore.domain.reads import ReadMessage
 from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.relay_log import PruneReport, StoredRelayLog
 from relaystore.domain.reports import BackupReport, StoreStats, VacuumReport
 from relaystore.domain.request import Request
 from relaystore.domain.retention import TranscriptRetention
@@ -42,16 +44,19 @@ __all__ = [
     "LoadApiEvents",
     "LoadMaterializedSession",
     "LoadRawApiEvents",
+    "LoadRelayLog",
     "LoadRuntimeReceipt",
     "LoadState",
     "LoadStats",
     "ObserveRelayEvents",
     "PUBLIC_MESSAGES",
     "ProjectionReport",
+    "PruneRelayLog",
     "ReaderMessage",
     "RecordActivities",
     "RecordStartupFault",
     "RecoverInterruptedCheckpoints",
+    "Reproject",
     "Request",
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
@@ -167,6 +172,20 @@ class CompactTranscript(Request[TranscriptRetention], frozen=True, kw_only=True)
     session_id: str
 
 
+class PruneRelayLog(Request[PruneReport], frozen=True, kw_only=True):
+    """Delete the relay log of ``session_id`` through ``through_ordinal``: the pages that
+    end at or before it (a page straddling it stays whole).
+
+    Refused (:class:`~relaystore.domain.errors.RelayLogUnavailable`, nothing deleted)
+    unless the session's verified checkpoint covers ``through_ordinal`` (its
+    ``event_frontier`` is at or past it). Afterwards the session can no longer be
+    reprojected from its log. Reply: what was removed.
+    """
+
+    session_id: str
+    through_ordinal: int
+
+
 WriterMessage = (
     SaveSession
     | SaveLifecycleSession
@@ -181,6 +200,7 @@ WriterMessage = (
     | CompactStore
     | SeedProjection
     | CompactTranscript
+    | PruneRelayLog
 )
 
 
@@ -202,6 +222,22 @@ class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
 
     session_id: str
     events: list[RelayEvent]
+
+
+class Reproject(Request[ReprojectReport], frozen=True, kw_only=True):
+    """Rebuild the session's materialized projection from its relay log with this
+    build's rules, in one transaction, while the store keeps serving.
+
+    The session's projector does it between its relay-event messages: it reads the log,
+    projects it again (the writer serves other messages meanwhile) and has the writer
+    replace the projection. The feed is append-only: API events the new rules derive
+    that the feed lacks (matched by body, as a multiset) are appended with fresh seqs;
+    committed ones are never rewritten or deleted. Refused with
+    :class:`~relaystore.domain.errors.RelayLogUnavailable` when the log does not hold
+    the session's whole history (the log was off, or pruned). Reply: what changed.
+    """
+
+    session_id: str
 
 
 # -- readers --------------------------------------------------------------------------
@@ -259,8 +295,16 @@ class BackupStore(Request[BackupReport], frozen=True, kw_only=True):
     destination: str
 
 
+class LoadRelayLog(Request[StoredRelayLog | None], frozen=True, kw_only=True):
+    """The session's relay log as stored (compressed pages) with its projection's
+    frontier and history start, one snapshot; None when the store lacks the session."""
+
+    session_id: str
+
+
 ReaderMessage = (
-    LoadApiEvents
+    LoadRelayLog
+    | LoadApiEvents
     | LoadRawApiEvents
     | LoadRuntimeReceipt
     | LoadMaterializedSession
@@ -274,6 +318,7 @@ ReaderMessage = (
 PUBLIC_MESSAGES: tuple[type[Request[Any]], ...] = (
     *get_args(WriterMessage),
     ObserveRelayEvents,
+    Reproject,
     *get_args(ReaderMessage),
 )
 """Every message type the public ``ask`` and ``tell`` take, by owner: writer, projectors,

@@ -11,7 +11,8 @@ Guarantees:
   the page's start; a store already at or past the page's end writes nothing and reports
   0 events applied (idempotent re-delivery); any other stored frontier raises
   :class:`RelayChainError` (:meth:`PageDelta.write_needed`).
-* All or nothing. Frontier, projection rows and the page's API events commit together;
+* All or nothing. Frontier, projection rows, the page's API events and its relay log
+  row commit together;
   any error rolls the whole page back, ``sqlite_sequence`` included, so no ``seq`` is
   used up by a failed page.
 * Coalescing. Each field and transcript item the page touches is written once, with its
@@ -37,13 +38,14 @@ from relaystore.domain.seed import seed_needed
 from relaystore.domain.wire import encode
 from relaystore.storage.events import insert_api_events
 from relaystore.storage.materialized import execution_columns, load_frontier
+from relaystore.storage.relay_log import write_log_page
 from relaystore.storage.transaction import transaction
 
 __all__ = ["commit_page", "seed_projection"]
 
 
 def commit_page(
-    connection: apsw.Connection, session_id: str, page: PageDelta
+    connection: apsw.Connection, session_id: str, page: PageDelta, *, log: bool = True
 ) -> tuple[RelayCursor, int]:
     """Write ``page`` to ``session_id``'s projection: the stored frontier after it, and
     how many of the page's events it applied (0 when the store already held the page).
@@ -54,6 +56,9 @@ def commit_page(
     start nor at or past its end, and :class:`ProjectionError` when the stored frontier
     is corrupt, a stored transcript item would break an item-change rule, or the store
     refuses a row.
+
+    With ``log`` (the store's ``relay_log`` option) the page's events are kept in the
+    relay log in the same transaction (:func:`storage.relay_log.write_log_page`).
     """
     if page.session_id != session_id:
         raise ProjectionError(
@@ -79,6 +84,8 @@ def commit_page(
                     _write_queue(connection, session_id, page)
                 _write_side_tables(connection, session_id, page)
                 _write_session_row(connection, session_id, page)
+                if log:
+                    write_log_page(connection, session_id, page)
         except apsw.ConstraintError as exc:
             raise ProjectionError(
                 f"the store refused the projection page ending at ordinal {page.end.ordinal}: "

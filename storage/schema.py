@@ -26,11 +26,16 @@ Revisions (relaystore's own numbering):
    the index ``materialized_transcript_seq`` (session, seq, stable id) lets a transcript
    page walk from its cursor. Both tables keep their columns, so a revision-4 build still
    reads and writes them: the floor stays.
-6. *Current* (:data:`SCHEMA_VERSION`). ``store_identity``: the store's id, 32 random
+6. ``store_identity``: the store's id, 32 random
    lowercase hex digits generated once, when the store is created or migrated to this
    revision, and never changed after (a backup copies it, ``VACUUM`` keeps it, nothing
    writes it again): what names the store in a feed shared by many stores. Additive,
    so the floor stays 4.
+7. *Current* (:data:`SCHEMA_VERSION`). ``relay_log_pages`` (:data:`RELAY_LOG_DDL`): the
+   relay log, one compressed row per committed projection page. Additive, so the floor
+   stays: an older build writes pages without log rows, which the log's coverage check
+   reports as a hole (that session can then not be reprojected), and changes nothing
+   else. The step's number is :data:`RELAY_LOG_REVISION`, the one place to renumber it.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -49,7 +54,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -71,6 +76,8 @@ __all__ = [
     "CHECKPOINT_OPERATIONS_DDL",
     "COMPATIBILITY_FLOOR",
     "HISTORY_START_DDL",
+    "RELAY_LOG_DDL",
+    "RELAY_LOG_REVISION",
     "SCHEMA_VERSION",
     "STORE_IDENTITY_DDL",
     "SchemaState",
@@ -85,7 +92,10 @@ __all__ = [
     "tables_ddl",
 ]
 
-SCHEMA_VERSION = 6
+RELAY_LOG_REVISION = 7
+"""The revision that adds the relay log (renumber here only)."""
+
+SCHEMA_VERSION = RELAY_LOG_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -110,6 +120,20 @@ CREATE TABLE IF NOT EXISTS materialized_history_start (
 ) STRICT;
 """
 """Where a session's history starts, for the sessions that do not start at ordinal 1."""
+
+RELAY_LOG_DDL = """
+CREATE TABLE IF NOT EXISTS relay_log_pages (
+    session_id TEXT NOT NULL
+        REFERENCES materialized_sessions(session_id) ON DELETE CASCADE,
+    first_ordinal INTEGER NOT NULL CHECK(first_ordinal >= 1),
+    last_ordinal INTEGER NOT NULL CHECK(last_ordinal >= first_ordinal),
+    raw_bytes INTEGER NOT NULL CHECK(raw_bytes >= 0),
+    lines BLOB NOT NULL,
+    PRIMARY KEY(session_id, first_ordinal)
+) STRICT;
+"""
+"""The relay log: each committed page's journal lines, newline-joined, zlib-compressed
+(:mod:`relaystore.domain.relay_log`); ``raw_bytes`` is their uncompressed size."""
 
 
 @functools.cache
@@ -264,7 +288,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         create_store_schema(
             connection,
             SCHEMA_VERSION,
-            CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL + STORE_IDENTITY_DDL,
+            CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL + STORE_IDENTITY_DDL + RELAY_LOG_DDL,
         )
         _widen_session_checks(connection)
         _keep_accounting(connection)
@@ -311,6 +335,15 @@ def _admit_current_session_kinds(connection: apsw.Connection) -> None:
             "UPDATE schema_compatibility SET minimum_compatible_version = 4 WHERE singleton = 1"
         )
         _record_revision(connection, 4)
+
+
+def _add_relay_log(connection: apsw.Connection) -> None:
+    """Revision 7: the relay log (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {RELAY_LOG_REVISION}"):
+        if int(connection.pragma("user_version")) != RELAY_LOG_REVISION - 1:
+            return
+        connection.execute(RELAY_LOG_DDL)
+        _record_revision(connection, RELAY_LOG_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -454,12 +487,13 @@ def _add_store_identity(connection: apsw.Connection) -> None:
         _record_revision(connection, 6)
 
 
-_MIGRATIONS = {
+_MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     2: _migrate_to_typed_events,
     3: _add_history_start,
     4: _admit_current_session_kinds,
     5: _accounting_outlives_sessions,
     6: _add_store_identity,
+    RELAY_LOG_REVISION: _add_relay_log,
 }
 
 

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "toolcalls": "suite.toolcalls",
     "pages": "suite.pages",
     "nats": "suite.nats",
+    "relaylog": "suite.relaylog",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

@@ -77,6 +77,8 @@ class PageDelta:
     provider_cost: ProviderCost | None = None
     api_events: list[tuple[str, int, ApiEventData]] = field(default_factory=list)
     """``(session_id, recorded_at_ms, event)`` in the order the events yielded them."""
+    logged: list[RelayEvent] = field(default_factory=list)
+    """The page's events, in order: what the relay log keeps of the page."""
 
     @classmethod
     def starting_at(cls, session_id: str, frontier: RelayCursor) -> PageDelta:
@@ -114,6 +116,7 @@ class PageDelta:
                 return step
             check_mutation(mutation, session_id=self.session_id, ordinal=event.ordinal)
         self._fold(event, mutation)
+        self.logged.append(event)
         self.end = RelayCursor(ordinal=event.ordinal, digest=event.digest)
         self.applied += 1
         return Step.NEXT

@@ -33,7 +33,12 @@ from relaystore import (
 )
 from relaystore.actors.core import OpenOptions
 from relaystore.actors.envelope import Envelope, OneShotReply
-from relaystore.actors.internal import INTERNAL_MESSAGES, CommitPage, LoadProjection
+from relaystore.actors.internal import (
+    INTERNAL_MESSAGES,
+    CommitPage,
+    CommitReprojection,
+    LoadProjection,
+)
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.projection import PageDelta
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
@@ -257,6 +262,9 @@ def test_a_read_only_store_refuses_writes_the_same_through_both_facades(
 INTERNAL_EXAMPLES: dict[type[Any], Any] = {
     LoadProjection: LoadProjection(session_id="session-1"),
     CommitPage: CommitPage(
+        session_id="session-1", page=PageDelta.starting_at("session-1", GENESIS)
+    ),
+    CommitReprojection: CommitReprojection(
         session_id="session-1", page=PageDelta.starting_at("session-1", GENESIS)
     ),
 }

@@ -118,13 +118,36 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_6(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-7) store at ``path`` into what a revision-6 build
+    wrote: drop ``relay_log_pages``, turn the ledger's single row 7 into row 6 and set
+    ``user_version`` to 6. A store at 6 or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 6:
+                return
+            connection.execute(
+                "DROP TABLE IF EXISTS relay_log_pages;"
+                "DELETE FROM schema_migrations WHERE version > 6;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 6;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_5(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-6) store at ``path`` into what a revision-5 build wrote.
+    """Turn the revision-6 store at ``path`` into what a revision-5 build wrote
+    (after :func:`step_back_to_revision_6`).
 
     In one transaction through a plain connection: drop ``store_identity``, turn the
     ledger's single row 6 into row 5 and set ``user_version`` to 5. A store already at
     revision 5 or below is left alone.
     """
+    step_back_to_revision_6(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")
@@ -143,7 +166,8 @@ def step_back_to_revision_5(path: str | os.PathLike[str]) -> None:
 
 
 def step_back_to_revision_4(path: str | os.PathLike[str]) -> None:
-    """Turn the revision-5 store at ``path`` into what a revision-4 build wrote.
+    """Turn the revision-5 store at ``path`` into what a revision-4 build wrote
+    (after :func:`step_back_to_revision_5`).
 
     In one transaction through a plain connection: give the usage tables back their
     ``tables.sql`` definitions (cascading from ``materialized_sessions``; every row is

@@ -24,6 +24,7 @@ from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
     COMPATIBILITY_FLOOR,
+    RELAY_LOG_REVISION,
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
@@ -41,6 +42,7 @@ from tests.storage.legacy import (
     step_back_to_revision_2,
     step_back_to_revision_3,
     step_back_to_revision_5,
+    step_back_to_revision_6,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -114,7 +116,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == 6
+        assert writer.revision == SCHEMA_VERSION == RELAY_LOG_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -203,6 +205,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "session_turn_usage",  # revision 5: usage references session_contexts
         "session_provider_cost",
         "materialized_transcript_seq",
+        "relay_log_pages",  # revision 7: the relay log
     }
 
 
@@ -744,8 +747,12 @@ def test_a_revision_5_store_gets_its_id_once_when_migrated(store_path: Path) -> 
     assert "store_identity" not in {name for _, name, _ in schema_objects(store_path)}
     with open_writer(store_path) as writer:
         store_id = read_store_id(writer.connection)
-    # Additive: the ledger gains row 6, the floor stays.
-    assert metadata(store_path) == (SCHEMA_VERSION, [5, 6], [(1, COMPATIBILITY_FLOOR)])
+    # Additive: the ledger gains rows 6 and 7, the floor stays.
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        list(range(5, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
     open_writer(store_path).close()
     assert store_id_of(store_path) == store_id
 
@@ -770,3 +777,22 @@ def test_a_store_without_its_id_row_is_invalid_metadata(store_path: Path) -> Non
     with pytest.raises(SchemaMismatch) as caught:
         store_id_of(store_path)
     assert caught.value.reason is SchemaMismatchReason.INVALID_METADATA
+
+
+# -- the relay log (revision 7) ----------------------------------------------------------
+
+
+def test_a_revision_6_store_gains_the_relay_log_and_keeps_its_floor(store_path: Path) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("kept"))
+    step_back_to_revision_6(store_path)
+    assert "relay_log_pages" not in {name for _, name, _ in schema_objects(store_path)}
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == RELAY_LOG_REVISION
+    assert "relay_log_pages" in {name for _, name, _ in schema_objects(store_path)}
+    assert metadata(store_path) == (
+        RELAY_LOG_REVISION,
+        list(range(6, RELAY_LOG_REVISION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )

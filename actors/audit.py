@@ -1,0 +1,142 @@
+"""``relaystore audit``: re-derive sessions and compare them with what the store holds.
+
+:func:`audit_session` derives a session from its relay log in the store, or from a
+worker journal given (read with every digest and link checked, up to the store's
+frontier), with this build's rules, and compares (:mod:`relaystore.domain.audit`): the
+events the store applied against the journal's, the stored projection against the
+derived one, and the session's API events against the derived ones. It only reads, so
+it runs on a store opened read-only, beside a running writer.
+"""
+
+from __future__ import annotations
+
+from relaystore.actors.journal import JournalReader, JournalSource
+from relaystore.actors.journal.start import history_start
+from relaystore.actors.store import EventStore
+from relaystore.domain.api_events import ApiEventFilter
+from relaystore.domain.audit import (
+    AuditResult,
+    Divergence,
+    first_event_divergence,
+    first_feed_divergence,
+    first_projection_divergence,
+)
+from relaystore.domain.errors import RelayLogUnavailable, StoreError
+from relaystore.domain.materialized import HistoryStart, MaterializedSession
+from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRelayLog
+from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
+from relaystore.domain.relay import RelayEvent
+from relaystore.domain.wire import encode
+
+__all__ = ["audit_session"]
+
+_PAGE = 1000
+
+
+def _feed(store: EventStore, session_id: str) -> list[tuple[int, str, str]]:
+    """``(seq, type, body)`` of the session's API events, in seq order."""
+    rows: list[tuple[int, str, str]] = []
+    after = 0
+    while True:
+        page = store.ask(
+            LoadApiEvents(
+                filter=ApiEventFilter(session_id=session_id), after_seq=after, limit=_PAGE
+            )
+        )
+        for event in page.events:
+            body = encode({"type": event.type, "data": event.data}).decode()
+            rows.append((event.seq, event.type, body))
+        if not page.events:
+            return rows
+        after = page.next_after_seq
+
+
+def _from_journal(
+    source: JournalSource, stored: MaterializedSession
+) -> tuple[Rebuilt, list[RelayEvent], Divergence | None]:
+    """Derive the session from ``source`` up to the stored frontier."""
+    history = history_start(source, from_first=True)
+    start = MaterializedSession.empty(source.session_id)
+    if history.origin == "seed":
+        start.applied_event_ordinal = history.after.ordinal
+        start.applied_event_digest = history.after.digest
+        start.queued_prompts = list(history.queued_prompts)
+        start.history_start = HistoryStart(ordinal=history.after.ordinal + 1, source="seed")
+    after = history.after if history.origin == "seed" else None
+    frontier = stored.applied_event_ordinal
+    events: list[RelayEvent] = []
+    for event, _ in JournalReader(source, check_chain=True, after=after):
+        if event.ordinal > frontier:
+            break
+        events.append(event)
+    rebuilt = rebuild_from(start, events)
+    short = None
+    reached = rebuilt.projection.frontier.ordinal
+    if reached < frontier:
+        short = Divergence(
+            where=f"ordinal {reached + 1}",
+            stored=f"events applied through ordinal {frontier}",
+            derived=f"the journal ends at ordinal {reached}",
+            ordinal=reached + 1,
+        )
+    return rebuilt, events, short
+
+
+def audit_session(
+    store: EventStore, session_id: str, journal: JournalSource | None = None
+) -> AuditResult:
+    """Audit one session against its log, or against ``journal`` when given."""
+    source = "log" if journal is None else str(journal.path)
+    stored = store.ask(LoadMaterializedSession(session_id=session_id))
+    if stored is None:
+        return AuditResult(
+            session_id=session_id,
+            source=source,
+            events=0,
+            api_events=0,
+            refused="the store holds no projection of this session",
+        )
+    feed = _feed(store, session_id)
+    log = store.ask(LoadRelayLog(session_id=session_id))
+    try:
+        if journal is None:
+            assert log is not None
+            rebuilt = rebuild(log, action="audit")
+            applied: list[RelayEvent] = []
+            journal_events: list[RelayEvent] = []
+            short = None
+        else:
+            rebuilt, journal_events, short = _from_journal(journal, stored)
+            applied = list(log.events()) if log is not None and log.pages else []
+    except RelayLogUnavailable as exc:
+        return AuditResult(
+            session_id=session_id,
+            source=source,
+            events=0,
+            api_events=len(feed),
+            refused=exc.detail,
+        )
+    except StoreError as exc:  # a damaged log or journal cannot be derived at all
+        return AuditResult(
+            session_id=session_id,
+            source=source,
+            events=0,
+            api_events=len(feed),
+            divergence=Divergence(
+                where="derivation", stored="(the stored history)", derived=f"refused: {exc}"
+            ),
+        )
+    derived = rebuilt.projection.session
+    divergence = (
+        first_event_divergence(applied, journal_events)
+        or short
+        or first_projection_divergence(stored, derived)
+        or first_feed_divergence([event for _, _, event in rebuilt.page.api_events], feed)
+    )
+    return AuditResult(
+        session_id=session_id,
+        source=source,
+        events=rebuilt.page.applied,
+        api_events=len(feed),
+        divergence=divergence,
+    )

@@ -1,0 +1,163 @@
+"""``relaystore audit``: a clean store matches; each injected divergence is found and named.
+
+The store is a replayed journal. Copies of it are damaged with plain apsw (a projection
+field, an API event body), and a forged journal (one event's content changed, every
+digest re-hashed, so its chain verifies) is audited with ``--journals``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import apsw
+import pytest
+
+from relaystore.actors.cli import main
+from relaystore.actors.journal import resolve_source
+from relaystore.actors.replay import replay_source
+from relaystore.actors.store import EventStore
+from relaystore.domain.messages import SaveSession
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, SessionUpdate
+from relaystore.testing import JournalBuilder, example_session
+from tests.actors.journal_factory import START_MS, observations, write_journal
+
+SESSION = "session-au"
+EVENTS = 200
+FORGED = 77
+
+
+def _journal(path: Path, *, forge: bool = False) -> Path:
+    builder = JournalBuilder(format=RELAY_EVENT_FORMAT_V1, start_ms=START_MS + 37, step_ms=37)
+    stream = observations()
+    while builder.next_ordinal <= EVENTS:
+        command_id, observation = next(stream)
+        if forge and builder.next_ordinal == FORGED:
+            assert isinstance(observation, SessionUpdate)
+            observation = SessionUpdate.of(
+                update={
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "a forged answer. "},
+                    "messageId": "msg-forged",
+                }
+            )
+        builder.add(observation, command_id=command_id)
+    return write_journal(path, builder.events)
+
+
+@pytest.fixture
+def replayed(tmp_path: Path) -> Path:
+    db = tmp_path / "store.sqlite3"
+    journal = _journal(tmp_path / f"{SESSION}.jsonl")
+    with EventStore.open(db, synchronous="OFF") as store:
+        replay_source(store, resolve_source(journal, session_id=SESSION))
+    return db
+
+
+def _copy(db: Path, name: str) -> Path:
+    copy = db.with_name(name)
+    shutil.copy(db, copy)
+    return copy
+
+
+def _audit(
+    capsys: pytest.CaptureFixture[str], db: Path, *args: str
+) -> tuple[int, dict[str, object]]:
+    status = main(["--db", str(db), "audit", "--json", *args])
+    document: dict[str, object] = json.loads(capsys.readouterr().out)
+    return status, document
+
+
+def _divergence(document: dict[str, object]) -> dict[str, object]:
+    sessions = document["sessions"]
+    assert isinstance(sessions, list)
+    found = sessions[0]["divergence"]
+    assert isinstance(found, dict)
+    return found
+
+
+def test_a_clean_store_matches_its_log_and_its_journal_beside_a_running_writer(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = replayed.parent / f"{SESSION}.jsonl"
+    with EventStore.open(replayed, synchronous="OFF") as writer:  # a supervisor holds it
+        writer.ask(SaveSession(record=example_session("another")))
+        status, document = _audit(capsys, replayed, SESSION)
+        assert (status, document["matches"]) == (0, True)
+        status, document = _audit(capsys, replayed, "--journals", str(journal))
+        assert (status, document["matches"]) == (0, True)
+
+    assert main(["--db", str(replayed), "audit", SESSION]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"{SESSION}: matches log ({EVENTS} events, "
+        f"{document['sessions'][0]['api_events']} API events)"  # type: ignore[index]
+    )
+
+
+def test_a_corrupted_projection_field_is_named(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _copy(replayed, "damaged.sqlite3")
+    connection = apsw.Connection(str(db))
+    (position,) = connection.execute(
+        "SELECT position FROM materialized_transcript_items WHERE session_id = ? "
+        "AND body_json LIKE '%answer 5.%' ORDER BY position LIMIT 1",
+        (SESSION,),
+    ).fetchone()
+    connection.execute(
+        "UPDATE materialized_transcript_items SET body_json = replace(body_json, "
+        "'answer 5.', 'answer 55.') WHERE session_id = ? AND position = ?",
+        (SESSION, position),
+    )
+    connection.close()
+
+    status, document = _audit(capsys, db, SESSION)
+
+    assert status == 1
+    found = _divergence(document)
+    assert str(found["where"]).startswith("projection.transcript[")
+    assert "answer 55." in str(found["stored"])
+    assert "answer 5." in str(found["derived"])
+    assert main(["--db", str(db), "audit", SESSION]) == 1
+    assert f"{SESSION}: diverges from log at projection.transcript[" in capsys.readouterr().out
+
+
+def test_a_corrupted_api_event_body_is_named_by_its_seq(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _copy(replayed, "damaged.sqlite3")
+    connection = apsw.Connection(str(db))
+    seq, body = connection.execute(
+        "SELECT seq, body FROM api_events WHERE session_id = ? "
+        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
+        (SESSION,),
+    ).fetchone()
+    forged = body.replace('"completed"', '"failed"', 1)
+    assert forged != body
+    connection.execute("UPDATE api_events SET body = ? WHERE seq = ?", (forged, seq))
+    connection.close()
+
+    status, document = _audit(capsys, db)
+
+    assert status == 1
+    found = _divergence(document)
+    assert found["seq"] == seq
+    assert found["where"] == f"api event seq {seq}"
+    assert '"failed"' in str(found["stored"])
+    assert '"completed"' in str(found["derived"])
+
+
+def test_a_forged_self_consistent_journal_is_named_at_the_forged_ordinal(
+    replayed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged = _journal(tmp_path / "forged" / f"{SESSION}.jsonl", forge=True)
+    assert main(["verify", str(forged), "--session", SESSION]) == 0  # its chain verifies
+    capsys.readouterr()
+
+    status, document = _audit(capsys, replayed, "--journals", str(forged))
+
+    assert status == 1
+    found = _divergence(document)
+    assert found["ordinal"] == FORGED
+    assert found["where"] == f"ordinal {FORGED}"
