@@ -33,12 +33,12 @@ from relaystore.domain.relay import (
     CommandStarted,
     PromptCommand,
     PromptOutcome,
-    RelayEvent,
     RelayObservation,
     SessionUpdate,
     decode_relay_event,
     encode_relay_event,
 )
+from relaystore.testing import JournalBuilder
 
 WORDS = [
     "the",
@@ -135,18 +135,12 @@ def _observations(rng: random.Random) -> Iterator[tuple[RelayObservation, str | 
 def journal(count: int, seed: int) -> list[bytes]:
     """``count`` format 2 journal lines with correct digests."""
     rng = random.Random(seed)
-    lines: list[bytes] = []
+    journal = JournalBuilder(start_ms=1_790_000_000_037, step_ms=37)
     for ordinal, (observation, command_id) in enumerate(_observations(rng), start=1):
         if ordinal > count:
             break
-        event = RelayEvent.create(
-            ordinal=ordinal,
-            recorded_at_ms=1_790_000_000_000 + ordinal * 37,
-            command_id=command_id,
-            observation=observation,
-        )
-        lines.append(encode_relay_event(event))
-    return lines
+        journal.add(observation, command_id=command_id)
+    return [encode_relay_event(event) for event in journal.events]
 
 
 def ours(lines: list[bytes]) -> None:

@@ -38,13 +38,13 @@ from relaystore.domain.relay import (
     ElicitationResolved,
     PromptCommand,
     PromptOutcome,
-    RelayEvent,
     RelayObservation,
     SessionUpdate,
     TerminalOutput,
     decode_relay_event,
     encode_relay_event,
 )
+from relaystore.testing import JournalBuilder
 
 _WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "builds")
 
@@ -155,13 +155,9 @@ def _chunk(kind: str, message_id: str, rng: random.Random) -> SessionUpdate:
 def generate_journal(count: int, seed: int = 7) -> list[bytes]:
     """``count`` journal lines (format 2, ordinals from 1)."""
     rng = random.Random(seed)
-    lines = []
-    for ordinal, observation in enumerate(_observations(count, rng), start=1):
-        event = RelayEvent.create(
-            ordinal=ordinal, recorded_at_ms=1_800_000_000_000 + ordinal * 7, observation=observation
-        )
-        lines.append(encode_relay_event(event))
-    return lines
+    journal = JournalBuilder(start_ms=1_800_000_000_007, step_ms=7)
+    journal.extend(list(_observations(count, rng)))
+    return [encode_relay_event(event) for event in journal.events]
 
 
 def _best(repeat: int, run: Callable[[], object]) -> float:

@@ -42,7 +42,6 @@ from relaystore.domain.outcomes import OutcomeReason, TokenUsage, UsageScope
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
-    RELAY_EVENT_GENESIS_DIGEST,
     AgentInitialized,
     BarrierData,
     BeginCheckpointCommand,
@@ -80,6 +79,7 @@ from relaystore.domain.runtime import (
     RuntimeProvenance,
 )
 from relaystore.domain.wire import JSON
+from relaystore.testing import JournalBuilder
 
 __all__ = ["SESSION_IDS", "main", "write_worker_roots"]
 
@@ -126,8 +126,8 @@ class Worker:
         self.session_id = session_id
         self.now_ms = start_ms
         self.format = fmt
-        self.ordinal = 0
-        self.digest = RELAY_EVENT_GENESIS_DIGEST
+        self.builder = JournalBuilder(format=fmt, start_ms=start_ms)
+        """The chain: ordinals, links and digests are the test kit's."""
         self.active = bytearray()
         self.active_first = 1
         self.native_session_id = f"native-{session_id[:8]}"
@@ -153,21 +153,22 @@ class Worker:
         self.tick(after_ms)
         if len(self.active) >= SEAL_BYTES:
             self.seal()
-        self.ordinal += 1
-        chained = self.format == RELAY_EVENT_FORMAT_V1
-        event = RelayEvent.create(
-            format=self.format,
-            ordinal=self.ordinal,
-            previous_digest=self.digest if chained else "",
-            recorded_at_ms=self.now_ms,
-            command_id=command_id,
-            observation=observation,
-        )
+        self.builder.format = self.format
+        event = self.builder.add(observation, command_id=command_id, at_ms=self.now_ms)
         line = encode_relay_event(event) + b"\n"
         self.active += line
         self.lines[event.ordinal] = line
-        self.digest = event.digest
         return event
+
+    @property
+    def ordinal(self) -> int:
+        """The last event's ordinal (0 before any)."""
+        return self.builder.frontier.ordinal
+
+    @property
+    def digest(self) -> str:
+        """The last event's digest (genesis before any)."""
+        return self.builder.frontier.digest
 
     def seal(self, *, crash: bool = False) -> None:
         """Gzip ``active.jsonl`` into a segment; ``crash`` keeps active as it was."""

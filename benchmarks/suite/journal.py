@@ -40,7 +40,6 @@ from relaystore.domain.relay import (
     PromptOutcome,
     RelayCommand,
     RelayCommandKind,
-    RelayEvent,
     RelayObservation,
     RunUserShellCommand,
     SessionConfigured,
@@ -58,6 +57,7 @@ from relaystore.domain.runtime import (
     RuntimeIdentity,
     RuntimeProvenance,
 )
+from relaystore.testing import JournalBuilder
 
 __all__ = ["JournalStats", "write_journal"]
 
@@ -389,24 +389,25 @@ class _Story:
         )
 
 
+_BUILDER_EVENTS = 4096
+"""Events one test-kit builder holds before the next carries the journal on."""
+
+
 def write_journal(path: Path, events: int, *, seed: int = 7) -> JournalStats:
     """Write ``events`` format 2 journal lines (ordinals from 1) to ``path``."""
     rng = random.Random(seed)
     story = _Story(rng)
     stats = JournalStats(path=path, events=events, bytes=0)
     path.parent.mkdir(parents=True, exist_ok=True)
+    builder = JournalBuilder(format=RELAY_EVENT_FORMAT_V2)
     with path.open("wb", buffering=1 << 20) as out:
         for ordinal, (observation, command_id) in enumerate(story.steps(), start=1):
             if ordinal > events:
                 break
             story.ordinal = ordinal
-            event = RelayEvent.create(
-                format=RELAY_EVENT_FORMAT_V2,
-                ordinal=ordinal,
-                recorded_at_ms=_START_MS + ordinal * 41,
-                command_id=command_id,
-                observation=observation,
-            )
+            if len(builder.events) >= _BUILDER_EVENTS:  # bounded: a new builder carries on
+                builder = JournalBuilder(format=RELAY_EVENT_FORMAT_V2, after=builder.frontier)
+            event = builder.add(observation, command_id=command_id, at_ms=_START_MS + ordinal * 41)
             line = encode_relay_event(event) + b"\n"
             out.write(line)
             stats.bytes += len(line)

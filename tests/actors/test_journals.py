@@ -22,12 +22,13 @@ from relaystore.actors.journal import (
 from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
 from relaystore.domain.relay import (
     MAX_RELAY_LINE_BYTES,
-    RELAY_EVENT_GENESIS_DIGEST,
     CommandStarted,
+    RelayCursor,
     RelayEvent,
     SessionUpdate,
     encode_relay_event,
 )
+from relaystore.testing import JournalBuilder
 from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,20 +47,12 @@ def chunk(text: str) -> SessionUpdate:
 
 def make_events(last: int, *, first: int = 1, v1_through: int = 0) -> list[RelayEvent]:
     """A valid chain ``first..last``: format 1 (chained) through ``v1_through``, then 2."""
-    events = []
-    digest = RELAY_EVENT_GENESIS_DIGEST
+    after = None if first == 1 else RelayCursor(ordinal=first - 1, digest="ab" * 32)
+    journal = JournalBuilder(after=after, start_ms=1_000 + first, step_ms=1)
     for ordinal in range(first, last + 1):
-        chained = ordinal <= v1_through
-        event = RelayEvent.create(
-            format=1 if chained else 2,
-            ordinal=ordinal,
-            previous_digest=digest if chained else "",
-            recorded_at_ms=1_000 + ordinal,
-            observation=chunk(f"word {ordinal} "),
-        )
-        events.append(event)
-        digest = event.digest
-    return events
+        journal.format = 1 if ordinal <= v1_through else 2
+        journal.add(chunk(f"word {ordinal} "))
+    return journal.events
 
 
 def lines(events: list[RelayEvent]) -> bytes:

@@ -53,6 +53,7 @@ from relaystore.domain.relay import (
     UserShellStatus,
 )
 from relaystore.domain.wire import encode
+from relaystore.testing import JournalBuilder
 
 
 def prompt(command_id: str, text: str, at_ms: int = 1) -> CommandQueued:
@@ -259,10 +260,8 @@ def journal_observations(steps: list[tuple[str, int, str]]) -> list[RelayObserva
 
 
 def build_events(observations: list[RelayObservation]) -> list[RelayEvent]:
-    return [
-        RelayEvent.create(ordinal=ordinal, recorded_at_ms=10_000 + ordinal, observation=observation)
-        for ordinal, observation in enumerate(observations, start=1)
-    ]
+    journal = JournalBuilder(start_ms=10_001, step_ms=1)
+    return journal.extend(observations)
 
 
 def replay(

@@ -37,6 +37,7 @@ from relaystore.domain.outcomes import (
 from relaystore.domain.projection import SessionProjection
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
+    RELAY_EVENT_FORMAT_V2,
     CommandCompleted,
     CommandInterrupted,
     CommandQueued,
@@ -61,6 +62,7 @@ from relaystore.domain.runtime import (
     RuntimeProvenance,
     RuntimeReceipt,
 )
+from relaystore.testing import JournalBuilder
 
 
 class Journal:
@@ -82,22 +84,11 @@ class Journal:
     def next_event(
         self, observation: RelayObservation, *, at_ms: int = 100, command_id: str | None = None
     ) -> RelayEvent:
-        session = self.session
-        if self.chained:
-            return RelayEvent.create(
-                format=RELAY_EVENT_FORMAT_V1,
-                ordinal=session.applied_event_ordinal + 1,
-                previous_digest=session.applied_event_digest,
-                recorded_at_ms=at_ms,
-                command_id=command_id,
-                observation=observation,
-            )
-        return RelayEvent.create(
-            ordinal=session.applied_event_ordinal + 1,
-            recorded_at_ms=at_ms,
-            command_id=command_id,
-            observation=observation,
+        journal = JournalBuilder(
+            format=RELAY_EVENT_FORMAT_V1 if self.chained else RELAY_EVENT_FORMAT_V2,
+            after=self.session.frontier,
         )
+        return journal.add(observation, command_id=command_id, at_ms=at_ms)
 
     def add(
         self, observation: RelayObservation, *, at_ms: int = 100, command_id: str | None = None
