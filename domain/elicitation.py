@@ -28,7 +28,7 @@ import msgspec
 
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
-from relaystore.domain.text_formats import RUST_WHITESPACE, is_date, is_rfc3339_date_time, is_uri
+from relaystore.domain.text_formats import is_rfc3339_date_time
 from relaystore.domain.wire import Wire, decode_json, emitted, encode, variant_type
 
 __all__ = [
@@ -46,9 +46,10 @@ __all__ = [
     "ElicitationResponse",
     "ElicitationValue",
     "decode_elicitation_response",
+    "finite_float",
+    "is_int_in",
     "is_rfc3339_date_time",
-    "validate_field_value",
-    "validate_response",
+    "shown",
 ]
 
 MAX_ELICITATION_BYTES = 64 * 1024
@@ -143,48 +144,48 @@ class ElicitationField(Wire, kw_only=True, forbid_unknown_fields=True):
         for name in _VARIANT_FIELDS:
             if name not in allowed and getattr(self, name) is not None:
                 raise _ShapeError(
-                    f"field {_show(self.id)}: a {kind.value} field has no `{name}`; "
+                    f"field {shown(self.id)}: a {kind.value} field has no `{name}`; "
                     f"its fields are {', '.join(sorted(allowed))}"
                 )
         for name in ("min_length", "max_length", "min_items", "max_items"):
             count = getattr(self, name)
-            if count is not None and not _is_int(count, 0, _U64_MAX):
+            if count is not None and not is_int_in(count, 0, _U64_MAX):
                 raise _ShapeError(
-                    f"field {_show(self.id)}: `{name}` must be a non-negative integer"
+                    f"field {shown(self.id)}: `{name}` must be a non-negative integer"
                 )
         selects = (ElicitationFieldKind.SINGLE_SELECT, ElicitationFieldKind.MULTI_SELECT)
         if kind in selects and self.options is None:
-            raise _ShapeError(f"field {_show(self.id)}: a {kind.value} field needs `options`")
+            raise _ShapeError(f"field {shown(self.id)}: a {kind.value} field needs `options`")
         if kind in (ElicitationFieldKind.TEXT, ElicitationFieldKind.SINGLE_SELECT):
             if self.default is not None and not isinstance(self.default, str):
-                raise _ShapeError(f"field {_show(self.id)}: `default` must be a string")
+                raise _ShapeError(f"field {shown(self.id)}: `default` must be a string")
         elif kind is ElicitationFieldKind.MULTI_SELECT:
             default = self.default
             if default is not None:
                 if not isinstance(default, list) or not all(isinstance(v, str) for v in default):
                     raise _ShapeError(
-                        f"field {_show(self.id)}: `default` must be an array of strings"
+                        f"field {shown(self.id)}: `default` must be an array of strings"
                     )
                 if not default:
                     self.default = None
         elif kind is ElicitationFieldKind.BOOLEAN:
             if self.default is not None and not isinstance(self.default, bool):
-                raise _ShapeError(f"field {_show(self.id)}: `default` must be a boolean")
+                raise _ShapeError(f"field {shown(self.id)}: `default` must be a boolean")
         elif kind is ElicitationFieldKind.INTEGER:
             for name in ("default", "minimum", "maximum"):
                 value = getattr(self, name)
-                if value is not None and not _is_int(value, INT64_MIN, INT64_MAX):
+                if value is not None and not is_int_in(value, INT64_MIN, INT64_MAX):
                     raise _ShapeError(
-                        f"field {_show(self.id)}: `{name}` must be an integer that fits 64 bits"
+                        f"field {shown(self.id)}: `{name}` must be an integer that fits 64 bits"
                     )
         else:
             for name in ("default", "minimum", "maximum"):
                 value = getattr(self, name)
                 if value is None:
                     continue
-                number = _finite_float(value)
+                number = finite_float(value)
                 if number is None:
-                    raise _ShapeError(f"field {_show(self.id)}: `{name}` must be a finite number")
+                    raise _ShapeError(f"field {shown(self.id)}: `{name}` must be a finite number")
                 setattr(self, name, number)
 
 
@@ -233,7 +234,7 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
         mode = _string(body, "mode", "elicitation params")
         if mode != "form":
             raise InvalidInput(
-                f"relaystore only supports form elicitations; mode {_show(mode)} is not supported"
+                f"relaystore only supports form elicitations; mode {shown(mode)} is not supported"
             )
         if not isinstance(body.get("sessionId"), str) and "requestId" not in body:
             raise InvalidInput(
@@ -248,7 +249,7 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
         schema_type = schema.get("type")
         if isinstance(schema_type, str) and schema_type != "object":
             raise InvalidInput(
-                f'requestedSchema type must be "object", not {_show(schema_type)}; '
+                f'requestedSchema type must be "object", not {shown(schema_type)}; '
                 "nested or scalar schemas are not supported"
             )
         title = _optional_text(schema, "title", "requestedSchema")
@@ -272,11 +273,6 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
             description=description,
             fields=fields,
         )
-
-    def validate_response(self, response: ElicitationResponse) -> None:
-        """Raise :class:`InvalidInput` unless ``response`` fits this request; see
-        :func:`validate_response`."""
-        validate_response(self, response)
 
 
 class _Response(Wire, kw_only=True):
@@ -311,7 +307,7 @@ class ElicitationAccept(
                 try:
                     value = float(value)
                 except OverflowError:
-                    raise _ShapeError(f"answer {_show(key)} is out of range") from None
+                    raise _ShapeError(f"answer {shown(key)} is out of range") from None
             content[key] = value
         self.content = content
 
@@ -334,106 +330,12 @@ def decode_elicitation_response(data: bytes | str) -> ElicitationResponse:
     return decode_json(data, kind, what="elicitation response")
 
 
-def validate_response(request: ElicitationRequest, response: ElicitationResponse) -> None:
-    """Raise :class:`InvalidInput` unless ``response`` answers ``request``'s own schema.
-
-    Decline and cancel always pass. An accept answer must name only fields of the
-    request; every required field must be answered with a non-blank value, unless a field
-    that is its custom-answer partner carries a non-blank string; each value must satisfy
-    its field (see :func:`validate_field_value`).
-    """
-    if not isinstance(response, ElicitationAccept):
-        return
-    content = response.content
-    known = {field.id for field in request.fields}
-    for field_id in content:
-        if field_id not in known:
-            raise InvalidInput(
-                f"answer names {_show(field_id)}, which is not a field of elicitation "
-                f"{_show(request.id)}"
-            )
-    for field in request.fields:
-        value = content.get(field.id)
-        if value is None:
-            if field.required and not _custom_answer_present(request, field, content):
-                raise InvalidInput(f"{_label(field)} is required")
-            continue
-        if field.required and isinstance(value, str) and _is_blank(value):
-            raise InvalidInput(f"{_label(field)} is required; the answer is blank")
-        validate_field_value(field, value)
-
-
-def validate_field_value(field: ElicitationField, value: ElicitationValue) -> None:
-    """Raise :class:`InvalidInput` unless ``value`` is one ``field`` allows.
-
-    Presence and required-ness are the caller's business. Text: length in characters,
-    ``pattern`` (searched, not anchored) and ``format`` (``email``, ``uri``, ``date``,
-    ``date-time``; other formats pass). Selects: membership and item counts. Integer and
-    number: range; a whole-number integer answers a number field.
-
-    Messages name the field; they quote the refused answer only when the field is not
-    ``secret``: a secret answer (a password, a PIN) never appears in any message.
-    """
-    kind = field.kind
-    label = _label(field)
-    if kind is ElicitationFieldKind.TEXT and isinstance(value, str):
-        length = len(value)
-        if field.min_length is not None and length < field.min_length:
-            raise InvalidInput(f"{label} is too short; use at least {field.min_length} characters")
-        if field.max_length is not None and length > field.max_length:
-            raise InvalidInput(f"{label} is too long; use at most {field.max_length} characters")
-        if field.pattern is not None:
-            try:
-                matched = re.search(field.pattern, value) is not None
-            except re.error as exc:
-                raise InvalidInput(f"{label} has an invalid pattern: {exc}") from exc
-            if not matched:
-                raise InvalidInput(
-                    f"{label} does not match the required format (pattern {field.pattern!r})"
-                )
-        if field.format is not None:
-            problem = _format_problem(value, field.format)
-            if problem is not None:
-                raise InvalidInput(f"{label} {problem}")
-        return
-    if kind is ElicitationFieldKind.SINGLE_SELECT and isinstance(value, str):
-        if not any(option.value == value for option in field.options or ()):
-            raise InvalidInput(f"{label} is not one of the offered options{_echo(field, value)}")
-        return
-    if kind is ElicitationFieldKind.MULTI_SELECT and isinstance(value, list):
-        if field.min_items is not None and len(value) < field.min_items:
-            raise InvalidInput(f"{label} needs more selections; choose at least {field.min_items}")
-        if field.max_items is not None and len(value) > field.max_items:
-            raise InvalidInput(f"{label} has too many selections; choose at most {field.max_items}")
-        offered = {option.value for option in field.options or ()}
-        for choice in value:
-            if choice not in offered:
-                raise InvalidInput(
-                    f"{label} is not one of the offered options{_echo(field, choice)}"
-                )
-        return
-    if kind is ElicitationFieldKind.BOOLEAN and isinstance(value, bool):
-        return
-    if isinstance(value, bool):
-        raise InvalidInput(f"{label} has an incompatible value: expected {_EXPECTED[kind]}")
-    if kind is ElicitationFieldKind.INTEGER and isinstance(value, int):
-        _check_range(field, value, label)
-        return
-    if kind is ElicitationFieldKind.NUMBER and isinstance(value, (int, float)):
-        number = _finite_float(value)
-        if number is None:
-            raise InvalidInput(f"{label} is outside the allowed range; use a finite number")
-        _check_range(field, number, label)
-        return
-    raise InvalidInput(f"{label} has an incompatible value: expected {_EXPECTED[kind]}")
-
-
 # --- ACP parsing helpers -------------------------------------------------------------------
 
 
 def _parse_field(field_id: str, value: object, required: bool) -> ElicitationField:
-    _check_text(field_id, f"elicitation field id {_show(field_id)}")
-    where = f"requestedSchema.properties[{_show(field_id)}]"
+    _check_text(field_id, f"elicitation field id {shown(field_id)}")
+    where = f"requestedSchema.properties[{shown(field_id)}]"
     schema = _object(value, where)
     title = _optional_text(schema, "title", where)
     description = _optional_text(schema, "description", where)
@@ -458,7 +360,7 @@ def _parse_field(field_id: str, value: object, required: bool) -> ElicitationFie
                     re.compile(pattern)
                 except re.error as exc:
                     raise InvalidInput(
-                        f"field {_show(field_id)} has an invalid pattern {pattern!r}: {exc}"
+                        f"field {shown(field_id)} has an invalid pattern {pattern!r}: {exc}"
                     ) from exc
             kind = ElicitationFieldKind.TEXT
             variant = {
@@ -470,7 +372,7 @@ def _parse_field(field_id: str, value: object, required: bool) -> ElicitationFie
             }
     elif field_type == "array":
         if "items" not in schema:
-            raise InvalidInput(f"multi-select field {_show(field_id)} has no items schema")
+            raise InvalidInput(f"multi-select field {shown(field_id)} has no items schema")
         items_where = f"{where}.items"
         items = _object(schema["items"], items_where)
         try:
@@ -483,7 +385,7 @@ def _parse_field(field_id: str, value: object, required: bool) -> ElicitationFie
             options = _enum_options(items, items_where)
         if not options:
             raise InvalidInput(
-                f"multi-select field {_show(field_id)} has no options; give items.anyOf "
+                f"multi-select field {shown(field_id)} has no options; give items.anyOf "
                 "or items.enum"
             )
         kind = ElicitationFieldKind.MULTI_SELECT
@@ -508,7 +410,7 @@ def _parse_field(field_id: str, value: object, required: bool) -> ElicitationFie
         }
     else:
         raise InvalidInput(
-            f"field {_show(field_id)} has unsupported type {_show(field_type)}; use string, "
+            f"field {shown(field_id)} has unsupported type {shown(field_type)}; use string, "
             "array, boolean, integer or number"
         )
     return ElicitationField(
@@ -634,7 +536,7 @@ def _optional_count(body: Mapping[str, Any], key: str, where: str) -> int | None
     value = body.get(key)
     if value is None:
         return None
-    if not _is_int(value, 0, _U64_MAX):
+    if not is_int_in(value, 0, _U64_MAX):
         raise InvalidInput(f"{where}.{key} must be a non-negative integer")
     return value
 
@@ -643,7 +545,7 @@ def _optional_i64(body: Mapping[str, Any], key: str, where: str) -> int | None:
     value = body.get(key)
     if value is None:
         return None
-    if not _is_int(value, INT64_MIN, INT64_MAX):
+    if not is_int_in(value, INT64_MIN, INT64_MAX):
         raise InvalidInput(f"{where}.{key} must be an integer that fits 64 bits")
     return value
 
@@ -654,7 +556,7 @@ def _optional_f64(body: Mapping[str, Any], key: str, where: str) -> float | None
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(f"{where}.{key} must be a number")
-    number = _finite_float(value)
+    number = finite_float(value)
     if number is None:
         raise InvalidInput(f"{where}.{key} must be finite")
     return number
@@ -686,12 +588,12 @@ def _string_list(value: object, key: str, where: str) -> list[str]:
     return list(value)
 
 
-def _is_int(value: object, low: int, high: int) -> TypeGuard[int]:
+def is_int_in(value: object, low: int, high: int) -> TypeGuard[int]:
     """An integer (not a boolean) within ``low..=high``."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _finite_float(value: object) -> float | None:
+def finite_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -701,75 +603,6 @@ def _finite_float(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-# --- answer checking helpers ---------------------------------------------------------------
-
-
-def _show(text: str, limit: int = 60) -> str:
+def shown(text: str, limit: int = 60) -> str:
     """Quote ``text`` for a message, shortened when long."""
     return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
-def _echo(field: ElicitationField, value: str | int | float) -> str:
-    """``": <value>"`` to end a message with the offending answer; nothing for a secret field.
-
-    A secret answer (a password, a PIN) never appears in a message: the field is named
-    by the label, the value is not.
-    """
-    if field.secret:
-        return " (the answer is not shown: the field is secret)"
-    return f": {_show(value) if isinstance(value, str) else value}"
-
-
-def _label(field: ElicitationField) -> str:
-    if field.title == field.id:
-        return f"field {_show(field.id)}"
-    return f"{_show(field.title)} (field {_show(field.id)})"
-
-
-_EXPECTED = {
-    ElicitationFieldKind.TEXT: "a string",
-    ElicitationFieldKind.SINGLE_SELECT: "one option value (a string)",
-    ElicitationFieldKind.MULTI_SELECT: "an array of option values",
-    ElicitationFieldKind.BOOLEAN: "true or false",
-    ElicitationFieldKind.INTEGER: "an integer",
-    ElicitationFieldKind.NUMBER: "a number",
-}
-"""What an answer to each kind must be, for messages."""
-
-
-def _is_blank(text: str) -> bool:
-    return not text.strip(RUST_WHITESPACE)
-
-
-def _custom_answer_present(
-    request: ElicitationRequest, field: ElicitationField, content: Mapping[str, ElicitationValue]
-) -> bool:
-    for candidate in request.fields:
-        if candidate.custom_answer_for == field.id:
-            value = content.get(candidate.id)
-            if isinstance(value, str) and not _is_blank(value):
-                return True
-    return False
-
-
-def _check_range(field: ElicitationField, value: int | float, label: str) -> None:
-    low, high = field.minimum, field.maximum
-    if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-        raise InvalidInput(f"{label} is outside the allowed range {bounds}{_echo(field, value)}")
-
-
-def _format_problem(value: str, fmt: str) -> str | None:
-    if fmt == "email":
-        local, at, domain = value.partition("@")
-        if not (at and local and "." in domain and not domain.startswith(".")):
-            return "must be an email address"
-    elif fmt == "uri":
-        if not is_uri(value):
-            return "must be a URI"
-    elif fmt == "date":
-        if not is_date(value):
-            return "must be a YYYY-MM-DD date"
-    elif fmt == "date-time" and not is_rfc3339_date_time(value):
-        return "must be an RFC 3339 date-time"
-    return None
