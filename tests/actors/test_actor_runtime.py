@@ -12,7 +12,6 @@ import pytest
 
 import relaystore.actors.writer as writer_module
 from relaystore.actors.store import EventStore
-from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.errors import (
     InvalidInput,
     SchemaMismatch,
@@ -26,28 +25,14 @@ from relaystore.domain.messages import (
     LoadApiEvents,
     LoadMaterializedSession,
     ObserveRelayEvents,
-    RecordActivities,
     Request,
     SaveLifecycleSession,
     SaveSession,
 )
 from relaystore.storage.schema import COMPATIBILITY_FLOOR, SCHEMA_VERSION
 from relaystore.testing import example_session
+from tests.actors.activity_support import activity
 from tests.actors.seed import all_events, chain, page, turn
-
-
-def activity(n: int) -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                "session-1",
-                ApiActivityState(
-                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
-                ),
-            )
-        ],
-        recorded_at_ms=n,
-    )
 
 
 @pytest.fixture

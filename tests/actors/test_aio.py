@@ -12,32 +12,17 @@ import pytest
 
 import relaystore.actors.writer as writer_module
 from relaystore import (
-    ApiActivityState,
     AskTimeout,
     EventStore,
     InvalidInput,
     LoadApiEvents,
     LoadState,
-    RecordActivities,
     SaveSession,
     StoreClosed,
 )
 from relaystore.aio import AsyncEventStore
 from relaystore.testing import example_session
-
-
-def activity(n: int) -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                "session-1",
-                ApiActivityState(
-                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
-                ),
-            )
-        ],
-        recorded_at_ms=n,
-    )
+from tests.actors.activity_support import activity
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:

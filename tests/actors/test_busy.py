@@ -21,37 +21,19 @@ import pytest
 
 import relaystore.storage.connection as connection_module
 from relaystore import (
-    ApiActivityState,
     AskTimeout,
     EventStore,
     LoadApiEvents,
     ObserveRelayEvents,
-    RecordActivities,
     SaveSession,
     StoreBusy,
     StoreError,
 )
 from relaystore.aio import AsyncEventStore
 from relaystore.testing import JournalBuilder, example_session
+from tests.actors.activity_support import activity
 
 BUSY_MS = 300
-
-
-def activity(n: int) -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                "session-1",
-                ApiActivityState(
-                    state=f"working-{n}",
-                    is_idle=False,
-                    waiting_for_input=False,
-                    capacity_retry=False,
-                ),
-            )
-        ],
-        recorded_at_ms=n,
-    )
 
 
 @pytest.fixture
@@ -81,19 +63,19 @@ def test_a_held_lock_refuses_the_batch_with_store_busy_and_the_writer_serves_on(
     store: EventStore, foreign: apsw.Connection
 ) -> None:
     with pytest.raises(StoreBusy, match="write lock") as caught:
-        store.ask(activity(1))
+        store.ask(activity(1, prefix="working-"))
     assert isinstance(caught.value, StoreError)
     assert caught.value.path == str(store.path)
     busy = store.metrics()
     assert (busy.writer_busy, busy.busy_refusals) == (True, 1)
     with pytest.raises(AskTimeout):  # an ask waits within its own timeout
-        store.ask(activity(2), timeout=BUSY_MS / 1000 / 3)
+        store.ask(activity(2, prefix="working-"), timeout=BUSY_MS / 1000 / 3)
     deadline = time.monotonic() + 10
     while store.metrics().busy_refusals < 2:  # its batch is refused once the wait runs out
         assert time.monotonic() < deadline
         time.sleep(0.01)
     foreign.execute("ROLLBACK")  # the operator lets go
-    store.ask(activity(3))
+    store.ask(activity(3, prefix="working-"))
     assert kinds(store) == ["activity_changed"]  # only what was acknowledged
     served = store.metrics()
     assert served.writer_busy is False
@@ -106,7 +88,7 @@ def test_an_ask_waits_for_a_lock_released_within_the_busy_timeout(
     release = threading.Timer(BUSY_MS / 1000 / 4, foreign.execute, ("ROLLBACK",))
     release.start()
     try:
-        store.ask(activity(1))
+        store.ask(activity(1, prefix="working-"))
     finally:
         release.join()
     assert kinds(store) == ["activity_changed"]
@@ -140,12 +122,12 @@ def test_the_async_facade_gets_the_same_store_busy(
             other.execute("BEGIN IMMEDIATE")
             try:
                 with pytest.raises(StoreBusy):
-                    await store.ask(activity(1))
+                    await store.ask(activity(1, prefix="working-"))
                 assert store.metrics().writer_busy
             finally:
                 other.execute("ROLLBACK")
                 other.close()
-            await store.ask(activity(2))
+            await store.ask(activity(2, prefix="working-"))
             assert not store.metrics().writer_busy
 
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -20,13 +20,11 @@ from typing import Any, get_type_hints
 import pytest
 
 from relaystore import (
-    ApiActivityState,
     ApiEventFilter,
     EventStore,
     InvalidInput,
     LoadApiEvents,
     LoadState,
-    RecordActivities,
     Request,
     SaveSession,
     StoreClosed,
@@ -43,6 +41,7 @@ from relaystore.aio import AsyncEventStore
 from relaystore.domain.projection import PageDelta
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from relaystore.testing import example_session
+from tests.actors.activity_support import activity
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)
 
@@ -147,20 +146,6 @@ class NotOurs(Request[None], frozen=True, kw_only=True):
     """A user's own Request subclass: not a relaystore message."""
 
 
-def activity(n: int) -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                "session-1",
-                ApiActivityState(
-                    state=f"s{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
-                ),
-            )
-        ],
-        recorded_at_ms=n,
-    )
-
-
 MISUSE: dict[str, Callable[[Facade], object]] = {
     "timeout too long": lambda f: f.ask(LoadState(), timeout=1e13),
     "timeout negative": lambda f: f.ask(LoadState(), timeout=-1),
@@ -211,7 +196,7 @@ AFTER_CLOSE: dict[str, Callable[[Facade], object]] = {
     "ask": lambda f: f.ask(LoadState()),
     "ask with a bad timeout": lambda f: f.ask(LoadState(), timeout=-1),
     "ask a non-message": lambda f: f.ask(object()),
-    "tell": lambda f: f.tell(activity(1)),
+    "tell": lambda f: f.tell(activity(1, prefix="s")),
     "wait_for": lambda f: f.wait_for(1, timeout=5),
     "follow": lambda f: f.follow(timeout=5),
     "close again": lambda f: f.close(),
@@ -235,8 +220,8 @@ def test_a_read_only_store_refuses_writes_the_same_through_both_facades(
     both: Callable[..., Opened],
 ) -> None:
     writable = both()
-    writable.blocking.ask(activity(1))
-    writable.awaiting.ask(activity(1))
+    writable.blocking.ask(activity(1, prefix="s"))
+    writable.awaiting.ask(activity(1, prefix="s"))
     writable.blocking.close()
     writable.awaiting.close()
     runner = asyncio.Runner()
@@ -245,12 +230,12 @@ def test_a_read_only_store_refuses_writes_the_same_through_both_facades(
         awaiting = Awaiting(writable.awaiting.store.sync.path, runner, read_only=True)
         for misuse in (
             lambda f: f.ask(SaveSession(record=example_session())),
-            lambda f: f.tell(activity(2)),
+            lambda f: f.tell(activity(2, prefix="s")),
             lambda f: f.follow(timeout=0),
             lambda f: f.wait_for(1, timeout=0),
         ):
             assert outcome(partial(misuse, blocking)) == outcome(partial(misuse, awaiting))
-        assert outcome(lambda: blocking.ask(activity(2)))[0] == "InvalidInput"
+        assert outcome(lambda: blocking.ask(activity(2, prefix="s")))[0] == "InvalidInput"
         blocking.close()
         awaiting.close()
     finally:

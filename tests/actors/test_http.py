@@ -27,26 +27,13 @@ import pytest
 
 from relaystore import ApiActivityState, EventStore, RecordActivities, SaveSession
 from relaystore.testing import example_session
+from tests.actors.activity_support import activity
 from tests.damage import overwrite_body
 
 
 def _state(text: str) -> ApiActivityState:
     return ApiActivityState(
         state=text, is_idle=False, waiting_for_input=False, capacity_retry=False
-    )
-
-
-def activity(n: int, session_id: str = "session-1") -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                session_id,
-                ApiActivityState(
-                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
-                ),
-            )
-        ],
-        recorded_at_ms=n,
     )
 
 

@@ -25,20 +25,7 @@ from relaystore import (
 )
 from relaystore.domain.messages import BackupStore, CompactStore
 from relaystore.testing import example_session
-
-
-def activity(n: int, session_id: str = "session-1") -> RecordActivities:
-    return RecordActivities(
-        activities=[
-            (
-                session_id,
-                ApiActivityState(
-                    state=f"state-{n}", is_idle=False, waiting_for_input=False, capacity_retry=False
-                ),
-            )
-        ],
-        recorded_at_ms=n,
-    )
+from tests.actors.activity_support import activity
 
 
 def test_a_backup_taken_while_the_writer_commits_opens_verifies_and_resumes(
