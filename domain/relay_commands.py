@@ -14,6 +14,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
+from relaystore.domain.integers import Int64, UInt64
 from relaystore.domain.wire import JSON, Variant, Wire, emitted
 
 __all__ = [
@@ -89,7 +90,7 @@ __all__ = [
 class RelayCursor(Wire, kw_only=True, forbid_unknown_fields=True):
     """A position in a relay journal: an ordinal and the digest of the event there."""
 
-    ordinal: int
+    ordinal: UInt64
     digest: str
 
 
@@ -110,9 +111,9 @@ class UserShellResult(Wire, kw_only=True, forbid_unknown_fields=True):
     stderr: str
     stdout_truncated: bool = emitted(False)
     stderr_truncated: bool = emitted(False)
-    exit_code: int | None = None
+    exit_code: Int64 | None = None
     signal: str | None = None
-    duration_ms: int
+    duration_ms: Int64
     status: UserShellStatus
     error: str | None = None
 
@@ -131,7 +132,7 @@ class MailboxEvent(Wire, kw_only=True, forbid_unknown_fields=True):
     source: str
     wake: bool
     text: str
-    created_at_ms: Annotated[int, msgspec.Meta(ge=0)]  # u64: msgspec reads at most 2**64 - 1
+    created_at_ms: UInt64
 
 
 class EvidenceMessage(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -245,8 +246,8 @@ class QuotaRecovery(Wire, kw_only=True):
     user_command_id: str
     completed_command_id: str
     profile_id: str
-    reset_at_ms: int | None = emitted(None)
-    retry_at_ms: int | None = emitted(None)
+    reset_at_ms: Int64 | None = emitted(None)
+    retry_at_ms: Int64 | None = emitted(None)
     notice: str
     submitted: bool
 
@@ -465,7 +466,7 @@ class SeedAssessmentContextCommand(_Command, tag="seed_assessment_context"):
 
 class HandbackReminderData(Wire, kw_only=True, forbid_unknown_fields=True):
     completed_command_id: str
-    completed_ordinal: Annotated[int, msgspec.Meta(ge=0)]  # u64: msgspec reads at most 2**64 - 1
+    completed_ordinal: UInt64
 
 
 class HandbackReminderCommand(_Command, tag="handback_reminder"):

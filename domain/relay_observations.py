@@ -8,6 +8,7 @@ from typing import Annotated
 import msgspec
 
 from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.integers import Int64, UInt64
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay_commands import MailboxEvent, RelayCommand, RelayCommandKind
 from relaystore.domain.relay_outcomes import RelayCommandOutcome
@@ -188,7 +189,7 @@ class ElicitationsCleared(Variant, tag="elicitations_cleared"):
 class CommandQueuedData(Wire, kw_only=True):
     command_id: str
     command: RelayCommand
-    created_at_ms: int
+    created_at_ms: Int64
 
 
 class CommandQueued(Variant, tag="command_queued"):
@@ -197,7 +198,7 @@ class CommandQueued(Variant, tag="command_queued"):
 
 class CommandStartedData(Wire, kw_only=True):
     command_id: str
-    started_at_ms: int
+    started_at_ms: Int64
 
 
 class CommandStarted(Variant, tag="command_started"):
@@ -226,7 +227,7 @@ class RetryAssessmentStarted(Variant, tag="retry_assessment_started"):
 
 class RetryAssessmentResolvedData(Wire, kw_only=True):
     command_id: str
-    assessment_ordinal: int
+    assessment_ordinal: UInt64
     retryable: bool
 
 
@@ -275,7 +276,7 @@ class ConfigurationUpdated(Variant, tag="configuration_updated"):
 
 class CheckpointReadyData(Wire, kw_only=True):
     command_id: str
-    through: int
+    through: UInt64
 
 
 class CheckpointReady(Variant, tag="checkpoint_ready"):
@@ -325,7 +326,7 @@ class MailboxHookLease(Wire, kw_only=True, forbid_unknown_fields=True):
     lease_id: str
     events: list[MailboxEvent]
     hook_event: str
-    expires_at_ms: int
+    expires_at_ms: Int64
 
 
 class MailboxHookLeaseCreatedData(Wire, kw_only=True):
@@ -374,7 +375,7 @@ class MailboxEventsDelivered(Variant, tag="mailbox_events_delivered"):
 
 
 class HarnessTurnStartedData(Wire, kw_only=True):
-    started_at_ms: int
+    started_at_ms: Int64
 
 
 class HarnessTurnStarted(Variant, tag="harness_turn_started"):

@@ -223,8 +223,17 @@ class JournalReader:
         else:
             firsts = [file.first for file in remaining if file.first is not None]
             position = min(firsts) - 1 if firsts else 0
+        # A cursor given from outside (a seed, the store's frontier) is checked against
+        # the event at it too, even when that is the journal's last: it must carry the
+        # cursor's digest, or it is a fork.
+        check_start = self.cursor is not None and position > 0
         while True:
-            live = [file for file in remaining if _last(file) > position]
+            live = [
+                file
+                for file in remaining
+                if _last(file) > position or (check_start and _last(file) == position)
+            ]
+            check_start = False
             if not live:
                 return
             candidates = [file for file in live if _first(file) <= position + 1]

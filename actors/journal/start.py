@@ -4,7 +4,8 @@ One rule, for ``replay`` and ``verify`` alike (:func:`history_start`):
 
 * a worker root's ``relay-seed.json`` (left by a checkpoint restore) names the frontier
   the journal continues: reading starts after it, and the first event must chain to it
-  (the reader's chain rule says so, naming the seed file when it does not);
+  (the reader's chain rule says so, naming the seed file when it does not); a seed past
+  the journal's last event is refused;
 * otherwise a journal that starts at ordinal 1 (or holds nothing) starts at genesis;
 * a journal whose first event is past ordinal 1 lost its earlier segments: it is refused
   (a gap from genesis, naming ``--from-first``) unless ``from_first`` adopts the first
@@ -52,6 +53,18 @@ def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
     if source.seed is not None:
         seed_file = source.seed_path or source.path / SEED_NAME
         frontier = source.seed.frontier
+        last = source.last_ordinal
+        if last is not None and frontier.ordinal > last:
+            refusal = RelayChainError(
+                ChainFault.GAP,
+                f"{seed_file} starts the history after ordinal {frontier.ordinal}, past the "
+                f"journal's last event ({last}): the seed belongs to another journal, or the "
+                "journal lost its newer events",
+                session_id=source.session_id,
+                ordinal=frontier.ordinal,
+                path=str(seed_file),
+            )
+            return HistoryStart(after=GENESIS, origin="genesis", refusal=refusal)
         return HistoryStart(
             after=frontier,
             origin="seed",

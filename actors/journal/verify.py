@@ -111,8 +111,8 @@ def verify_sources(
         frontier = reader.valid_until if reader.problems else reader.cursor
         if reader.problems:
             broken.add(sid)
-        if frontier is not None and frontier.ordinal > 0:
-            report.frontiers[sid] = frontier
+        if frontier is not None and frontier.ordinal > 0 and frontier != after:
+            report.frontiers[sid] = frontier  # never the start itself: no event was read
     return report
 
 

@@ -181,3 +181,46 @@ def test_replay_summary_counts_match_verify(tmp_path: Path) -> None:
     report = json.loads(ok(tmp_path / "s.sqlite3", "verify", str(root), "--json").stdout)
     read, applied, _, _ = replay(tmp_path / "s.sqlite3", root)
     assert report["records"] == read == applied
+
+
+def test_a_seed_on_the_last_event_with_another_digest_is_a_fork_in_both(tmp_path: Path) -> None:
+    journal = _pruned()
+    last = journal.frontier.ordinal
+    root = _seeded_root(tmp_path, journal, event_frontier=last, event_frontier_digest="cd" * 32)
+    report, refusal = _both(tmp_path / "store.sqlite3", root)
+    assert refusal is not None
+    first = _first(report)
+    assert (first["fault"], first["ordinal"]) == ("fork", last)
+    assert "relay-seed.json" in refusal
+    frontiers = report["frontiers"]
+    assert isinstance(frontiers, dict)
+    assert SESSION not in frontiers  # never a frontier digest no event has
+
+
+def test_a_seed_past_the_journal_is_refused_by_both_naming_it(tmp_path: Path) -> None:
+    root = _seeded_root(
+        tmp_path, _pruned(), event_frontier=1_000_000, event_frontier_digest="a" * 64
+    )
+    report, refusal = _both(tmp_path / "store.sqlite3", root)
+    assert refusal is not None
+    first = _first(report)
+    assert first["fault"] == "gap"
+    assert "past the journal's last event" in str(first["message"])
+    assert "relay-seed.json" in refusal
+
+
+def test_an_integer_sqlite_cannot_store_is_refused_by_both_at_its_line(tmp_path: Path) -> None:
+    journal = JournalBuilder()
+    journal.prompt_turn("big")
+    lines = journal.lines()
+    started = journal.events[1]
+    at = started.observation.data.started_at_ms  # type: ignore[union-attr]
+    lines[1] = lines[1].replace(b'"started_at_ms":%d' % at, b'"started_at_ms":%d' % 2**64)
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(lines))
+    report, refusal = _both(tmp_path / "store.sqlite3", path)
+    assert refusal is not None
+    first = _first(report)
+    assert (first["fault"], first["line"]) == ("bad_line", 2)
+    assert "$.observation.data.started_at_ms" in str(first["message"])
+    assert "Overflow" not in refusal
