@@ -41,9 +41,11 @@ RETENTION_BODY_FLOOR = 4 * 1024
 """Bodies of at most this many characters (SQLite's ``length``) are left as they are."""
 DIFF_PATCH_META_KEY = "dev.mj.diffPatch"
 _CALL_DROPS = ("rawInput", "rawOutput", "_meta")
-_MAX_EDIT_DISTANCE = 20_000
-"""Past this many changed lines the counts are the blunt ones (every old line deleted,
-every new one inserted), as the origin's diff settles for after its deadline."""
+DIFF_WORK_BUDGET = 200_000
+"""Steps (diagonals tried plus lines matched) one diff may take, about a tenth of a
+second: past it the counts are the blunt ones (every old line deleted, every new one
+inserted), as the origin's diff settles for a blunter one after its 250 ms deadline, so a
+pass never holds the writer for long."""
 
 
 class TranscriptRetention(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,13 +89,17 @@ def line_changes(old: str | None, new: str) -> tuple[int, int]:
     """``(insertions, deletions)`` of a minimal line diff from ``old`` to ``new``.
 
     Myers' algorithm finds the edit distance D; insertions and deletions follow from D
-    and the line counts. Past :data:`_MAX_EDIT_DISTANCE` the blunt counts are returned.
+    and the line counts. Past :data:`DIFF_WORK_BUDGET` steps the blunt counts are
+    returned.
     """
     a, b = _lines(old or ""), _lines(new)
     n, m = len(a), len(b)
-    bound = min(n + m, _MAX_EDIT_DISTANCE)
     furthest = {1: 0}
-    for distance in range(bound + 1):
+    work = 0
+    for distance in range(n + m + 1):
+        work += distance + 1
+        if work > DIFF_WORK_BUDGET:
+            break
         for diagonal in range(-distance, distance + 1, 2):
             if diagonal == -distance or (
                 diagonal != distance and furthest[diagonal - 1] < furthest[diagonal + 1]
@@ -102,8 +108,10 @@ def line_changes(old: str | None, new: str) -> tuple[int, int]:
             else:
                 x = furthest[diagonal - 1] + 1
             y = x - diagonal
+            start = x
             while x < n and y < m and a[x] == b[y]:
                 x, y = x + 1, y + 1
+            work += x - start
             furthest[diagonal] = x
             if x >= n and y >= m:
                 inserted = (distance + m - n) // 2
@@ -116,6 +124,8 @@ def _drop_patch_text(item: dict[str, JSON]) -> bool:
     changed = False
     meta = item.get("_meta")
     meta = dict(meta) if isinstance(meta, dict) else None
+    if not isinstance(item.get("path"), str):
+        return False  # not a diff the origin reads: left as it is
     if item.get("oldText") is not None or item.get("newText"):
         old, new = item.get("oldText"), item.get("newText")
         if not (old is None or isinstance(old, str)) or not isinstance(new, str):
@@ -128,8 +138,9 @@ def _drop_patch_text(item: dict[str, JSON]) -> bool:
         meta[DIFF_PATCH_META_KEY] = patch
         changed = True
     stored = None if meta is None else meta.get(DIFF_PATCH_META_KEY)
-    if not isinstance(stored, dict):
+    if not _is_patch(stored):
         return _rebuild_diff(item, meta, changed)
+    assert isinstance(stored, dict)
     if stored.get("text") == "" and stored.get("truncated") is True and not changed:
         return False
     patch = {
@@ -143,6 +154,17 @@ def _drop_patch_text(item: dict[str, JSON]) -> bool:
     assert meta is not None
     meta[DIFF_PATCH_META_KEY] = patch
     return _rebuild_diff(item, meta, True)
+
+
+def _is_patch(value: JSON) -> bool:
+    """Whether ``value`` reads as the origin's ``DiffPatch`` (a malformed one is left as
+    it is, as the origin leaves a patch it cannot read)."""
+    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+        return False
+    counts = (value.get("insertions"), value.get("deletions"))
+    if not all(type(count) is int and count >= 0 for count in counts):
+        return False
+    return all(type(value.get(flag, False)) is bool for flag in ("created", "truncated"))
 
 
 def _rebuild_diff(item: dict[str, JSON], meta: dict[str, JSON] | None, changed: bool) -> bool:

@@ -112,3 +112,24 @@ def test_line_changes_are_a_minimal_line_diffs(
     old: str | None, new: str, changes: tuple[int, int]
 ) -> None:
     assert line_changes(old, new) == changes
+
+
+def test_a_huge_rewrite_gets_the_blunt_counts_within_the_work_budget() -> None:
+    old = "".join(f"old {n}\n" for n in range(10_000))
+    new = "".join(f"new {n}\n" for n in range(10_000))
+    assert line_changes(old, new) == (10_000, 10_000)
+
+
+def test_a_diff_without_a_path_is_left_as_it_is() -> None:
+    pathless = {"type": "diff", "oldText": "a\n" * 10, "newText": "b\n" * 10}
+    compacted = compact_tool_body(ToolBody(call={"toolCallId": "c", "content": [pathless]}))
+    assert compacted is None
+
+
+def test_a_malformed_stored_patch_is_left_as_it_is() -> None:
+    bad = {"text": "x", "insertions": "many", "deletions": None, "created": "yes"}
+    diff = {"type": "diff", "path": "p", "newText": "", "_meta": {DIFF_PATCH_META_KEY: bad}}
+    call = {"toolCallId": "c", "content": [diff], "rawInput": {"x": 1}}
+    compacted = compact_tool_body(ToolBody(call=call))
+    assert compacted is not None  # the raw input still goes
+    assert compacted.call["content"] == [diff]
