@@ -101,6 +101,8 @@ U32 = st.integers(0, 2**32 - 1)
 I32 = st.integers(-(2**31), 2**31 - 1)
 U64 = st.integers(0, 2**64 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
+STORED_U64 = st.integers(0, 2**63 - 1)
+"""A u64 field relaystore stores (``UInt64``): what SQLite's INTEGER holds."""
 DIGESTS = st.text("0123456789abcdef", min_size=64, max_size=64)
 # Floats whose Python repr has no exponent ([1e-4, 1e16)) are written identically by ryu.
 _MAGNITUDES = st.floats(min_value=1e-4, max_value=1e15)
@@ -176,7 +178,7 @@ def unknown_keys(draw: st.DrawFn, known: frozenset[str] | set[str]) -> str:
 
 @st.composite
 def relay_cursors(draw: st.DrawFn) -> dict[str, Any]:
-    return obj(ordinal=draw(U64), digest=draw(DIGESTS | TEXT))
+    return obj(ordinal=draw(STORED_U64), digest=draw(DIGESTS | TEXT))
 
 
 @st.composite
@@ -256,7 +258,7 @@ user_shell_results = _fixed(
     stderr_truncated=st.booleans(),
     exit_code=optional(I32),
     signal=optional(TEXT),
-    duration_ms=U64,
+    duration_ms=STORED_U64,
     status=st.sampled_from(
         ["exited", "signaled", "timed_out", "cancelled", "interrupted", "failed"]
     ),
@@ -462,7 +464,7 @@ OBSERVATION_DATA: dict[str, st.SearchStrategy[dict[str, Any]] | None] = {
     ),
     "retry_assessment_started": _fixed(command_id=IDS, evidence=json_objects),
     "retry_assessment_resolved": _fixed(
-        command_id=IDS, assessment_ordinal=U64, retryable=st.booleans()
+        command_id=IDS, assessment_ordinal=STORED_U64, retryable=st.booleans()
     ),
     "command_rejected": _command_ended(),
     "command_interrupted": _command_ended(),
@@ -475,7 +477,7 @@ OBSERVATION_DATA: dict[str, st.SearchStrategy[dict[str, Any]] | None] = {
         stderr_truncated=st.booleans(),
     ),
     "configuration_updated": _fixed(key=TEXT, value=TEXT),
-    "checkpoint_ready": _fixed(command_id=IDS, through=U64),
+    "checkpoint_ready": _fixed(command_id=IDS, through=STORED_U64),
     "session_fault": _fixed(reason=REASONS, message=TEXT),
     "warning": _fixed(message=TEXT),
     "session_restarted": None,
