@@ -95,6 +95,8 @@ logger = logging.getLogger(__name__)
 P = TypeVar("P", LoadApiEvents, LoadRawApiEvents)
 
 MAX_TIMEOUT = threading.TIMEOUT_MAX
+MAX_READERS = 64
+"""The most reader actors one store starts."""
 """The longest timeout either facade takes, in seconds: the longest a thread can wait."""
 
 CLOSED_BEFORE_ANSWER = "the store closed before answering"
@@ -167,6 +169,12 @@ class Settings:
             if type(value) is not int or value < 1:
                 raise InvalidInput(f"EventStore.open: {name} must be an int of at least 1")
             counts[name] = value
+        if counts["readers"] > MAX_READERS:
+            # Each reader is a thread with its own connection and file handles.
+            raise InvalidInput(f"EventStore.open: readers must be at most {MAX_READERS}")
+        for name, flag in (("read_only", read_only), ("relay_log", relay_log)):
+            if type(flag) is not bool:
+                raise InvalidInput(f"EventStore.open: {name} must be True or False")
         modes: tuple[Synchronous, ...] = get_args(Synchronous)
         if synchronous not in modes:
             raise InvalidInput(f"EventStore.open: synchronous must be one of {', '.join(modes)}")
@@ -178,11 +186,11 @@ class Settings:
             counts["readers"],
             counts["queue_capacity"],
             synchronous,
-            bool(read_only),
+            read_only is True,
             counts["max_batch"],
             counts["max_projectors"],
             float(idle),  # type: ignore[arg-type]
-            bool(relay_log),
+            relay_log is True,
         )
 
 

@@ -347,8 +347,10 @@ def test_open_refuses_a_path_that_names_no_file(path: Any) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"readers": 0}, {"readers": True}, {"queue_capacity": "8"}, {"synchronous": "SOMETIMES"},
-     {"max_batch": 0}, {"max_projectors": None}, {"projector_idle_seconds": -1}],
+    [{"readers": 0}, {"readers": True}, {"readers": 65}, {"queue_capacity": "8"},
+     {"synchronous": "SOMETIMES"}, {"max_batch": 0}, {"max_projectors": None},
+     {"projector_idle_seconds": -1}, {"read_only": "yes"}, {"read_only": 1},
+     {"relay_log": "no"}],
 )  # fmt: skip
 def test_open_refuses_bad_options_naming_them(tmp_path: Path, options: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput, match=next(iter(options))):
