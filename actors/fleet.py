@@ -147,8 +147,6 @@ class FleetFeed:
             await message.ack()
 
     async def _events(self) -> AsyncIterator[FleetEvent]:
-        import nats.errors
-
         # nats-py retries a first connection forever when it may reconnect: try once
         # without, so that an unreachable server is one clear error, not a hang.
         try:
@@ -179,7 +177,9 @@ class FleetFeed:
                 await self._ack()
                 try:
                     messages = await subscription.fetch(self._batch, timeout=self._wait)
-                except nats.errors.TimeoutError:
+                except TimeoutError:
+                    # nats-py raises its own TimeoutError (a subclass) or, when the wait
+                    # runs out between its two pull requests, the builtin: both mean none yet.
                     if self._follow:
                         continue
                     info = await subscription.consumer_info()

@@ -8,6 +8,7 @@ subjects, and a durable consumer killed with SIGKILL resumes where it acknowledg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -236,3 +237,31 @@ def test_fleet_feed_checks_its_arguments() -> None:
         FleetFeed("nats://127.0.0.1:4222", workspace_id="ws*")
     with pytest.raises(InvalidInput, match="invalid stream name"):
         FleetFeed("nats://127.0.0.1:4222", stream="a>b")
+
+
+def test_a_following_feed_with_a_short_wait_keeps_waiting_when_nothing_is_new(
+    fleet: Fleet,
+) -> None:
+    """nats-py ends a fetch whose wait runs out between its two pull requests with
+    asyncio's TimeoutError, not its own: a following feed must take that as "none yet"."""
+    from relaystore.nats import FleetEvent, FleetFeed
+
+    db = fleet.stores[0]
+    sid = store_id(db)
+    expected = latest_seq(db)
+
+    async def scenario() -> tuple[list[FleetEvent], bool]:
+        async with FleetFeed(fleet.url, store_id=sid, follow=True, wait=0.001) as feed:
+            events = aiter(feed)
+            got = [await anext(events) for _ in range(expected)]
+            waiting = asyncio.ensure_future(anext(events))
+            await asyncio.sleep(1.5)  # some hundred empty fetches
+            still_waiting = not waiting.done()
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+        return got, still_waiting
+
+    got, still_waiting = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    assert [event.seq for event in got] == list(range(1, expected + 1))
+    assert still_waiting
