@@ -76,6 +76,11 @@ def failure(status: int, code: str, text: str) -> JSONResponse:
     return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
 
 
+def _shutting_down() -> JSONResponse:
+    """503: the server is closing its store."""
+    return failure(503, "unavailable", "the server is shutting down")
+
+
 def once(name: str, values: list[str]) -> str | None:
     """The one value of a parameter or header given at most once: a repeated one is
     refused (``InvalidInput``), never overridden, as the origin's query parser does."""
@@ -150,21 +155,29 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
     ``authorized(request)`` checks the bearer token.
     """
 
-    def guarded(build: Callable[[Request], Any], path_id: bool = True) -> _Handler:
+    def serving(request: Request, *, token: bool = True) -> AsyncEventStore | Response:
+        """The store to answer from, or the refusal: a wrong token (401, when ``token``),
+        a server shutting down (503)."""
+        if token and not authorized(request):
+            return failure(401, "unauthorized", "missing or wrong bearer token")
+        store: AsyncEventStore | None = state.get("store")
+        if store is None:
+            return _shutting_down()
+        return store
+
+    def guarded(build: Callable[[Request], Any]) -> _Handler:
         """A handler: token, store, build the message, ask it, answer its reply or 404."""
 
         async def handle(request: Request) -> Response:
-            if not authorized(request):
-                return failure(401, "unauthorized", "missing or wrong bearer token")
-            store: AsyncEventStore | None = state.get("store")
-            if store is None:
-                return failure(503, "unavailable", "the server is shutting down")
+            store = serving(request)
+            if isinstance(store, Response):
+                return store
             try:
                 reply = await store.ask(build(request))
             except InvalidInput as exc:
                 return failure(400, "bad_request", exc.detail)
             except StoreClosed:
-                return failure(503, "unavailable", "the server is shutting down")
+                return _shutting_down()
             except StoreError as exc:
                 return failure(500, "storage_failure", f"reading the store failed: {exc}")
             if reply is None:
@@ -219,9 +232,9 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         )
 
     async def healthz(request: Request) -> Response:
-        store: AsyncEventStore | None = state.get("store")
-        if store is None:
-            return failure(503, "unavailable", "the server is shutting down")
+        store = serving(request, token=False)
+        if isinstance(store, Response):
+            return store
         try:
             latest = await store.fetch_latest_seq()
         except StoreError as exc:
@@ -229,11 +242,9 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         return JSONResponse({"status": "ok", "latest_seq": latest})
 
     async def metrics_text(request: Request) -> Response:
-        if not authorized(request):
-            return failure(401, "unauthorized", "missing or wrong bearer token")
-        store: AsyncEventStore | None = state.get("store")
-        if store is None:
-            return failure(503, "unavailable", "the server is shutting down")
+        store = serving(request)
+        if isinstance(store, Response):
+            return store
         try:
             text = prometheus_text(store.metrics())
         except ImportError:

@@ -230,3 +230,33 @@ def test_metrics_are_prometheus_text(server: Server) -> None:
     assert "# TYPE relaystore_latest_seq gauge" in text
     assert "# TYPE relaystore_commits_total counter" in text
     assert any(line.startswith("relaystore_latest_seq ") for line in text.splitlines())
+
+
+@pytest.mark.parametrize("token_ok", [True, False])
+def test_a_server_without_its_store_answers_503_after_the_token_check(token_ok: bool) -> None:
+    """While the server closes its store, every read route answers the origin's 503 body;
+    a wrong token is still 401 first, except on /healthz, which takes none."""
+    import asyncio
+
+    from starlette.applications import Starlette
+
+    from relaystore.actors.http_reads import read_routes
+
+    app = Starlette(routes=read_routes({}, lambda _request: token_ok))
+
+    async def answers() -> dict[str, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            paths = ["/healthz", "/metrics", "/api/v1/workspaces", "/api/v1/sessions/s/history"]
+            return {path: await client.get(path) for path in paths}
+
+    for path, response in asyncio.run(answers()).items():
+        if token_ok or path == "/healthz":
+            assert response.status_code == 503, path
+            assert response.json() == {
+                "error": "the server is shutting down",
+                "code": "unavailable",
+            }
+        else:
+            assert response.status_code == 401, path
+            assert response.json()["code"] == "unauthorized"
