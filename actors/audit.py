@@ -25,7 +25,7 @@ from relaystore.domain.errors import RelayLogUnavailable, StoreError
 from relaystore.domain.materialized import HistoryStart, MaterializedSession
 from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRelayLog
 from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import encode
 
 __all__ = ["audit_session"]
@@ -53,7 +53,7 @@ def _feed(store: EventStore, session_id: str) -> list[tuple[int, str, str]]:
 
 def _from_journal(
     source: JournalSource, stored: MaterializedSession
-) -> tuple[Rebuilt, list[RelayEvent], Divergence | None]:
+) -> tuple[Rebuilt, list[RelayEvent | RelayLine], Divergence | None]:
     """Derive the session from ``source`` up to the stored frontier."""
     history = history_start(source, from_first=True)
     start = MaterializedSession.empty(source.session_id)
@@ -63,9 +63,9 @@ def _from_journal(
         start.queued_prompts = list(history.queued_prompts)
         start.history_start = HistoryStart(ordinal=history.after.ordinal + 1, source="seed")
     after = history.after if history.origin == "seed" else None
-    frontier = stored.applied_event_ordinal
-    events: list[RelayEvent] = []
-    for event, _ in JournalReader(source, check_chain=True, after=after):
+    frontier = stored.kept_frontier.ordinal
+    events: list[RelayEvent | RelayLine] = []
+    for event, _ in JournalReader(source, check_chain=True, after=after, keep_unknown=True):
         if event.ordinal > frontier:
             break
         events.append(event)
@@ -102,8 +102,8 @@ def audit_session(
         if journal is None:
             assert log is not None
             rebuilt = rebuild(log, action="audit")
-            applied: list[RelayEvent] = []
-            journal_events: list[RelayEvent] = []
+            applied: list[RelayEvent | RelayLine] = []
+            journal_events: list[RelayEvent | RelayLine] = []
             short = None
         else:
             rebuilt, journal_events, short = _from_journal(journal, stored)

@@ -33,6 +33,7 @@ from relaystore.domain.errors import InvalidInput, StoreError
 if TYPE_CHECKING:
     from relaystore.actors.replay import ReplayReport
     from relaystore.actors.store import EventStore
+    from relaystore.domain.materialized import ProjectionBehind
     from relaystore.domain.relay import RelayCursor
 
 __all__ = ["main"]
@@ -306,6 +307,11 @@ def _parser() -> argparse.ArgumentParser:
     reproject.add_argument(
         "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
     )
+    reproject.add_argument(
+        "--behind",
+        action="store_true",
+        help="only the sessions whose projection is behind their relay log (catch them up)",
+    )
 
     audit = command(
         "audit",
@@ -432,14 +438,19 @@ class _SessionTotals:
     already: int = 0
     written: int = 0
     frontier: RelayCursor | None = None
+    held: int = 0
+    behind: ProjectionBehind | None = None
 
     def add(self, report: ReplayReport) -> None:
         self.read += report.read
         self.applied += report.applied
         self.already += report.already_applied
         self.written += report.written
+        self.held += report.held
         if report.frontier is not None:
             self.frontier = report.frontier
+        if report.behind is not None:
+            self.behind = report.behind
 
 
 def _expand(paths: Sequence[str]) -> list[str]:
@@ -512,6 +523,12 @@ def _replay(args: argparse.Namespace) -> int:
             f"frontier {frontier}",
             file=sys.stderr,
         )
+        if totals.behind is not None:
+            print(
+                f"relaystore: warning: session {session_id}: {totals.behind.describe()} "
+                "(upgrade relaystore; the session then catches up from its relay log)",
+                file=sys.stderr,
+            )
     read = sum(totals.read for totals in sessions.values())
     stored = sum(totals.frontier is not None for totals in sessions.values())
     print(
@@ -607,6 +624,17 @@ def _verify(args: argparse.Namespace) -> int:
                 for session, cursor in report.frontiers.items()
             },
             "starts": starts,
+            "newer_kinds": [
+                {
+                    "file": str(newer.path),
+                    "line": newer.line,
+                    "session_id": newer.session_id,
+                    "ordinal": newer.ordinal,
+                    "position": newer.position,
+                    "kind": newer.kind,
+                }
+                for newer in report.newer_kinds
+            ],
         }
         print(json.dumps(document, indent=2))
         return 0 if report.ok else 1
@@ -615,6 +643,8 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"session {session}: {start.note}")
     for problem in report.problems:
         print(str(problem))
+    for newer in report.newer_kinds:
+        print(f"note: {newer}")
     for tail in report.torn_tails:
         print(
             f"warning: {tail.path}:{tail.line}: torn final line ({tail.byte_count} bytes) ignored"
@@ -706,6 +736,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    import msgspec
+
     from relaystore.domain.messages import LoadStats
 
     with _open_read_only(args.db) as store:
@@ -717,6 +749,10 @@ def _stats(args: argparse.Namespace) -> int:
             "sessions": stats.sessions,
             "latest_seq": stats.latest_seq,
             "events_by_kind": stats.events_by_kind,
+            "projection_behind": {
+                session_id: msgspec.to_builtins(behind)
+                for session_id, behind in stats.projection_behind.items()
+            },
         }
         print(json.dumps(document, indent=2))
         return 0
@@ -725,6 +761,8 @@ def _stats(args: argparse.Namespace) -> int:
     print(f"latest seq {stats.latest_seq}")
     for kind, total in stats.events_by_kind.items():
         print(f"{kind} {total}")
+    for session_id, behind in stats.projection_behind.items():
+        print(f"session {session_id}: {behind.describe()}")
     return 0
 
 
@@ -1058,12 +1096,18 @@ def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
 
 def _reproject(args: argparse.Namespace) -> int:
     from relaystore.actors.store import EventStore
-    from relaystore.domain.messages import Reproject
+    from relaystore.domain.messages import LoadStats, Reproject
 
     _require_store(args.db)
     refused = 0
     with EventStore.open(args.db, readers=1) as store:
-        for session_id in _session_ids(store, args.sessions):
+        sessions = _session_ids(store, args.sessions)
+        if args.behind:
+            behind = store.ask(LoadStats()).projection_behind
+            sessions = [session_id for session_id in sessions if session_id in behind]
+            if not sessions:
+                print("no session is behind its relay log")
+        for session_id in sessions:
             try:
                 report = store.ask(Reproject(session_id=session_id))
             except StoreError as exc:
@@ -1079,6 +1123,15 @@ def _reproject(args: argparse.Namespace) -> int:
                 f"API events appended: {appended or 'none'}; first changed transcript "
                 f"position: {'none' if changed is None else changed}"
             )
+            if report.caught_up_from is not None:
+                print(
+                    f"  caught up: the projection was behind at ordinal {report.caught_up_from}"
+                    " and now reaches the frontier"
+                    if report.behind is None
+                    else f"  caught up from ordinal {report.caught_up_from}"
+                )
+            if report.behind is not None:
+                print(f"  still {report.behind.describe()}")
     return 1 if refused else 0
 
 

@@ -486,6 +486,8 @@ class StoreCore:
             latest_seq=self.commits.latest,
             writer_busy=stats.busy,
             busy_refusals=stats.busy_refusals,
+            sessions_behind=stats.sessions_behind,
+            relay_lines_held=stats.relay_lines_held,
         )
 
     # -- lifecycle -----------------------------------------------------------------
@@ -530,6 +532,7 @@ class StoreCore:
             send_page=self._send_page,
             capacity=self._capacity,
             ask=self.ask_blocking,
+            hold_unknown=self.relay_log,
         )
 
     def _load_projection(self, session_id: str) -> MaterializedSession:

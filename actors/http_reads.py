@@ -53,7 +53,16 @@ __all__ = ["failure", "once", "prometheus_text", "query_integer", "read_routes"]
 _ROLES = frozenset(get_args(TranscriptRole))
 _MAX_DIGITS = len(str(INT64_MAX))
 _Handler = Callable[[Request], Awaitable[Response]]
-_COUNTERS = frozenset({"commits", "messages_written", "relay_events_applied", "api_events_written"})
+_COUNTERS = frozenset(
+    {
+        "commits",
+        "messages_written",
+        "relay_events_applied",
+        "api_events_written",
+        "busy_refusals",
+        "relay_lines_held",
+    }
+)
 _METRIC_HELP = {
     "writer_inbox_depth": "Messages waiting in the writer's inbox.",
     "live_projectors": "Sessions holding a projector.",
@@ -67,6 +76,8 @@ _METRIC_HELP = {
     "relay_events_applied": "Relay events projected since the store opened.",
     "api_events_written": "API events written since the store opened.",
     "latest_seq": "The newest committed API event seq.",
+    "sessions_behind": "Sessions whose projection waits behind their relay log for a newer kind.",
+    "relay_lines_held": "Relay lines kept in the log without projecting them since the store opened.",
 }
 
 

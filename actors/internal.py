@@ -17,6 +17,7 @@ __all__ = [
     "INTERNAL_MESSAGES",
     "CommitPage",
     "CommitReprojection",
+    "LoadLoggedLine",
     "LoadProjection",
     "ProjectorWriterMessage",
 ]
@@ -58,12 +59,23 @@ class CommitReprojection:
     page: PageDelta
 
 
-ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadLoggedLine:
+    """A projector of a session behind its log reads the line it stopped at, to learn
+    whether this build knows its kind now. Reply: the line's bytes, or None when the log
+    does not hold it."""
+
+    session_id: str
+    ordinal: int
+
+
+ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
 """Writer messages only projectors send."""
 
 INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage], ...] = (
     LoadProjection,
     CommitPage,
     CommitReprojection,
+    LoadLoggedLine,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

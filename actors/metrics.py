@@ -26,10 +26,28 @@ class WriterStats:
         """Batches refused because another connection held SQLite's write lock."""
         self.busy = False
         """Whether the writer's newest attempt to begin found the lock held (until a commit)."""
+        self.relay_lines_held = 0
+        """Relay lines kept in the log without being projected (their sessions are behind)."""
+        self.sessions_behind = 0
+        """Sessions whose projection is behind their relay log, as last counted."""
 
-    def record(self, *, messages: int, seconds: float, relay_events: int, api_events: int) -> None:
-        """One commit of ``messages`` messages that took ``seconds``."""
+    def record(
+        self,
+        *,
+        messages: int,
+        seconds: float,
+        relay_events: int,
+        api_events: int,
+        held: int = 0,
+        sessions_behind: int | None = None,
+    ) -> None:
+        """One commit of ``messages`` messages that took ``seconds``; ``held`` of its
+        ``relay_events`` were kept, not projected; ``sessions_behind`` the count after it
+        (None: unchanged)."""
         with self._lock:
+            self.relay_lines_held += held
+            if sessions_behind is not None:
+                self.sessions_behind = sessions_behind
             self.commits += 1
             self.messages += messages
             self.relay_events += relay_events
@@ -37,6 +55,11 @@ class WriterStats:
             self._latencies.append(seconds)
             self._batches.append(messages)
             self.busy = False
+
+    def set_sessions_behind(self, count: int) -> None:
+        """The count of sessions behind their log, read when the writer starts."""
+        with self._lock:
+            self.sessions_behind = count
 
     def record_busy(self) -> None:
         """One batch refused: another connection held the write lock past the busy timeout."""

@@ -35,6 +35,15 @@ relay log (through a reader), projects it again from the history start with the 
 rules (:func:`~relaystore.domain.projection.rebuild.rebuild`, in this thread: the writer
 keeps serving meanwhile) and has the writer replace the projection in one transaction
 (:class:`~relaystore.actors.internal.CommitReprojection`); then it reloads.
+
+A session behind its log (a line of a kind this build did not know: see
+:class:`~relaystore.domain.materialized.ProjectionBehind`) keeps every later event in
+the log without projecting it. When a projector loads such a session it reads the line
+the projection stopped at; if this build knows its kind now
+(:func:`~relaystore.domain.projection.session.line_handler`, or the line decodes), it
+catches the session up: a reprojection from the log, as above, before anything else.
+With the store's ``relay_log`` off a line of an unknown kind is refused with
+:class:`~relaystore.domain.errors.UnknownRelayKind` instead (``hold_unknown``).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import CommitReprojection
+from relaystore.actors.internal import CommitReprojection, LoadLoggedLine
 from relaystore.domain.errors import RelayChainError, StoreError, UnknownSession
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -57,7 +66,8 @@ from relaystore.domain.messages import (
 )
 from relaystore.domain.projection import PageDelta, SessionProjection
 from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
-from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.projection.session import line_handler
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
 
 __all__ = ["PAGE_SIZE", "PageCommit", "PageSender", "ProjectorActor", "SessionLoader"]
 
@@ -81,6 +91,7 @@ class _Tally:
 
     applied: int = 0
     already: int = 0
+    held: int = 0
 
 
 @dataclass(slots=True)
@@ -88,7 +99,7 @@ class _InFlight:
     """A page handed to the writer, the events it holds, and how to wait for its commit."""
 
     page: PageDelta
-    events: list[RelayEvent]
+    events: list[RelayEvent | RelayLine]
     wait: PageCommit
 
 
@@ -103,8 +114,11 @@ class ProjectorActor(TellSafeActor):
         send_page: PageSender,
         capacity: int = 64,
         ask: Callable[[Any], Any] | None = None,
+        hold_unknown: bool = False,
     ) -> None:
         super().__init__(capacity=capacity)
+        self._hold_unknown = hold_unknown
+        """Keep lines of unknown kinds (the store keeps a relay log) instead of refusing."""
         self._ask = ask
         """Asks a reader or the writer (for :class:`Reproject`)."""
         self._session_id = session_id
@@ -135,15 +149,49 @@ class ProjectorActor(TellSafeActor):
 
     def _working(self) -> SessionProjection:
         if self._projection is None:
-            session = self._load(self._session_id)
-            self._projection = SessionProjection(session, session_id=self._session_id)
+            projection = self._loaded()
+            behind = projection.behind
+            if behind is not None and self._ask is not None and self._knows(behind.ordinal):
+                try:
+                    report = self._rebuild()
+                except StoreError as exc:
+                    # It stays behind (its lines are still kept): a pruned log, say.
+                    logger.warning("cannot catch session %s up: %s", self._session_id, exc)
+                else:
+                    logger.info(
+                        "caught session %s up from ordinal %d (%s): %d events projected again",
+                        self._session_id,
+                        behind.ordinal,
+                        behind.kind,
+                        report.events_reprojected,
+                    )
+                projection = self._loaded()
+            self._projection = projection
         return self._projection
 
-    def _observe(self, events: list[RelayEvent]) -> ProjectionReport:
+    def _loaded(self) -> SessionProjection:
+        session = self._load(self._session_id)
+        return SessionProjection(
+            session, session_id=self._session_id, hold_unknown=self._hold_unknown
+        )
+
+    def _knows(self, ordinal: int) -> bool:
+        """Whether this build can project the logged line at ``ordinal`` now."""
+        assert self._ask is not None
+        line = self._ask(LoadLoggedLine(session_id=self._session_id, ordinal=ordinal))
+        if line is None:
+            return False
+        try:
+            decoded = decode_relay_line(line)
+        except StoreError:
+            return False  # damage is reported where it is rebuilt or audited, not here
+        return not isinstance(decoded, RelayLine) or line_handler(decoded) is not None
+
+    def _observe(self, events: list[RelayEvent | RelayLine]) -> ProjectionReport:
         tally = _Tally()
         projection = self._working()
         page = PageDelta.starting_at(self._session_id, projection.frontier)
-        page_events: list[RelayEvent] = []
+        page_events: list[RelayEvent | RelayLine] = []
         flight: _InFlight | None = None
         try:
             for event in events:
@@ -151,6 +199,8 @@ class ProjectorActor(TellSafeActor):
                 if mutation is None:
                     tally.already += 1
                     continue
+                if mutation.behind is not None:
+                    tally.held += 1
                 page.add(event, mutation, applied_at_end=True)
                 page_events.append(event)
                 if page.applied < PAGE_SIZE:
@@ -193,18 +243,21 @@ class ProjectorActor(TellSafeActor):
                 with contextlib.suppress(Exception):
                     flight.wait()
             raise
-        frontier = self._working().frontier
+        working = self._working()
+        frontier = working.frontier
         return ProjectionReport(
             session_id=self._session_id,
             applied=tally.applied,
             already_applied=tally.already,
             frontier_ordinal=frontier.ordinal,
             frontier_digest=frontier.digest,
+            held=min(tally.held, tally.applied),
+            behind=working.behind,
         )
 
     def _land(
-        self, flight: _InFlight, building: list[RelayEvent], tally: _Tally
-    ) -> tuple[PageDelta, list[RelayEvent]] | None:
+        self, flight: _InFlight, building: list[RelayEvent | RelayLine], tally: _Tally
+    ) -> tuple[PageDelta, list[RelayEvent | RelayLine]] | None:
         """Settle ``flight`` while the page of ``building`` is under way, counting in
         ``tally`` the events the store applied and those it (or the reloaded projection)
         already held; return the building page projected again when the projection was
@@ -247,13 +300,15 @@ class ProjectorActor(TellSafeActor):
             return applied, True
         return applied, False
 
-    def _reproject(self, events: list[RelayEvent]) -> tuple[PageDelta, list[RelayEvent], int]:
+    def _reproject(
+        self, events: list[RelayEvent | RelayLine]
+    ) -> tuple[PageDelta, list[RelayEvent | RelayLine], int]:
         """Project ``events`` (digests checked) onto the working projection, reloaded if
         discarded; return their page, the events it holds, and how many were already
         applied."""
         projection = self._working()
         page = PageDelta.starting_at(self._session_id, projection.frontier)
-        kept: list[RelayEvent] = []
+        kept: list[RelayEvent | RelayLine] = []
         for event in events:
             mutation = projection.apply(event, digest_checked=True)
             if mutation is not None:

@@ -37,6 +37,7 @@ from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import GENESIS, check_own_digest
 from relaystore.domain.errors import ChainFault, RelayChainError, StoreError
+from relaystore.domain.materialized import ProjectionBehind
 from relaystore.domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
@@ -44,7 +45,7 @@ from relaystore.domain.messages import (
     SaveSession,
     SeedProjection,
 )
-from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
@@ -78,6 +79,10 @@ class ReplayReport:
     frontier: RelayCursor | None = None
     expected: int | None = None
     torn_tails: list[TornTail] = field(default_factory=list)
+    held: int = 0
+    """Events kept in the relay log but not projected: the session is behind."""
+    behind: ProjectionBehind | None = None
+    """Why the session's projection stopped short of ``frontier`` (None: it did not)."""
 
 
 def minimal_record(
@@ -128,7 +133,7 @@ def replay_source(
     """
     report = ReplayReport(session_id=source.session_id)
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
-    start = GENESIS if current is None else current.frontier
+    start = GENESIS if current is None else current.kept_frontier
     report.frontier = None if current is None else start
     seeding, note = None, None
     if start.ordinal == 0:
@@ -155,8 +160,9 @@ def replay_source(
         after=start,
         on_torn_tail=report.torn_tails.append,
         after_note=note,
+        keep_unknown=store.relay_log,
     )
-    batch: list[RelayEvent] = []
+    batch: list[RelayEvent | RelayLine] = []
     where: dict[int, Location] = {}
     events = iter(reader)
     try:
@@ -227,7 +233,7 @@ class _Sender:
         self.workspace = workspace
         self.seeding = seeding
 
-    def observe(self, batch: list[RelayEvent], where: dict[int, Location]) -> None:
+    def observe(self, batch: list[RelayEvent | RelayLine], where: dict[int, Location]) -> None:
         created = False
         if self.missing:
             # The first page is checked before the session exists, so input that is no
@@ -251,11 +257,13 @@ class _Sender:
     def _delete_if_empty(self) -> None:
         session_id = self.report.session_id
         stored = self.store.ask(LoadMaterializedSession(session_id=session_id))
-        if stored is not None and stored.applied_event_ordinal == 0:
+        if stored is not None and stored.kept_frontier.ordinal == 0:
             self.store.ask(DeleteSession(session_id=session_id))
 
 
-def _check_digests(events: list[RelayEvent], session_id: str, where: dict[int, Location]) -> None:
+def _check_digests(
+    events: list[RelayEvent | RelayLine], session_id: str, where: dict[int, Location]
+) -> None:
     """Raise the first bad digest among ``events``, located at its line."""
     for event in events:
         try:
@@ -268,7 +276,10 @@ def _check_digests(events: list[RelayEvent], session_id: str, where: dict[int, L
 
 
 def _observe(
-    store: EventStore, report: ReplayReport, batch: list[RelayEvent], where: dict[int, Location]
+    store: EventStore,
+    report: ReplayReport,
+    batch: list[RelayEvent | RelayLine],
+    where: dict[int, Location],
 ) -> None:
     report.read += len(batch)
     try:
@@ -283,3 +294,5 @@ def _observe(
     report.applied += result.applied
     report.already_applied += result.already_applied
     report.frontier = RelayCursor(ordinal=result.frontier_ordinal, digest=result.frontier_digest)
+    report.held += result.held
+    report.behind = result.behind

@@ -93,6 +93,12 @@ class EventStore:
         """Whether the store was opened ``read_only`` (readers only)."""
         return self._core.read_only
 
+    @property
+    def relay_log(self) -> bool:
+        """Whether the store keeps the relay log (and so keeps lines of kinds this build
+        does not know, holding their session behind, instead of refusing them)."""
+        return self._core.relay_log
+
     # -- routing -------------------------------------------------------------------
 
     def ask(self, message: Request[R], timeout: float | None = None) -> R:

@@ -38,6 +38,7 @@ from relaystore.actors.inbox import BoundedActor
 from relaystore.actors.internal import (
     CommitPage,
     CommitReprojection,
+    LoadLoggedLine,
     LoadProjection,
     ProjectorWriterMessage,
 )
@@ -74,6 +75,7 @@ from relaystore.storage.connection import WriterConnection
 from relaystore.storage.maintenance import vacuum_store
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.stats import count_sessions_behind
 from relaystore.storage.transaction import Connection
 
 __all__ = ["COMPANY_WAIT_SECONDS", "WriterActor", "perform"]
@@ -132,6 +134,8 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             return projection.seed_projection(connection, session_id, start, queue, source)
         case CommitReprojection(session_id=session_id, page=page):
             return reproject.commit_reprojection(connection, session_id, page)
+        case LoadLoggedLine(session_id=session_id, ordinal=ordinal):
+            return relay_log.load_logged_line(connection, session_id, ordinal)
         case PruneRelayLog(session_id=session_id, through_ordinal=through):
             return relay_log.prune_relay_log(connection, session_id, through)
     raise Unanswerable("writer", message)
@@ -157,6 +161,7 @@ class WriterActor(BoundedActor):
         self._on_commit = on_commit
         self._stats = stats
         self._latest = load_latest_seq(writer.connection)
+        stats.set_sessions_behind(count_sessions_behind(writer.connection))
         self._max_batch = max_batch
         self._pending: list[Envelope] = []
         self._pending_asks = 0
@@ -258,6 +263,16 @@ class WriterActor(BoundedActor):
                 if error is None and isinstance(item.message, CommitPage)
             ),
             api_events=latest - self._latest,
+            held=sum(
+                item.message.page.held
+                for item, value, error in results
+                if error is None and isinstance(item.message, CommitPage) and value[1]
+            ),
+            sessions_behind=(
+                count_sessions_behind(self._writer.connection)
+                if any(_may_change_behind(item.message) for item in batch)
+                else None
+            ),
         )
         self._latest = latest
         try:
@@ -280,6 +295,13 @@ class WriterActor(BoundedActor):
             return
         logger.info("compacted the store: %d pages -> %d", report.pages_before, report.pages_after)
         item.answer(report, None)
+
+
+def _may_change_behind(message: object) -> bool:
+    """Whether committing ``message`` may change which sessions are behind their log."""
+    if isinstance(message, CommitPage):
+        return message.page.held > 0
+    return isinstance(message, CommitReprojection | DeleteSession)
 
 
 def _is_ask(item: Any) -> bool:

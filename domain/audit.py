@@ -28,7 +28,7 @@ import msgspec
 
 from relaystore.domain.api_events import ApiEventData
 from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import encode
 
 __all__ = [
@@ -81,7 +81,7 @@ def _shown(value: object) -> str:
 
 
 def first_event_divergence(
-    applied: Sequence[RelayEvent], journal: Sequence[RelayEvent]
+    applied: Sequence[RelayEvent | RelayLine], journal: Sequence[RelayEvent | RelayLine]
 ) -> Divergence | None:
     """The first ordinal both hold whose digests differ (``applied``: the store's log)."""
     theirs = {event.ordinal: event for event in journal}

@@ -39,6 +39,7 @@ from relaystore.domain.relay import (
     RELAY_EVENT_GENESIS_DIGEST,
     RelayCursor,
     RelayEvent,
+    RelayLine,
 )
 
 __all__ = [
@@ -66,7 +67,7 @@ class Step(enum.Enum):
     """The event is at or below the frontier (a re-delivery): skip it."""
 
 
-def _in_range(event: RelayEvent, session_id: str | None) -> None:
+def _in_range(event: RelayEvent | RelayLine, session_id: str | None) -> None:
     if not 1 <= event.ordinal <= MAX_ORDINAL:
         raise RelayChainError(
             ChainFault.ORDINAL_OUT_OF_RANGE,
@@ -77,7 +78,7 @@ def _in_range(event: RelayEvent, session_id: str | None) -> None:
     check_format(event.format, ordinal=event.ordinal, session_id=session_id)
 
 
-def check_own_digest(event: RelayEvent, *, session_id: str | None = None) -> None:
+def check_own_digest(event: RelayEvent | RelayLine, *, session_id: str | None = None) -> None:
     """Check an event on its own (range, format, digest), where no frontier is known.
 
     Used for the first event of a journal whose earlier events are gone.
@@ -88,7 +89,7 @@ def check_own_digest(event: RelayEvent, *, session_id: str | None = None) -> Non
 
 def advance(
     frontier: RelayCursor,
-    event: RelayEvent,
+    event: RelayEvent | RelayLine,
     *,
     session_id: str | None = None,
     digest_checked: bool = False,

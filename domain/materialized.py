@@ -29,6 +29,7 @@ __all__ = [
     "MaterializedQueuedPrompt",
     "MaterializedSession",
     "MaterializedSessionMutation",
+    "ProjectionBehind",
     "PlanBody",
     "PlanProposalBody",
     "SetConfigEntry",
@@ -182,6 +183,39 @@ class HistoryStart(Wire, kw_only=True, forbid_unknown_fields=True):
     source: Literal["seed", "first_event"]
 
 
+class ProjectionBehind(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A session whose projection stopped at a relay line of a kind this build does not
+    know (a newer worker's), while its relay log keeps every line after it.
+
+    ``ordinal`` is that line, the first not projected; ``kind``, ``position`` and
+    ``path`` say what in it this build does not know (as
+    :class:`~relaystore.domain.errors.UnknownRelayKind` names it). ``kept_ordinal`` /
+    ``kept_digest`` are the last line kept (verified, in the log, not projected): the
+    chain goes on from there. Nothing after ``ordinal`` is projected until a build that
+    knows the kind catches the session up (:mod:`relaystore.domain.projection.rebuild`).
+    """
+
+    ordinal: int
+    kind: str
+    position: str
+    path: str
+    kept_ordinal: int
+    kept_digest: str
+
+    @property
+    def kept(self) -> RelayCursor:
+        """The last line kept: where the session's chain stands."""
+        return RelayCursor(ordinal=self.kept_ordinal, digest=self.kept_digest)
+
+    def describe(self) -> str:
+        """One line for people: ``projection behind at ordinal N (unknown ...)``."""
+        return (
+            f"projection behind at ordinal {self.ordinal} (unknown {self.position} "
+            f"{self.kind!r}); {self.kept_ordinal - self.ordinal + 1} line(s) kept in the "
+            "relay log, not projected, until a build that knows the kind catches up"
+        )
+
+
 # -- the session ----------------------------------------------------------------------
 
 
@@ -203,11 +237,23 @@ class MaterializedSession(Wire, kw_only=True, forbid_unknown_fields=True):
     history_start: HistoryStart | None = None
     """Set only for a session that does not start at ordinal 1 (never written otherwise,
     so the origin's JSON reads and writes back unchanged)."""
+    projection_behind: ProjectionBehind | None = None
+    """Set only while the projection is behind its relay log (see
+    :class:`ProjectionBehind`); ``applied_event_ordinal`` is then the last line
+    projected, before the unknown one."""
 
     @property
     def frontier(self) -> RelayCursor:
         """The cursor of the last applied relay event (ordinal 0: genesis)."""
         return RelayCursor(ordinal=self.applied_event_ordinal, digest=self.applied_event_digest)
+
+    @property
+    def kept_frontier(self) -> RelayCursor:
+        """Where the session's chain stands: the last line the store holds, projected
+        or (while behind) only kept in the relay log. The cursor a journal continues
+        from."""
+        behind = self.projection_behind
+        return self.frontier if behind is None else behind.kept
 
     @classmethod
     def empty(cls, session_id: str) -> MaterializedSession:
@@ -258,3 +304,6 @@ class MaterializedSessionMutation:
     config_results: list[tuple[str, str | None]] = field(default_factory=list)
     provider_cost: ProviderCost | None = None
     api_events: list[ApiEventData] = field(default_factory=list)
+    behind: ProjectionBehind | None = None
+    """Set when the event was kept, not projected (the session is behind its log): the
+    session's marker after it. Every other field is then unchanged."""

@@ -22,10 +22,14 @@ from relaystore.domain.api_events import (
     ApiEventPage,
     RawApiEventPage,
 )
-from relaystore.domain.materialized import MaterializedQueuedPrompt, MaterializedSession
+from relaystore.domain.materialized import (
+    MaterializedQueuedPrompt,
+    MaterializedSession,
+    ProjectionBehind,
+)
 from relaystore.domain.projection.rebuild import ReprojectReport
 from relaystore.domain.reads import ReadMessage
-from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 from relaystore.domain.relay_log import PruneReport, StoredRelayLog
 from relaystore.domain.reports import BackupReport, StoreStats, VacuumReport
 from relaystore.domain.request import Request
@@ -212,16 +216,31 @@ class ProjectionReport(msgspec.Struct, frozen=True, kw_only=True):
 
     session_id: str
     applied: int
+    """Events the store took: projected, or (``held``) kept in the relay log only."""
     already_applied: int
     frontier_ordinal: int
+    """Where the session's chain stands (the last event applied or kept)."""
     frontier_digest: str
+    held: int = 0
+    """Of ``applied``, the events kept in the relay log but not projected: the session is
+    behind (``behind``) since a line of a kind this build does not know."""
+    behind: ProjectionBehind | None = None
+    """Why the session's projection stops short of the frontier (None: it does not)."""
 
 
 class ObserveRelayEvents(Request[ProjectionReport], frozen=True, kw_only=True):
-    """Verify and project relay events of one session, in order."""
+    """Verify and project relay events of one session, in order.
+
+    An event may be a :class:`~relaystore.domain.relay.RelayLine` that
+    :func:`~relaystore.domain.relay.decode_relay_line` returned for a kind this build does
+    not know (a newer worker's): a store with a relay log checks its digest and chain,
+    keeps it and holds the session behind
+    (:class:`~relaystore.domain.materialized.ProjectionBehind`); without the log it is
+    refused with :class:`~relaystore.domain.errors.UnknownRelayKind`.
+    """
 
     session_id: str
-    events: list[RelayEvent]
+    events: list[RelayEvent | RelayLine]
 
 
 class Reproject(Request[ReprojectReport], frozen=True, kw_only=True):

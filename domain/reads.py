@@ -45,6 +45,7 @@ from relaystore.domain.materialized import (
     MaterializedSession,
     PlanBody,
     PlanProposalBody,
+    ProjectionBehind,
     SystemBody,
     TerminalOutputBody,
     ThoughtBody,
@@ -291,6 +292,9 @@ class ApiSession(Wire, kw_only=True):
     last_turn_diagnostic: TurnDiagnostic | None = None
     config_options: list[ConfigOption] = emitted([])
     pending_elicitations: list[ElicitationRequest] = msgspec.field(default_factory=list)
+    projection_behind: ProjectionBehind | None = None
+    """relaystore's own (detail only, absent unless set): the session's projection waits
+    behind its relay log at a line of a kind this build does not know."""
 
 
 class SessionList(Wire, kw_only=True):

@@ -347,6 +347,7 @@ __all__ = [
     "UserShellStatus",
     "WarningObservation",
     "decode_relay_event",
+    "decode_relay_line",
     "encode_relay_event",
 ]
 
@@ -469,7 +470,7 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
         unknown = _unknown_kind(text)
         if unknown is not None:
             raise UnknownRelayKind(
-                *unknown, _line(wire, bytes(wire.observation)), ordinal=wire.ordinal
+                *unknown, _line(wire, bytes(wire.observation), unknown), ordinal=wire.ordinal
             ) from None
         text = (
             text.replace("`$", "`$.observation", 1)
@@ -489,6 +490,18 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
     )
 
 
+def decode_relay_line(line: bytes | str) -> RelayEvent | RelayLine:
+    """:func:`decode_relay_event`, except that a line of a kind this build does not know
+    comes back as its :class:`RelayLine` (naming the kind) instead of raising; every
+    other refusal is the same. The digest is not checked here."""
+    try:
+        return decode_relay_event(line)
+    except UnknownRelayKind as exc:
+        envelope = exc.envelope
+        assert isinstance(envelope, RelayLine)
+        return envelope
+
+
 class RelayLine(msgspec.Struct, frozen=True, kw_only=True):
     """A journal line's envelope with its observation as the bytes read, undecoded.
 
@@ -503,6 +516,12 @@ class RelayLine(msgspec.Struct, frozen=True, kw_only=True):
     recorded_at_ms: int
     command_id: str | None
     observation_json: bytes
+    kind: str = ""
+    """What in the observation this build does not know (empty: not said), as
+    :class:`~relaystore.domain.errors.UnknownRelayKind` names it; with ``position`` and
+    ``path``."""
+    position: str = ""
+    path: str = ""
 
     @property
     def cursor(self) -> RelayCursor:
@@ -510,8 +529,12 @@ class RelayLine(msgspec.Struct, frozen=True, kw_only=True):
         return RelayCursor(ordinal=self.ordinal, digest=self.digest)
 
 
-def _line(wire: _RelayEventWire, observation: bytes) -> RelayLine:
+def _line(wire: _RelayEventWire, observation: bytes, unknown: tuple[str, str, str]) -> RelayLine:
+    kind, position, path = unknown
     return RelayLine(
+        kind=kind,
+        position=position,
+        path=path,
         format=wire.format,
         ordinal=wire.ordinal,
         previous_digest=wire.previous_digest,

@@ -19,11 +19,12 @@ import msgspec
 
 from relaystore.domain.chain import check_own_digest
 from relaystore.domain.errors import InvalidInput, RelayLogUnavailable
+from relaystore.domain.materialized import MaterializedQueuedPrompt
 from relaystore.domain.relay import (
     RelayCursor,
     RelayEvent,
     RelayLine,
-    decode_relay_event,
+    decode_relay_line,
     encode_relay_event,
 )
 
@@ -68,11 +69,14 @@ def unpack_lines(blob: bytes, *, session_id: str, first_ordinal: int) -> list[by
     return raw.split(b"\n") if raw else []
 
 
-def unpack_events(blob: bytes, *, session_id: str, first_ordinal: int) -> list[RelayEvent]:
-    """The events of one log page, each decoded and its own digest checked."""
-    events = []
+def unpack_events(
+    blob: bytes, *, session_id: str, first_ordinal: int
+) -> list[RelayEvent | RelayLine]:
+    """The events of one log page, each decoded and its own digest checked; a line of a
+    kind this build does not know comes back as its :class:`RelayLine`."""
+    events: list[RelayEvent | RelayLine] = []
     for line in unpack_lines(blob, session_id=session_id, first_ordinal=first_ordinal):
-        event = decode_relay_event(line)
+        event = decode_relay_line(line)
         check_own_digest(event, session_id=session_id)
         events.append(event)
     return events
@@ -177,7 +181,10 @@ class StoredRelayLog:
 
     ``pages`` are ``(first_ordinal, last_ordinal, compressed lines)``, oldest first;
     ``history_first`` is the first ordinal of the session's history and
-    ``history_source`` why (``genesis``, ``seed`` or ``first_event``).
+    ``history_source`` why (``genesis``, ``seed`` or ``first_event``). A seeded
+    history has its ``seed``: the cursor it continues from and the queued prompts the
+    seed left (None for a session seeded by a build before schema revision 8, which did
+    not keep them).
     """
 
     session_id: str
@@ -185,13 +192,15 @@ class StoredRelayLog:
     history_first: int
     history_source: str
     pages: list[tuple[int, int, bytes]]
+    seed: tuple[RelayCursor, list[MaterializedQueuedPrompt]] | None = None
 
     @property
     def coverage(self) -> LogCoverage:
         spans = [LogPageSpan(first, last) for first, last, _ in self.pages]
         return log_coverage(spans, history_first=self.history_first, frontier=self.frontier.ordinal)
 
-    def events(self) -> Iterator[RelayEvent]:
-        """Every logged event, oldest first, decoded and its digest checked."""
+    def events(self) -> Iterator[RelayEvent | RelayLine]:
+        """Every logged event, oldest first, decoded and its digest checked (a line of a
+        kind this build does not know as its :class:`RelayLine`)."""
         for first, _, blob in self.pages:
             yield from unpack_events(blob, session_id=self.session_id, first_ordinal=first)

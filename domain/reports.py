@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from relaystore.domain.materialized import ProjectionBehind
+
 __all__ = ["BackupReport", "StoreMetrics", "StoreStats", "VacuumReport"]
 
 
@@ -49,6 +51,11 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     latest_seq: int
     writer_busy: bool = False
     busy_refusals: int = 0
+    sessions_behind: int = 0
+    """Sessions whose projection waits behind their relay log for a build that knows a
+    kind (counted when the writer starts and after each commit that may change it)."""
+    relay_lines_held: int = 0
+    """Relay lines this process kept in the log without projecting them."""
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,3 +66,6 @@ class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
     sessions: int
     latest_seq: int
     events_by_kind: dict[str, int] = msgspec.field(default_factory=dict)
+    projection_behind: dict[str, ProjectionBehind] = msgspec.field(default_factory=dict)
+    """The sessions whose projection is behind their relay log, by id (see
+    :class:`~relaystore.domain.materialized.ProjectionBehind`)."""

@@ -20,7 +20,7 @@ import msgspec
 from relaystore.domain.chain import checked_frontier
 from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
 from relaystore.domain.materialized import MaterializedQueuedPrompt
-from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent, RelayLine
 
 __all__ = ["RelaySeed", "decode_relay_seed", "start_before"]
 
@@ -56,7 +56,7 @@ def decode_relay_seed(data: bytes) -> RelaySeed:
     return seed
 
 
-def start_before(first: RelayEvent) -> RelayCursor:
+def start_before(first: RelayEvent | RelayLine) -> RelayCursor:
     """The frontier a journal starting at ``first`` continues from.
 
     A format 1 event names its predecessor's digest. A format 2 event does not, so the

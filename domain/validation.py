@@ -26,7 +26,7 @@ from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from relaystore.domain.relay import MIN_RECORDED_AT_MS, RelayEvent, RelayObservation
+from relaystore.domain.relay import MIN_RECORDED_AT_MS, RelayEvent, RelayLine, RelayObservation
 from relaystore.domain.sessions import validate_id, validate_timestamp
 
 __all__ = ["check_cursor", "validate_message"]
@@ -194,20 +194,35 @@ def _check_events(where: str, events: object) -> None:
         raise InvalidInput(f"{where}: expected a list of RelayEvent, got {type(events).__name__}")
     for index, event in enumerate(events):
         at = f"{where}[{index}]"
+        if type(event) is RelayLine:
+            _check_envelope(at, event)
+            for text in ("kind", "position", "path"):
+                value = getattr(event, text)
+                if type(value) is not str or not value:
+                    raise InvalidInput(
+                        f"{at}.{text}: a RelayLine must name the kind this build does not "
+                        "know in it (decode it with decode_relay_line)"
+                    )
+            continue
         if type(event) is not RelayEvent:
             raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
-        _check_int(f"{at}.format", event.format, 0)
-        _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
-        _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, MIN_RECORDED_AT_MS)
-        for text in ("digest", "previous_digest"):
-            if type(getattr(event, text)) is not str:
-                raise InvalidInput(f"{at}.{text}: expected a str")
-        if event.command_id is not None and type(event.command_id) is not str:
-            raise InvalidInput(f"{at}.command_id: expected a str or None")
+        _check_envelope(at, event)
         if not isinstance(event.observation, _OBSERVATION_TYPES):
             raise InvalidInput(
                 f"{at}.observation: expected a relay observation, "
                 f"got {type(event.observation).__name__}"
             )
-        if type(event.observation_json) is not bytes:
-            raise InvalidInput(f"{at}.observation_json: expected bytes")
+
+
+def _check_envelope(at: str, event: RelayEvent | RelayLine) -> None:
+    """The fields a relay event and an undecoded line share."""
+    _check_int(f"{at}.format", event.format, 0)
+    _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
+    _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, MIN_RECORDED_AT_MS)
+    for text in ("digest", "previous_digest"):
+        if type(getattr(event, text)) is not str:
+            raise InvalidInput(f"{at}.{text}: expected a str")
+    if event.command_id is not None and type(event.command_id) is not str:
+        raise InvalidInput(f"{at}.command_id: expected a str or None")
+    if type(event.observation_json) is not bytes:
+        raise InvalidInput(f"{at}.observation_json: expected bytes")

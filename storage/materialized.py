@@ -35,6 +35,7 @@ from relaystore.domain.materialized import (
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
     MaterializedSession,
+    ProjectionBehind,
     SetConfigKind,
     ThoughtBody,
     TranscriptBody,
@@ -52,6 +53,7 @@ __all__ = [
     "execution_columns",
     "load_frontier",
     "load_materialized_session",
+    "load_projection_behind",
     "parse_execution",
 ]
 
@@ -77,6 +79,10 @@ SELECT * FROM (
 """
 _HISTORY_START_ROW = """
 SELECT first_ordinal, source FROM materialized_history_start WHERE session_id = ?
+"""
+_BEHIND_ROWS = """
+SELECT session_id, ordinal, kind, position, path, kept_ordinal, kept_digest
+FROM projection_behind
 """
 _QUEUE_ROWS = """
 SELECT command_id, kind_json, content_json, queued_at_ms, accepted_ordinal
@@ -133,14 +139,15 @@ def parse_execution(
 
 
 def load_frontier(connection: apsw.Connection, session_id: str) -> RelayCursor | None:
-    """The last relay event the stored projection applied, or None for no projection.
-
-    A session saved but never projected has the genesis frontier (ordinal 0).
+    """Where the stored session's chain stands (the last relay event it applied, or
+    kept while behind: :attr:`MaterializedSession.kept_frontier`), or None for no
+    projection. A session saved but never projected has the genesis frontier (ordinal 0).
     """
     with transaction(connection, f"load the projection frontier of session {session_id}"):
         row = connection.execute(
-            "SELECT applied_event_ordinal, applied_event_digest FROM materialized_sessions "
-            "WHERE session_id = ?",
+            "SELECT coalesce(b.kept_ordinal, s.applied_event_ordinal), "
+            "coalesce(b.kept_digest, s.applied_event_digest) FROM materialized_sessions s "
+            "LEFT JOIN projection_behind b USING (session_id) WHERE s.session_id = ?",
             (session_id,),
         ).fetchone()
     if row is None:
@@ -169,6 +176,7 @@ def load_materialized_session(
             ).fetchall()
         queue_rows = connection.execute(_QUEUE_ROWS, (session_id,)).fetchall()
         start_row = connection.execute(_HISTORY_START_ROW, (session_id,)).fetchone()
+        behind = load_projection_behind(connection, session_id).get(session_id)
     (
         ordinal,
         digest,
@@ -209,6 +217,7 @@ def load_materialized_session(
         history_start=(
             None if start_row is None else HistoryStart(ordinal=start_row[0], source=start_row[1])
         ),
+        projection_behind=behind,
     )
     try:
         check_session(session)
@@ -217,6 +226,31 @@ def load_materialized_session(
             f"the stored projection is inconsistent: {exc.detail}", session_id=session_id
         ) from exc
     return session
+
+
+def load_projection_behind(
+    connection: apsw.Connection, session_id: str | None = None
+) -> dict[str, ProjectionBehind]:
+    """The sessions behind their relay log, by id: ``session_id``'s alone, or (None)
+    every one."""
+    with transaction(connection, "load the sessions behind their relay log"):
+        if session_id is None:
+            rows = connection.execute(_BEHIND_ROWS + " ORDER BY session_id").fetchall()
+        else:
+            rows = connection.execute(
+                _BEHIND_ROWS + " WHERE session_id = ?", (session_id,)
+            ).fetchall()
+    return {
+        str(sid): ProjectionBehind(
+            ordinal=int(ordinal),  # type: ignore[arg-type]
+            kind=str(kind),
+            position=str(position),
+            path=str(path),
+            kept_ordinal=int(kept_ordinal),  # type: ignore[arg-type]
+            kept_digest=str(kept_digest),
+        )
+        for sid, ordinal, kind, position, path, kept_ordinal, kept_digest in rows
+    }
 
 
 def decode_stored(decoder: msgspec.json.Decoder[Any], text: str, what: str, session_id: str) -> Any:

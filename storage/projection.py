@@ -28,6 +28,7 @@ from relaystore.domain.chain import checked_frontier
 from relaystore.domain.errors import (
     ProjectionError,
     RelayChainError,
+    RelayLogUnavailable,
     UnknownSession,
 )
 from relaystore.domain.materialized import MaterializedQueuedPrompt, TranscriptRemove, _Unset
@@ -45,7 +46,12 @@ __all__ = ["commit_page", "seed_projection"]
 
 
 def commit_page(
-    connection: apsw.Connection, session_id: str, page: PageDelta, *, log: bool = True
+    connection: apsw.Connection,
+    session_id: str,
+    page: PageDelta,
+    *,
+    log: bool = True,
+    logged: bool = False,
 ) -> tuple[RelayCursor, int]:
     """Write ``page`` to ``session_id``'s projection: the stored frontier after it, and
     how many of the page's events it applied (0 when the store already held the page).
@@ -58,12 +64,23 @@ def commit_page(
     refuses a row.
 
     With ``log`` (the store's ``relay_log`` option) the page's events are kept in the
-    relay log in the same transaction (:func:`storage.relay_log.write_log_page`).
+    relay log in the same transaction (:func:`storage.relay_log.write_log_page`);
+    ``logged`` says they are in it already (a reprojection writes what it read). A page
+    that kept lines without projecting them (the session is behind its log) is refused
+    with :class:`RelayLogUnavailable` when neither holds: those lines would be nowhere.
     """
     if page.session_id != session_id:
         raise ProjectionError(
             f"a page of session {page.session_id} cannot be written to session {session_id}",
             session_id=session_id,
+        )
+    if page.held and not (log or logged):
+        raise RelayLogUnavailable(
+            f"cannot keep {page.held} relay line(s) of session {session_id} from ordinal "
+            f"{page.end.ordinal - page.held + 1} without projecting them: this store's relay "
+            "log is off",
+            session_id=session_id,
+            ordinal=page.end.ordinal - page.held + 1,
         )
     with transaction(connection, f"commit a projection page to session {session_id}"):
         stored = load_frontier(connection, session_id)
@@ -237,6 +254,12 @@ def seed_projection(
             "VALUES (?, ?, ?)",
             (session_id, start.ordinal + 1, source),
         )
+        if source == "seed":  # what a rebuild from the log starts from
+            connection.execute(
+                "INSERT OR REPLACE INTO materialized_seeds(session_id, start_ordinal, "
+                "start_digest, queued_prompts_json) VALUES (?, ?, ?, ?)",
+                (session_id, start.ordinal, start.digest, _text(queued_prompts)),
+            )
     return start
 
 
@@ -270,13 +293,40 @@ def _write_side_tables(connection: apsw.Connection, session_id: str, page: PageD
         )
 
 
+def _write_behind(connection: apsw.Connection, session_id: str, page: PageDelta) -> None:
+    """Keep the session's behind marker as the page left it (a page that kept lines
+    without projecting them)."""
+    behind = page.behind
+    if behind is None:
+        return
+    connection.execute(
+        "INSERT INTO projection_behind(session_id, ordinal, kind, position, path, "
+        "kept_ordinal, kept_digest) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(session_id) DO UPDATE SET kept_ordinal = excluded.kept_ordinal, "
+        "kept_digest = excluded.kept_digest",
+        (
+            session_id,
+            behind.ordinal,
+            behind.kind,
+            behind.position,
+            behind.path,
+            behind.kept_ordinal,
+            behind.kept_digest,
+        ),
+    )
+
+
 def _write_session_row(connection: apsw.Connection, session_id: str, page: PageDelta) -> None:
+    _write_behind(connection, session_id, page)
+    projected = page.projected_end
+    if projected is None:
+        return  # the page only kept lines: the projection's row is as it was
     sets: list[str] = []
     params: dict[str, object] = {
         "session_id": session_id,
         "activity": page.last_activity_at_ms,
-        "ordinal": page.end.ordinal,
-        "digest": page.end.digest,
+        "ordinal": projected.ordinal,
+        "digest": projected.digest,
     }
     if page.execution is not None:
         params["state"], params["started"] = execution_columns(page.execution)

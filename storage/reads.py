@@ -72,6 +72,7 @@ from relaystore.domain.wire import JSON
 from relaystore.storage.materialized import (
     decode_stored,
     load_materialized_session,
+    load_projection_behind,
     parse_execution,
 )
 from relaystore.storage.transaction import transaction
@@ -159,7 +160,13 @@ def load_session_detail(connection: apsw.Connection, session_id: str) -> ApiSess
         row = connection.execute(
             _SESSION_COLUMNS + " WHERE s.session_id = ?", (session_id,)
         ).fetchone()
-    return None if row is None else _api_session(row, detail=True)
+        behind = load_projection_behind(connection, session_id).get(session_id)
+    if row is None:
+        return None
+    detail = _api_session(row, detail=True)
+    if behind is not None:
+        detail = msgspec.structs.replace(detail, projection_behind=behind)
+    return detail
 
 
 def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:

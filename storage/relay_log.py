@@ -9,15 +9,27 @@ rows cover are decided in :mod:`relaystore.domain.relay_log`.
 from __future__ import annotations
 
 import apsw
+import msgspec
 
 from relaystore.domain.errors import InvalidInput, RelayLogUnavailable, UnknownSession
+from relaystore.domain.materialized import MaterializedQueuedPrompt
 from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.relay_log import LogPageSpan, PruneReport, StoredRelayLog, pack_lines
-from relaystore.storage.materialized import load_frontier
+from relaystore.domain.relay import RelayCursor
+from relaystore.domain.relay_log import (
+    LogPageSpan,
+    PruneReport,
+    StoredRelayLog,
+    pack_lines,
+    unpack_lines,
+)
+from relaystore.storage.materialized import decode_stored, load_frontier
 from relaystore.storage.transaction import transaction
+
+_SEED_QUEUE = msgspec.json.Decoder(list[MaterializedQueuedPrompt])
 
 __all__ = [
     "load_log_spans",
+    "load_logged_line",
     "load_relay_log",
     "prune_relay_log",
     "write_log_page",
@@ -64,6 +76,11 @@ def load_relay_log(connection: apsw.Connection, session_id: str) -> StoredRelayL
         if frontier is None:
             return None
         first, source = _history_first(connection, session_id)
+        seed_row = connection.execute(
+            "SELECT start_ordinal, start_digest, queued_prompts_json FROM materialized_seeds "
+            "WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
         pages = [
             (int(low), int(high), bytes(blob))
             for low, high, blob in connection.execute(
@@ -78,7 +95,28 @@ def load_relay_log(connection: apsw.Connection, session_id: str) -> StoredRelayL
         history_first=first,
         history_source=source,
         pages=pages,
+        seed=None
+        if seed_row is None
+        else (
+            RelayCursor(ordinal=int(seed_row[0]), digest=str(seed_row[1])),
+            decode_stored(_SEED_QUEUE, str(seed_row[2]), "seed queue", session_id),
+        ),
     )
+
+
+def load_logged_line(connection: apsw.Connection, session_id: str, ordinal: int) -> bytes | None:
+    """The journal line of ``ordinal`` as the session's log keeps it (None: not kept)."""
+    row = connection.execute(
+        "SELECT first_ordinal, lines FROM relay_log_pages WHERE session_id = ? "
+        "AND first_ordinal <= ? AND last_ordinal >= ? ORDER BY first_ordinal DESC LIMIT 1",
+        (session_id, ordinal, ordinal),
+    ).fetchone()
+    if row is None:
+        return None
+    first = int(row[0])
+    lines = unpack_lines(bytes(row[1]), session_id=session_id, first_ordinal=first)
+    index = ordinal - first
+    return lines[index] if 0 <= index < len(lines) else None
 
 
 def prune_relay_log(

@@ -21,6 +21,7 @@ from relaystore.domain.errors import ProjectionError, UnknownSession
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.projection.rebuild import (
     ReprojectReport,
+    caught_up_from,
     feed_to_append,
     first_changed_position,
 )
@@ -41,6 +42,7 @@ def reset_projection(connection: apsw.Connection, session_id: str, page: PageDel
         "api_config_results",
         "session_turn_usage",
         "session_provider_cost",
+        "projection_behind",
     ):
         connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     connection.execute(
@@ -84,7 +86,7 @@ def commit_reprojection(
         page.api_events = appended
         first_seq = load_latest_seq(connection) + 1 if appended else None
         reset_projection(connection, session_id, page)
-        commit_page(connection, session_id, page, log=False)
+        commit_page(connection, session_id, page, log=False, logged=True)
         after = load_materialized_session(connection, session_id)
         assert after is not None
     kinds = Counter(event.kind for _, _, event in appended)
@@ -95,4 +97,6 @@ def commit_reprojection(
         first_appended_seq=first_seq,
         first_changed_position=first_changed_position(before.transcript, after.transcript),
         frontier_ordinal=page.end.ordinal,
+        behind=after.projection_behind,
+        caught_up_from=caught_up_from(before.projection_behind, after.projection_behind),
     )

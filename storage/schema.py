@@ -31,11 +31,19 @@ Revisions (relaystore's own numbering):
    revision, and never changed after (a backup copies it, ``VACUUM`` keeps it, nothing
    writes it again): what names the store in a feed shared by many stores. Additive,
    so the floor stays 4.
-7. *Current* (:data:`SCHEMA_VERSION`). ``relay_log_pages`` (:data:`RELAY_LOG_DDL`): the
+7. ``relay_log_pages`` (:data:`RELAY_LOG_DDL`): the
    relay log, one compressed row per committed projection page. Additive, so the floor
    stays: an older build writes pages without log rows, which the log's coverage check
    reports as a hole (that session can then not be reprojected), and changes nothing
    else. The step's number is :data:`RELAY_LOG_REVISION`, the one place to renumber it.
+8. *Current* (:data:`SCHEMA_VERSION`). ``projection_behind`` (:data:`FORWARD_DDL`): the
+   sessions whose projection stopped at a line of a kind the build did not know, with
+   the last line kept in the log after it; and ``materialized_seeds``: a seeded
+   session's starting cursor and queued prompts, so it can be rebuilt from its log.
+   Additive, so the floor stays. An older build reads a behind session's frontier as
+   the last line *projected* (``materialized_sessions`` keeps that), so it refuses the
+   unknown line again and every line after it as a gap: it can never project past the
+   unknown line, nor out of order.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -78,6 +86,8 @@ __all__ = [
     "HISTORY_START_DDL",
     "RELAY_LOG_DDL",
     "RELAY_LOG_REVISION",
+    "FORWARD_DDL",
+    "FORWARD_REVISION",
     "SCHEMA_VERSION",
     "STORE_IDENTITY_DDL",
     "SchemaState",
@@ -95,7 +105,10 @@ __all__ = [
 RELAY_LOG_REVISION = 7
 """The revision that adds the relay log (renumber here only)."""
 
-SCHEMA_VERSION = RELAY_LOG_REVISION
+FORWARD_REVISION = 8
+"""The revision that keeps what forward compatibility needs (renumber here only)."""
+
+SCHEMA_VERSION = FORWARD_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -134,6 +147,29 @@ CREATE TABLE IF NOT EXISTS relay_log_pages (
 """
 """The relay log: each committed page's journal lines, newline-joined, zlib-compressed
 (:mod:`relaystore.domain.relay_log`); ``raw_bytes`` is their uncompressed size."""
+
+FORWARD_DDL = """
+CREATE TABLE IF NOT EXISTS projection_behind (
+    session_id TEXT PRIMARY KEY
+        REFERENCES materialized_sessions(session_id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL CHECK(ordinal >= 1),
+    kind TEXT NOT NULL,
+    position TEXT NOT NULL,
+    path TEXT NOT NULL,
+    kept_ordinal INTEGER NOT NULL CHECK(kept_ordinal >= ordinal),
+    kept_digest TEXT NOT NULL CHECK(length(kept_digest) = 64)
+) STRICT;
+CREATE TABLE IF NOT EXISTS materialized_seeds (
+    session_id TEXT PRIMARY KEY
+        REFERENCES materialized_sessions(session_id) ON DELETE CASCADE,
+    start_ordinal INTEGER NOT NULL CHECK(start_ordinal >= 1),
+    start_digest TEXT NOT NULL CHECK(length(start_digest) = 64),
+    queued_prompts_json TEXT NOT NULL
+        CHECK(json_valid(queued_prompts_json) AND json_type(queued_prompts_json) = 'array')
+) STRICT;
+"""
+"""Revision 8: a session behind its log (:class:`~relaystore.domain.materialized.ProjectionBehind`),
+and a seeded session's start (the cursor it continues from and its queued prompts)."""
 
 
 @functools.cache
@@ -288,7 +324,11 @@ def _create_baseline(connection: apsw.Connection) -> None:
         create_store_schema(
             connection,
             SCHEMA_VERSION,
-            CHECKPOINT_OPERATIONS_DDL + HISTORY_START_DDL + STORE_IDENTITY_DDL + RELAY_LOG_DDL,
+            CHECKPOINT_OPERATIONS_DDL
+            + HISTORY_START_DDL
+            + STORE_IDENTITY_DDL
+            + RELAY_LOG_DDL
+            + FORWARD_DDL,
         )
         _widen_session_checks(connection)
         _keep_accounting(connection)
@@ -344,6 +384,15 @@ def _add_relay_log(connection: apsw.Connection) -> None:
             return
         connection.execute(RELAY_LOG_DDL)
         _record_revision(connection, RELAY_LOG_REVISION)
+
+
+def _add_forward_tables(connection: apsw.Connection) -> None:
+    """Revision 8: sessions behind their log, seeded starts (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {FORWARD_REVISION}"):
+        if int(connection.pragma("user_version")) != FORWARD_REVISION - 1:
+            return
+        connection.execute(FORWARD_DDL)
+        _record_revision(connection, FORWARD_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -494,6 +543,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     5: _accounting_outlives_sessions,
     6: _add_store_identity,
     RELAY_LOG_REVISION: _add_relay_log,
+    FORWARD_REVISION: _add_forward_tables,
 }
 
 

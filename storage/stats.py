@@ -5,11 +5,19 @@ from __future__ import annotations
 import apsw
 
 from relaystore.domain.reports import StoreStats
+from relaystore.storage.materialized import load_projection_behind
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.schema import read_schema_state, read_store_id
 from relaystore.storage.transaction import transaction
 
-__all__ = ["StoreStats", "load_stats"]
+__all__ = ["StoreStats", "count_sessions_behind", "load_stats"]
+
+
+def count_sessions_behind(connection: apsw.Connection) -> int:
+    """How many sessions' projections are behind their relay log."""
+    with transaction(connection, "count the sessions behind their relay log"):
+        count = connection.execute("SELECT count(*) FROM projection_behind").get
+    return count if isinstance(count, int) else 0
 
 
 def load_stats(connection: apsw.Connection) -> StoreStats:
@@ -25,10 +33,12 @@ def load_stats(connection: apsw.Connection) -> StoreStats:
             )
         }
         latest = load_latest_seq(connection)
+        behind = load_projection_behind(connection)
     return StoreStats(
         revision=revision,
         store_id=store_id,
         sessions=sessions if isinstance(sessions, int) else 0,
         latest_seq=latest,
         events_by_kind=kinds,
+        projection_behind=behind,
     )

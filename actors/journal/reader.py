@@ -23,6 +23,10 @@ as ``(event, location)`` pairs. Guarantees:
 * A final line without its newline (a torn tail) is recorded as a :class:`TornTail` and
   never yielded; every complete line before it is. Blank lines are skipped, up to
   :data:`~relaystore.actors.journal.sources.MAX_BLANK_LINES` per file.
+* A line of a kind this build does not know, whose own digest verifies, is a newer
+  worker's line: with ``keep_unknown`` it is judged by the chain rule like any event and
+  yielded as its :class:`~relaystore.domain.relay.RelayLine` (a store with a relay log
+  keeps it and holds its session behind); without, it is the problem ``unknown_kind``.
 * :attr:`ReadMode.STRICT` raises the first problem (``InvalidInput`` for a bad line,
   ``RelayChainError`` for a chain fault), located by file and line.
   :attr:`ReadMode.VERIFY` records every problem as a :class:`JournalProblem` and goes on.
@@ -185,8 +189,10 @@ class JournalReader:
         after: RelayCursor | None = None,
         on_torn_tail: Callable[[TornTail], None] | None = None,
         after_note: str | None = None,
+        keep_unknown: bool = False,
     ) -> None:
         self.source = source
+        self.keep_unknown = keep_unknown
         self.mode = mode
         self.check_chain = check_chain
         self.after = after
@@ -204,7 +210,7 @@ class JournalReader:
         """The cursor when the first problem was found: the end of the valid prefix."""
         self._started = False
 
-    def __iter__(self) -> Iterator[tuple[RelayEvent, Location]]:
+    def __iter__(self) -> Iterator[tuple[RelayEvent | RelayLine, Location]]:
         if self._started:
             raise InvalidInput("a JournalReader can be iterated only once; make a new one")
         self._started = True
@@ -212,7 +218,7 @@ class JournalReader:
 
     # -- planning -----------------------------------------------------------------------
 
-    def _events(self) -> Iterator[tuple[RelayEvent, Location]]:
+    def _events(self) -> Iterator[tuple[RelayEvent | RelayLine, Location]]:
         if not self.source.folder:
             for file in self.source.files:
                 yield from self._read_file(file.path, overlap=self.cursor is not None)
@@ -248,7 +254,9 @@ class JournalReader:
 
     # -- one file -----------------------------------------------------------------------
 
-    def _read_file(self, path: Path, *, overlap: bool) -> Iterator[tuple[RelayEvent, Location]]:
+    def _read_file(
+        self, path: Path, *, overlap: bool
+    ) -> Iterator[tuple[RelayEvent | RelayLine, Location]]:
         """Read one file; while ``overlap``, events the rule calls already applied are
         the crash overlap with what was read before, skipped uncounted."""
         number = 0
@@ -285,6 +293,7 @@ class JournalReader:
                             number,
                         )
                         continue
+                    event: RelayEvent | RelayLine
                     try:
                         event = decode_relay_event(line.data)
                     except InvalidInput as exc:
@@ -297,8 +306,10 @@ class JournalReader:
                         continue
                     except UnknownRelayKind as exc:
                         read_one = True  # a relay event, of a newer kind
-                        self._unknown_kind(exc, path, number)
-                        continue
+                        kept = self._unknown_kind(exc, path, number)
+                        if kept is None:
+                            continue
+                        event = kept
                     read_one = True
                     accepted, overlap = self._judge(event, path, number, overlap=overlap)
                     if accepted:
@@ -322,7 +333,7 @@ class JournalReader:
             )
 
     def _judge(
-        self, event: RelayEvent, path: Path, line: int, *, overlap: bool
+        self, event: RelayEvent | RelayLine, path: Path, line: int, *, overlap: bool
     ) -> tuple[bool, bool]:
         """Judge ``event`` by the chain rule; return (yield it, still in the overlap)."""
         session_id = self.source.session_id
@@ -364,7 +375,7 @@ class JournalReader:
         self.cursor = event.cursor
         return True, False
 
-    def _resync(self, event: RelayEvent, error: RelayChainError) -> bool:
+    def _resync(self, event: RelayEvent | RelayLine, error: RelayChainError) -> bool:
         """After a fault (verify mode): count on from ``event`` when it stands ahead of
         the cursor, so its successor is not a second problem; yield it when its own
         digest verifies."""
@@ -380,22 +391,33 @@ class JournalReader:
         self.valid_digests += 1
         return True
 
-    def _unknown_kind(self, error: UnknownRelayKind, path: Path, line: int) -> None:
+    def _unknown_kind(self, error: UnknownRelayKind, path: Path, line: int) -> RelayLine | None:
         """A line of a kind this build does not know: a newer worker's line when its
         digest verifies from the bytes read (fault ``unknown_kind``), a damaged one when
-        it does not (``bad_digest``). Verify mode counts on from it, as after a fault."""
+        it does not (``bad_digest``). With ``keep_unknown`` a newer worker's line is
+        returned to be judged by the chain rule and yielded; otherwise verify mode counts
+        on from it, as after a fault, and None is returned."""
         envelope = error.envelope
         assert isinstance(envelope, RelayLine)
+        if self.keep_unknown:
+            try:
+                validate_relay_event_self(envelope, session_id=self.source.session_id)
+            except RelayChainError as damaged:
+                self.records += 1
+                self._problem(damaged, path, line)  # raises in strict mode
+                return None
+            return envelope
         self.records += 1
         try:
             validate_relay_event_self(envelope, session_id=self.source.session_id)
         except RelayChainError as damaged:
             self._problem(damaged, path, line)  # raises in strict mode
-            return
+            return None
         self.valid_digests += 1
         self._problem(error, path, line)  # raises in strict mode
         if self.cursor is None or envelope.ordinal > self.cursor.ordinal:
             self.cursor = envelope.cursor
+        return None
 
     def _not_a_journal(self, path: Path) -> None:
         """Verify mode: the file's first lines are none of them relay events; their

@@ -71,7 +71,7 @@ def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
             queued_prompts=list(source.seed.queued_prompts),
             note=f"the history starts after ordinal {frontier.ordinal}, as {seed_file} says",
         )
-    first = next(iter(JournalReader(source)), None)
+    first = next(iter(JournalReader(source, keep_unknown=True)), None)
     if first is None or first[0].ordinal <= 1:
         return HistoryStart(after=GENESIS, origin="genesis")
     event, location = first

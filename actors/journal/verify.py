@@ -6,7 +6,10 @@
 and collects every problem. It judges each event by the same rule ``replay`` does
 (:func:`relaystore.domain.chain.advance`), so verify reports a problem exactly where a
 replay from genesis would refuse, with the same fault: an exact duplicate line is
-already applied in both, ordinal 0 is refused by both.
+already applied in both, ordinal 0 is refused by both. A line of a kind this build does
+not know whose digest and chain verify is no problem: a store with its relay log keeps
+it (its session's projection waits there for a build that knows the kind), so verify
+notes the first such line of each session (:class:`NewerKind`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,30 @@ from relaystore.actors.journal.reader import (
 from relaystore.actors.journal.sources import JournalSource, resolve_source
 from relaystore.actors.journal.start import HistoryStart, history_start
 from relaystore.domain.errors import StoreError
-from relaystore.domain.relay import RelayCursor
+from relaystore.domain.relay import RelayCursor, RelayLine
 
-__all__ = ["VerifyReport", "verify_sources"]
+__all__ = ["NewerKind", "VerifyReport", "verify_sources"]
+
+
+@dataclass(frozen=True, slots=True)
+class NewerKind:
+    """The first line of a session of a kind this build does not know (a newer worker's)."""
+
+    path: Path
+    line: int
+    session_id: str
+    ordinal: int
+    position: str
+    kind: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}:{self.line}: session {self.session_id}: unknown relay "
+            f"{self.position} {self.kind!r} at ordinal {self.ordinal}, written by a newer "
+            "worker; its digest and chain verify. A store with its relay log keeps it and "
+            f"every line after it, projecting the session up to ordinal {self.ordinal - 1} "
+            "until relaystore is upgraded"
+        )
 
 
 @dataclass
@@ -51,6 +75,8 @@ class VerifyReport:
     starts: dict[str, HistoryStart] = field(default_factory=dict)
     """Where each session's history starts, as replay would start it."""
     sources: list[JournalSource] = field(default_factory=list)
+    newer_kinds: list[NewerKind] = field(default_factory=list)
+    """The first line of each session whose kind this build does not know (not a problem)."""
 
     @property
     def ok(self) -> bool:
@@ -95,10 +121,27 @@ def verify_sources(
                     after, note = start.after, start.note
                     report.starts[sid] = start
         reader = JournalReader(
-            source, mode=ReadMode.VERIFY, check_chain=True, after=after, after_note=note
+            source,
+            mode=ReadMode.VERIFY,
+            check_chain=True,
+            after=after,
+            after_note=note,
+            keep_unknown=True,
         )
-        for _ in reader:
-            pass
+        noted = any(newer.session_id == sid for newer in report.newer_kinds)
+        for event, location in reader:
+            if isinstance(event, RelayLine) and not noted:
+                noted = True
+                report.newer_kinds.append(
+                    NewerKind(
+                        path=location.path,
+                        line=location.line,
+                        session_id=sid,
+                        ordinal=event.ordinal,
+                        position=event.position,
+                        kind=event.kind,
+                    )
+                )
         report.records += reader.records
         report.valid_digests += reader.valid_digests
         report.already_applied += reader.already_applied

@@ -24,7 +24,7 @@ from relaystore.domain.materialized import (
 )
 from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import JSON
 
 __all__ = [
@@ -48,7 +48,9 @@ class ProjectionContext:
     """The session before the event; its transcript is ``transcript``, not ``current``'s."""
     transcript: Transcript
     index: TranscriptIndex
-    event: RelayEvent
+    event: RelayEvent | RelayLine
+    """The event projected (a :class:`RelayLine` for a kind projected from its bytes,
+    :data:`~relaystore.domain.projection.observations.LINE_HANDLERS`)."""
     mutation: MaterializedSessionMutation
     session_id: str
 

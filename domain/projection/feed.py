@@ -32,6 +32,7 @@ from relaystore.domain.relay import (
     RelayCommandKind,
     RelayCommandOutcome,
     RelayEvent,
+    RelayLine,
     SessionFault,
     UserShellOutcome,
     UserShellStatus,
@@ -104,7 +105,9 @@ def _refused_result(data: CommandEndedData) -> ApiEventData:
 
 
 def derive_api_events(
-    current: MaterializedSession, event: RelayEvent, mutation: MaterializedSessionMutation
+    current: MaterializedSession,
+    event: RelayEvent | RelayLine,
+    mutation: MaterializedSessionMutation,
 ) -> list[ApiEventData]:
     """The API events one projected relay event yields, in the origin's order.
 
@@ -120,7 +123,7 @@ def derive_api_events(
     turn = mutation.active_turn
     if isinstance(turn, MaterializedTurn) and current.active_turn != turn:
         events.append(ApiTurnStarted.of(turn=turn))
-    observation = event.observation
+    observation = event.observation if isinstance(event, RelayEvent) else None
     if isinstance(observation, AgentInitialized):
         identity = observation.data.runtime
         if identity is not None:

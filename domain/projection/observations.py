@@ -72,6 +72,8 @@ from relaystore.domain.relay import (
     NativeAgent,
     Notice,
     PermissionAutoApproved,
+    RelayEvent,
+    RelayLine,
     SessionConfigured,
     SessionFault,
     SessionOpened,
@@ -85,6 +87,7 @@ from relaystore.domain.wire import JSON
 
 __all__ = [
     "HANDLERS",
+    "LINE_HANDLERS",
 ]
 ObservationT = TypeVar("ObservationT")
 
@@ -116,6 +119,7 @@ def _plan_review_proposal(request: ElicitationRequest) -> str | None:
 
 
 def _native_agent(ctx: ProjectionContext, _: NativeAgent) -> None:
+    assert isinstance(ctx.event, RelayEvent)  # a NativeAgent observation was decoded
     ctx.mutation.native_agent = ctx.event
 
 
@@ -351,3 +355,11 @@ HANDLERS: dict[type, Callable[[ProjectionContext, Any], None]] = dict(
         _handler(Closed, _closed),
     ]
 )
+
+LINE_HANDLERS: dict[tuple[str, str], Callable[[ProjectionContext, RelayLine], None]] = {}
+"""Kinds this build projects from a line's bytes, by ``(position, kind)`` as
+:class:`~relaystore.domain.errors.UnknownRelayKind` names them (``("observation",
+"future_kind")``): for a kind the wire types do not decode. Empty in this build; a line
+of a kind neither decoded nor listed here leaves its session behind its log
+(:class:`~relaystore.domain.materialized.ProjectionBehind`), and a build that lists it
+(or decodes it) catches the session up."""

@@ -24,6 +24,7 @@ from relaystore.domain.materialized import (
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
     MaterializedSessionMutation,
+    ProjectionBehind,
     TranscriptRemove,
     TranscriptUpsert,
     _Unset,
@@ -31,7 +32,7 @@ from relaystore.domain.materialized import (
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.integrity import check_mutation
-from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 from relaystore.domain.wire import JSON
 
 __all__ = ["PageDelta", "PendingItem"]
@@ -77,8 +78,16 @@ class PageDelta:
     provider_cost: ProviderCost | None = None
     api_events: list[tuple[str, int, ApiEventData]] = field(default_factory=list)
     """``(session_id, recorded_at_ms, event)`` in the order the events yielded them."""
-    logged: list[RelayEvent] = field(default_factory=list)
+    logged: list[RelayEvent | RelayLine] = field(default_factory=list)
     """The page's events, in order: what the relay log keeps of the page."""
+    held: int = 0
+    """How many of the page's events were kept, not projected (the session is behind)."""
+    behind: ProjectionBehind | None = None
+    """The session's marker after the page when it is behind its log (None: the page
+    leaves the marker as it is, which for a page that holds nothing is: not behind)."""
+    projected_end: RelayCursor | None = None
+    """The last event the page projected (None: it projected none). Equal to ``end``
+    unless the page kept events without projecting them."""
 
     @classmethod
     def starting_at(cls, session_id: str, frontier: RelayCursor) -> PageDelta:
@@ -87,7 +96,7 @@ class PageDelta:
 
     def add(
         self,
-        event: RelayEvent,
+        event: RelayEvent | RelayLine,
         mutation: MaterializedSessionMutation,
         *,
         digest_checked: bool = False,
@@ -107,6 +116,9 @@ class PageDelta:
         :meth:`~SessionProjection.apply` placed the event by the same rule and checked the
         same mutation rules, so neither is run twice (an event that does not directly
         follow the page's end is checked in full regardless).
+
+        A mutation whose ``behind`` is set (the event was kept, not projected) folds
+        nothing: the page keeps the event for the log and the session's new marker.
         """
         if not (applied_at_end and event.ordinal == self.end.ordinal + 1):
             step = advance(
@@ -115,9 +127,15 @@ class PageDelta:
             if step is Step.ALREADY_APPLIED:
                 return step
             check_mutation(mutation, session_id=self.session_id, ordinal=event.ordinal)
-        self._fold(event, mutation)
+        cursor = RelayCursor(ordinal=event.ordinal, digest=event.digest)
+        if mutation.behind is not None:
+            self.behind = mutation.behind
+            self.held += 1
+        else:
+            self._fold(event, mutation)
+            self.projected_end = cursor
         self.logged.append(event)
-        self.end = RelayCursor(ordinal=event.ordinal, digest=event.digest)
+        self.end = cursor
         self.applied += 1
         return Step.NEXT
 
@@ -153,7 +171,7 @@ class PageDelta:
             ordinal=ordinal,
         )
 
-    def _fold(self, event: RelayEvent, mutation: MaterializedSessionMutation) -> None:
+    def _fold(self, event: RelayEvent | RelayLine, mutation: MaterializedSessionMutation) -> None:
         ordinal = event.ordinal
         fold_fields(self, mutation)
         transcript = self.transcript

@@ -28,10 +28,15 @@ import msgspec
 
 from relaystore.domain.api_events import ApiEventData
 from relaystore.domain.errors import RelayLogUnavailable
-from relaystore.domain.materialized import HistoryStart, MaterializedSession, TranscriptItem
+from relaystore.domain.materialized import (
+    HistoryStart,
+    MaterializedSession,
+    ProjectionBehind,
+    TranscriptItem,
+)
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.projection.session import SessionProjection
-from relaystore.domain.relay import RelayEvent
+from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.relay_log import StoredRelayLog
 from relaystore.domain.seed import start_before
 from relaystore.domain.wire import encode
@@ -39,6 +44,7 @@ from relaystore.domain.wire import encode
 __all__ = [
     "Rebuilt",
     "ReprojectReport",
+    "caught_up_from",
     "feed_to_append",
     "first_changed_position",
     "rebuild",
@@ -59,6 +65,11 @@ class ReprojectReport(msgspec.Struct, frozen=True, kw_only=True):
     """The lowest transcript position whose item the new rules changed, added or removed
     (None: the transcript is as it was)."""
     frontier_ordinal: int
+    behind: ProjectionBehind | None = None
+    """Where the rebuilt projection still waits behind the log (a kind this build does
+    not know either; None: it reaches the frontier)."""
+    caught_up_from: int | None = None
+    """The ordinal the session was behind at before, when this build projected past it."""
 
 
 @dataclass(slots=True)
@@ -74,23 +85,32 @@ def rebuild(stored: StoredRelayLog, *, action: str = "reproject") -> Rebuilt:
 
     Raises :class:`RelayLogUnavailable` when the log does not hold the session's whole
     history (see :class:`~relaystore.domain.relay_log.LogCoverage`), or the history
-    starts at a checkpoint seed (the seed's queue is not in the log); the chain and
-    projection errors of a damaged log otherwise.
+    starts at a checkpoint seed the store did not keep (seeded before schema revision
+    8); the chain and projection errors of a damaged log otherwise. A seeded history
+    starts from its seed's cursor and queued prompts. Lines of a kind this build does
+    not know are kept, not projected: the rebuilt session is behind from the first.
     """
     session_id = stored.session_id
     coverage = stored.coverage
     if not coverage.complete:
         raise coverage.refusal(session_id, action)
+    start = MaterializedSession.empty(session_id)
     if stored.history_source == "seed":
-        raise RelayLogUnavailable(
-            f"cannot {action} session {session_id}: its history starts at a checkpoint "
-            "seed, whose queued prompts the relay log does not hold",
-            session_id=session_id,
-        )
-    return rebuild_from(MaterializedSession.empty(session_id), stored.events())
+        if stored.seed is None:
+            raise RelayLogUnavailable(
+                f"cannot {action} session {session_id}: its history starts at a checkpoint "
+                "seed that an older build applied without keeping its queued prompts; "
+                "replay its journals into a new store to rebuild it",
+                session_id=session_id,
+            )
+        cursor, queue = stored.seed
+        start.applied_event_ordinal, start.applied_event_digest = cursor.ordinal, cursor.digest
+        start.queued_prompts = list(queue)
+        start.history_start = HistoryStart(ordinal=cursor.ordinal + 1, source="seed")
+    return rebuild_from(start, stored.events())
 
 
-def rebuild_from(start: MaterializedSession, events: Iterable[RelayEvent]) -> Rebuilt:
+def rebuild_from(start: MaterializedSession, events: Iterable[RelayEvent | RelayLine]) -> Rebuilt:
     """Project ``events`` onto ``start`` (an empty projection at the history's start,
     which the caller hands over). A start at genesis whose first event is past ordinal 1
     starts before that event (a journal whose earlier segments are gone)."""
@@ -101,7 +121,7 @@ def rebuild_from(start: MaterializedSession, events: Iterable[RelayEvent]) -> Re
         cursor = start_before(first)
         session.applied_event_ordinal, session.applied_event_digest = cursor.ordinal, cursor.digest
         session.history_start = HistoryStart(ordinal=first.ordinal, source="first_event")
-    projection = SessionProjection(session, session_id=session.session_id)
+    projection = SessionProjection(session, session_id=session.session_id, hold_unknown=True)
     page = PageDelta.starting_at(session.session_id, projection.frontier)
     if first is not None:
         for event in itertools.chain((first,), stream):
@@ -124,6 +144,13 @@ def feed_to_append(
         else:
             missing.append(row)
     return missing
+
+
+def caught_up_from(before: ProjectionBehind | None, after: ProjectionBehind | None) -> int | None:
+    """The ordinal a session was behind at, when a rebuild projected past it."""
+    if before is None or (after is not None and after.ordinal <= before.ordinal):
+        return None
+    return before.ordinal
 
 
 def first_changed_position(

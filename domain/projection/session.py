@@ -24,16 +24,28 @@ Decisions where the origin is unclear (each is tested):
   inputs it summarizes (title, kind, raw input and output) are unchanged.
 * In memory, ``clear_turn_outcome`` clears the last outcome before a new one is written,
   as the durable flush does.
+
+A line of a kind this build does not know (a :class:`~relaystore.domain.relay.RelayLine`
+whose kind is not in :data:`~relaystore.domain.projection.observations.LINE_HANDLERS`)
+is placed on the chain like any event. With ``hold_unknown`` (the store keeps a relay
+log) it is *kept*, not projected: the session is behind from it on
+(:class:`~relaystore.domain.materialized.ProjectionBehind`) and every later event is kept
+the same way, so nothing is projected out of order; without, it is refused with
+:class:`~relaystore.domain.errors.UnknownRelayKind` and changes nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from relaystore.domain.chain import Step, advance
+from relaystore.domain.errors import UnknownRelayKind
 from relaystore.domain.materialized import (
     MaterializedSession,
     MaterializedSessionMutation,
+    ProjectionBehind,
     TranscriptItem,
     TranscriptRemove,
 )
@@ -43,10 +55,17 @@ from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
-from relaystore.domain.projection.observations import HANDLERS
-from relaystore.domain.relay import RelayCursor, RelayEvent
+from relaystore.domain.projection.observations import HANDLERS, LINE_HANDLERS
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 
-__all__ = ["SessionProjection"]
+__all__ = ["SessionProjection", "line_handler"]
+
+
+def line_handler(line: RelayLine) -> Callable[[ProjectionContext, RelayLine], None] | None:
+    """The handler that projects ``line`` from its bytes, when this build has one
+    (:data:`~relaystore.domain.projection.observations.LINE_HANDLERS`): the one rule of
+    whether a line of an undecoded kind can be projected."""
+    return LINE_HANDLERS.get((line.position, line.kind))
 
 
 class SessionProjection:
@@ -57,10 +76,17 @@ class SessionProjection:
     not change it, nor hand it out (copy it with :meth:`snapshot`).
     """
 
-    __slots__ = ("_index", "_session", "_session_id", "_transcript")
+    __slots__ = ("_hold_unknown", "_index", "_session", "_session_id", "_transcript")
 
-    def __init__(self, session: MaterializedSession, *, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        session: MaterializedSession,
+        *,
+        session_id: str | None = None,
+        hold_unknown: bool = False,
+    ) -> None:
         self._session_id = session_id or session.session_id
+        self._hold_unknown = hold_unknown
         self._index = TranscriptIndex.build(session.transcript)
         self._transcript = Transcript(session.transcript)
         session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
@@ -89,8 +115,14 @@ class SessionProjection:
 
     @property
     def frontier(self) -> RelayCursor:
-        """The last event applied (ordinal 0 with the genesis digest before any)."""
-        return self._session.frontier
+        """The last event applied or kept (ordinal 0 with the genesis digest before any):
+        where the chain stands (:attr:`MaterializedSession.kept_frontier`)."""
+        return self._session.kept_frontier
+
+    @property
+    def behind(self) -> ProjectionBehind | None:
+        """Why the projection stopped short of :attr:`frontier` (None: it did not)."""
+        return self._session.projection_behind
 
     def snapshot(self) -> MaterializedSession:
         """A copy of the session that later events leave alone, safe to hand out.
@@ -108,9 +140,12 @@ class SessionProjection:
         )
 
     def apply(
-        self, event: RelayEvent, *, digest_checked: bool = False
+        self, event: RelayEvent | RelayLine, *, digest_checked: bool = False
     ) -> MaterializedSessionMutation | None:
         """Apply ``event``; return its mutation, or None when it was already applied.
+
+        A mutation whose ``behind`` is set says the event was kept, not projected (see
+        the module doc).
 
         The chain rule (:func:`relaystore.domain.chain.advance`) decides first: an event at or
         below the frontier (with the frontier's digest, at the frontier itself) is
@@ -123,6 +158,31 @@ class SessionProjection:
         step = advance(self.frontier, event, session_id=sid, digest_checked=digest_checked)
         if step is Step.ALREADY_APPLIED:
             return None
+        behind = self._session.projection_behind
+        if behind is None and isinstance(event, RelayLine) and line_handler(event) is None:
+            if not self._hold_unknown:
+                raise UnknownRelayKind(
+                    event.kind or "?",
+                    event.position or "kind",
+                    event.path or "$.observation",
+                    event,
+                    session_id=sid,
+                    ordinal=event.ordinal,
+                )
+            behind = ProjectionBehind(
+                ordinal=event.ordinal,
+                kind=event.kind,
+                position=event.position,
+                path=event.path,
+                kept_ordinal=event.ordinal,
+                kept_digest=event.digest,
+            )
+        if behind is not None:
+            kept = msgspec.structs.replace(
+                behind, kept_ordinal=event.ordinal, kept_digest=event.digest
+            )
+            self._session.projection_behind = kept
+            return MaterializedSessionMutation(behind=kept)
         mutation = self._project(event)
         check_mutation(mutation, session_id=sid, ordinal=event.ordinal)
         check_transcript_changes(mutation, self._get, session_id=sid, ordinal=event.ordinal)
@@ -133,7 +193,7 @@ class SessionProjection:
         offset = self._index.positions.get(stable_id)
         return None if offset is None else self._transcript[offset]
 
-    def _project(self, event: RelayEvent) -> MaterializedSessionMutation:
+    def _project(self, event: RelayEvent | RelayLine) -> MaterializedSessionMutation:
         """The mutation of ``event`` against the session as it is (nothing changes)."""
         current = self._session
         mutation = MaterializedSessionMutation(last_activity_at_ms=event.recorded_at_ms)
@@ -145,13 +205,18 @@ class SessionProjection:
             mutation=mutation,
             session_id=self._session_id,
         )
-        handler = HANDLERS.get(type(event.observation))
-        if handler is not None:
-            handler(ctx, event.observation)
+        if isinstance(event, RelayLine):
+            line = line_handler(event)
+            assert line is not None  # apply() holds a line without one
+            line(ctx, event)
+        else:
+            handler = HANDLERS.get(type(event.observation))
+            if handler is not None:
+                handler(ctx, event.observation)
         mutation.api_events = derive_api_events(current, event, mutation)
         return mutation
 
-    def _write(self, event: RelayEvent, mutation: MaterializedSessionMutation) -> None:
+    def _write(self, event: RelayEvent | RelayLine, mutation: MaterializedSessionMutation) -> None:
         """Apply a checked ``mutation`` to the session and its index; nothing here raises."""
         session = self._session
         self._write_transcript(mutation)

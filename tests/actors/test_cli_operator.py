@@ -372,6 +372,7 @@ def test_stats_json_is_one_object_with_the_stores_figures(
             "turn_ended": sum(ROOTS.values()),
             "turn_started": sum(ROOTS.values()),
         },
+        "projection_behind": {},
     }
     assert isinstance(document["schema_revision"], int)
     assert sum(document["events_by_kind"].values()) == document["latest_seq"]

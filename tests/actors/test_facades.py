@@ -35,6 +35,7 @@ from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
     CommitPage,
     CommitReprojection,
+    LoadLoggedLine,
     LoadProjection,
 )
 from relaystore.aio import AsyncEventStore
@@ -252,6 +253,7 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
     CommitReprojection: CommitReprojection(
         session_id="session-1", page=PageDelta.starting_at("session-1", GENESIS)
     ),
+    LoadLoggedLine: LoadLoggedLine(session_id="session-1", ordinal=1),
 }
 
 

@@ -265,6 +265,26 @@ def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
         assert "1 already applied" in replayed.stderr
         assert _frontier(db) == TOTAL
         return
+    if case.kind is ProblemKind.UNKNOWN_KIND:
+        # A newer worker's line is not damage: both accept the journal. Verify notes the
+        # line; replay keeps it and every line after it in the relay log, and the session's
+        # projection waits before it for a build that knows the kind.
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert replayed.returncode == 0, replayed.stderr
+        assert report.ok
+        (newer,) = report.newer_kinds
+        assert (newer.path, newer.line, newer.ordinal) == (journal, BAD, case.ordinal)
+        assert f"note: {journal}:{BAD}: session {SESSION}: unknown relay" in verified.stdout
+        assert f"projection behind at ordinal {BAD}" in replayed.stderr
+        with EventStore.open(db, read_only=True, readers=1) as store:
+            session = store.ask(LoadMaterializedSession(session_id=SESSION))
+        assert session is not None
+        assert session.applied_event_ordinal == BAD - 1
+        assert session.kept_frontier.ordinal == TOTAL
+        assert session.projection_behind is not None
+        assert session.projection_behind.ordinal == BAD
+        assert session.projection_behind.kind in case.text
+        return
 
     assert verified.returncode == 1, verified.stdout + verified.stderr
     refusal = failure(replayed)
@@ -278,9 +298,8 @@ def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
     assert (first.kind, first.line, first.ordinal) == (case.kind, BAD, case.ordinal)
     if case.ordinal is not None:
         assert f"ordinal {case.ordinal}" in refusal
-    if case.kind in (ProblemKind.GAP, ProblemKind.UNKNOWN_KIND):
-        # A gap is missing history and a newer worker's line is not damage either:
-        # every event before it is kept.
+    if case.kind is ProblemKind.GAP:
+        # A gap is missing history, not damage: every event before it is kept.
         assert _frontier(db) == BAD - 1
     else:
         # The complete page before the bad line is committed, nothing of the page holding it.

@@ -118,10 +118,33 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_7(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-8) store at ``path`` into what a revision-7 build
+    wrote: drop ``projection_behind`` and ``materialized_seeds``, turn the ledger's rows
+    above 7 into row 7 and set ``user_version`` to 7. A store at 7 or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 7:
+                return
+            connection.execute(
+                "DROP TABLE IF EXISTS projection_behind;"
+                "DROP TABLE IF EXISTS materialized_seeds;"
+                "DELETE FROM schema_migrations WHERE version > 7;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (7, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 7;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_6(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-7) store at ``path`` into what a revision-6 build
-    wrote: drop ``relay_log_pages``, turn the ledger's single row 7 into row 6 and set
-    ``user_version`` to 6. A store at 6 or below is left alone."""
+    """Turn the current store at ``path`` into what a revision-6 build wrote (after
+    :func:`step_back_to_revision_7`): drop ``relay_log_pages``, turn the ledger's row 7
+    into row 6 and set ``user_version`` to 6. A store at 6 or below is left alone."""
+    step_back_to_revision_7(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

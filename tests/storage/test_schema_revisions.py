@@ -24,6 +24,7 @@ from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
     COMPATIBILITY_FLOOR,
+    FORWARD_REVISION,
     RELAY_LOG_REVISION,
     SCHEMA_VERSION,
     SchemaState,
@@ -32,7 +33,7 @@ from relaystore.storage.schema import (
     read_schema_state,
     read_store_id,
 )
-from relaystore.storage.sessions import save_session
+from relaystore.storage.sessions import load_session, save_session
 from relaystore.testing import example_session
 from tests.storage.builders import old_turn_outcome, scan, turn_started
 from tests.storage.legacy import (
@@ -43,6 +44,7 @@ from tests.storage.legacy import (
     step_back_to_revision_3,
     step_back_to_revision_5,
     step_back_to_revision_6,
+    step_back_to_revision_7,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -116,7 +118,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == RELAY_LOG_REVISION
+        assert writer.revision == SCHEMA_VERSION == FORWARD_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -206,6 +208,8 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "session_provider_cost",
         "materialized_transcript_seq",
         "relay_log_pages",  # revision 7: the relay log
+        "projection_behind",  # revision 8: forward compatibility
+        "materialized_seeds",
     }
 
 
@@ -789,10 +793,35 @@ def test_a_revision_6_store_gains_the_relay_log_and_keeps_its_floor(store_path: 
     assert "relay_log_pages" not in {name for _, name, _ in schema_objects(store_path)}
 
     with open_writer(store_path) as writer:
-        assert writer.revision == RELAY_LOG_REVISION
+        assert writer.revision == SCHEMA_VERSION
     assert "relay_log_pages" in {name for _, name, _ in schema_objects(store_path)}
     assert metadata(store_path) == (
-        RELAY_LOG_REVISION,
-        list(range(6, RELAY_LOG_REVISION + 1)),
+        SCHEMA_VERSION,
+        list(range(6, SCHEMA_VERSION + 1)),
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- forward compatibility (revision 8) ---------------------------------------------------
+
+
+def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floor(
+    store_path: Path,
+) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("kept"))
+    step_back_to_revision_7(store_path)
+    before = {name for _, name, _ in schema_objects(store_path)}
+    assert "projection_behind" not in before
+    assert "materialized_seeds" not in before
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == FORWARD_REVISION == SCHEMA_VERSION
+        assert load_session(writer.connection, "kept") is not None
+    after = {name for _, name, _ in schema_objects(store_path)}
+    assert {"projection_behind", "materialized_seeds"} <= after
+    assert metadata(store_path) == (
+        FORWARD_REVISION,
+        [RELAY_LOG_REVISION, FORWARD_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
