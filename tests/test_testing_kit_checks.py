@@ -18,6 +18,7 @@ import pytest
 from relaystore import EventStore, InvalidInput, LoadMaterializedSession
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
+from relaystore.domain.digests import validate_relay_event_self
 from relaystore.domain.relay import MessageData, Notice, RelayCursor
 from relaystore.testing import JournalBuilder
 
@@ -191,3 +192,22 @@ def test_the_pytest_plugin_offers_an_async_store(pytester: pytest.Pytester) -> N
         "-p", "no:cacheprovider", "-p", "relaystore.pytest_plugin"
     )
     result.assert_outcomes(passed=2)
+
+
+def test_newer_line_is_a_verifiable_line_of_a_kind_this_build_does_not_know() -> None:
+    journal = JournalBuilder()
+    journal.prompt_turn("Hello")
+    line = journal.newer_line(b'{"type":"future_kind","data":{"n":1}}')
+    assert (line.ordinal, line.kind, line.position) == (
+        journal.next_ordinal,
+        "future_kind",
+        "observation",
+    )
+    validate_relay_event_self(line)  # its digest verifies from its bytes
+    assert journal.events[-1].ordinal == line.ordinal - 1  # not added to the events
+    with pytest.raises(InvalidInput, match="decodes"):
+        journal.newer_line(b'{"type":"notice","data":{"message":"known"}}')
+    with pytest.raises(InvalidInput, match="not valid JSON"):
+        journal.newer_line(b"{not json")
+    with pytest.raises(InvalidInput, match="must be bytes"):
+        journal.newer_line('{"type":"future_kind"}')  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from relaystore.domain.chain import GENESIS, checked_frontier
-from relaystore.domain.digests import RELAY_EVENT_FORMATS
+from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.integers import INT64_MAX
@@ -79,6 +79,7 @@ from relaystore.domain.relay import (
     RelayCommandOutcome,
     RelayCursor,
     RelayEvent,
+    RelayLine,
     RelayObservation,
     RestoreExecutionModeCommand,
     RunUserShellCommand,
@@ -90,6 +91,7 @@ from relaystore.domain.relay import (
     UserShellResult,
     UserShellStatus,
     decode_relay_event,
+    decode_relay_line,
     encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
@@ -294,6 +296,36 @@ class JournalBuilder:
         self.events.append(event)
         self._next_ms = recorded_at_ms + self.step_ms
         return event
+
+    def newer_line(self, observation: bytes, *, command_id: str | None = None) -> RelayLine:
+        """The line a newer worker would write next: ``observation`` (its JSON, of a kind
+        this build does not know) at the next ordinal and time, with its digest, as
+        :func:`~relaystore.domain.relay.decode_relay_line` reads it back.
+
+        It is not added to :attr:`events` (which holds what this build decodes): write
+        ``encode_relay_event(line)`` where it belongs, and continue the journal with
+        ``JournalBuilder(after=line.cursor)``. Raises :class:`InvalidInput` when this
+        build knows the kind after all, or the observation is not JSON.
+        """
+        if type(observation) is not bytes:
+            raise InvalidInput(f"observation must be bytes, got {type(observation).__name__}")
+        draft = RelayLine(
+            format=_format(self.format),
+            ordinal=self.next_ordinal,
+            previous_digest=self.frontier.digest if self.format == RELAY_EVENT_FORMAT_V1 else "",
+            digest="",
+            recorded_at_ms=self._next_ms,
+            command_id=command_id,
+            observation_json=observation,
+        )
+        signed = msgspec.structs.replace(draft, digest=relay_event_digest(draft))
+        line = decode_relay_line(encode_relay_event(signed))
+        if not isinstance(line, RelayLine):
+            raise InvalidInput(
+                "newer_line needs an observation of a kind this build does not know; this "
+                "one decodes (use add)"
+            )
+        return line
 
     def extend(
         self, observations: Sequence[ObservationInput], *, command_id: str | None = None

@@ -15,7 +15,6 @@ from relaystore import EventStore
 from relaystore.actors.audit import audit_session
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
-from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -29,7 +28,7 @@ from relaystore.domain.projection import observations
 from relaystore.domain.projection.context import ProjectionContext, push_system
 from relaystore.domain.projection.rebuild import rebuild_from
 from relaystore.domain.reads import LoadSessionDetail
-from relaystore.domain.relay import RelayEvent, RelayLine, decode_relay_line, encode_relay_event
+from relaystore.domain.relay import RelayEvent, RelayLine, encode_relay_event
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder
 
@@ -42,22 +41,6 @@ def _digest_sent(ctx: ProjectionContext, line: RelayLine) -> None:
     """What a newer build would do with the kind: one system line."""
     count = msgspec.json.decode(line.observation_json)["data"]["count"]
     push_system(ctx, f"Mailbox digest sent ({count} events)")
-
-
-def _newer(after: JournalBuilder) -> RelayLine:
-    draft = RelayLine(
-        format=2,
-        ordinal=after.next_ordinal,
-        previous_digest="",
-        digest="",
-        recorded_at_ms=after.next_ms,
-        command_id=None,
-        observation_json=FUTURE,
-    )
-    line = encode_relay_event(msgspec.structs.replace(draft, digest=relay_event_digest(draft)))
-    decoded = decode_relay_line(line)
-    assert isinstance(decoded, RelayLine)
-    return decoded
 
 
 def _skip_ids(builder: JournalBuilder, turns: int) -> None:
@@ -74,7 +57,7 @@ class Story:
     def __init__(self) -> None:
         self.before = JournalBuilder()
         self.before.prompt_turn("Hello")
-        self.future = _newer(self.before)
+        self.future = self.before.newer_line(FUTURE)
         self.after = JournalBuilder(after=self.future.cursor, start_ms=self.before.next_ms + 10)
         _skip_ids(self.after, 1)
         self.after.prompt_turn("After the newer line")

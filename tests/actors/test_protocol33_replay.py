@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import msgspec
-
-from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.materialized import MaterializedSession, SystemBody
-from relaystore.domain.relay import RelayLine, encode_relay_event
+from relaystore.domain.relay import encode_relay_event
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import cli, events, ok, replay, show
 from tests.domain.journal_stories import replay as project
@@ -68,27 +65,15 @@ def test_a_journal_of_every_protocol_33_kind_verifies_replays_and_shows(tmp_path
     assert {"record_notice", "restore_execution_mode", "cancel_turn"} <= kinds
 
 
-def _newer_line(journal: JournalBuilder, observation: bytes) -> bytes:
-    line = RelayLine(
-        format=2,
-        ordinal=journal.next_ordinal,
-        previous_digest="",
-        digest="",
-        recorded_at_ms=journal.next_ms,
-        command_id=None,
-        observation_json=observation,
-    )
-    return (
-        encode_relay_event(msgspec.structs.replace(line, digest=relay_event_digest(line))) + b"\n"
-    )
-
-
 def test_a_line_newer_than_protocol_33_is_kept_and_holds_its_session_behind(
     tmp_path: Path,
 ) -> None:
     journal = _journal()
     kept = len(journal.events)
-    future = _newer_line(journal, b'{"type":"mailbox_digest_sent","data":{"count":3}}')
+    future = (
+        encode_relay_event(journal.newer_line(b'{"type":"mailbox_digest_sent","data":{"count":3}}'))
+        + b"\n"
+    )
     path = tmp_path / "journal.jsonl"
     path.write_bytes(journal.to_bytes() + future)
     db = tmp_path / "store.sqlite3"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from relaystore.domain.digests import relay_event_digest
 from relaystore.domain.errors import ChainFault, RelayChainError, UnknownRelayKind
 from relaystore.domain.materialized import MaterializedSession, ProjectionBehind, SystemBody
 from relaystore.domain.projection import PageDelta, SessionProjection, observations
@@ -18,26 +17,10 @@ from relaystore.testing import JournalBuilder
 KIND = ("observation", "future_kind")
 
 
-def _line(journal: JournalBuilder) -> RelayLine:
-    draft = RelayLine(
-        format=2,
-        ordinal=journal.next_ordinal,
-        previous_digest="",
-        digest="",
-        recorded_at_ms=journal.next_ms,
-        command_id=None,
-        observation_json=b'{"type":"future_kind","data":{}}',
-    )
-    raw = encode_relay_event(msgspec.structs.replace(draft, digest=relay_event_digest(draft)))
-    line = decode_relay_line(raw)
-    assert isinstance(line, RelayLine)
-    return line
-
-
 def _story() -> tuple[JournalBuilder, RelayLine, JournalBuilder]:
     before = JournalBuilder()
     before.prompt_turn("Hello")
-    line = _line(before)
+    line = before.newer_line(b'{"type":"future_kind","data":{}}')
     after = JournalBuilder(after=line.cursor, start_ms=before.next_ms + 10)
     after.next_id("prompt")
     after.next_id("msg")
