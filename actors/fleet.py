@@ -24,6 +24,7 @@ publisher, has nothing to resend).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
@@ -180,6 +181,10 @@ class FleetFeed:
                 except TimeoutError:
                     # nats-py raises its own TimeoutError (a subclass) or, when the wait
                     # runs out between its two pull requests, the builtin: both mean none yet.
+                    # Unless this task was cancelled meanwhile: asyncio.wait_for (which
+                    # nats-py waits with) can turn a cancellation that meets its timeout into
+                    # a TimeoutError, and a feed that went on would never end.
+                    _reraise_a_swallowed_cancel()
                     if self._follow:
                         continue
                     info = await subscription.consumer_info()
@@ -258,3 +263,11 @@ def _event(message: Msg) -> FleetEvent:
             f"{HEADER_STORE} and {HEADER_SEQ} headers; it was not published by relaystore"
         )
     return FleetEvent(store=store, seq=int(seq), event=msgspec.Raw(message.data))
+
+
+def _reraise_a_swallowed_cancel() -> None:
+    """Raise :class:`asyncio.CancelledError` when the running task has a cancellation
+    requested that nothing has seen yet (a wait turned it into a timeout)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

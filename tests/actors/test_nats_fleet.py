@@ -239,6 +239,51 @@ def test_fleet_feed_checks_its_arguments() -> None:
         FleetFeed("nats://127.0.0.1:4222", stream="a>b")
 
 
+def test_a_following_feed_cancelled_while_it_waits_always_ends(fleet: Fleet) -> None:
+    """A cancellation that meets a fetch's timeout reaches nats-py's wait as a timeout
+    (asyncio.wait_for swallows it): the feed must end anyway, never poll on for ever."""
+    from relaystore.nats import FleetFeed
+
+    db = fleet.stores[0]
+    sid = store_id(db)
+    expected = latest_seq(db)
+
+    async def one(delay: float) -> None:
+        async with FleetFeed(fleet.url, store_id=sid, follow=True, wait=0.001) as feed:
+            events = aiter(feed)
+            for _ in range(expected):
+                await anext(events)
+            waiting = asyncio.ensure_future(anext(events))
+            await asyncio.sleep(delay)
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(waiting, 5)
+
+    async def trials() -> None:
+        for n in range(40):
+            await one(0.001 * (n % 7))
+
+    asyncio.run(asyncio.wait_for(trials(), TIMEOUT))
+
+
+def test_a_swallowed_cancellation_is_raised_again() -> None:
+    from relaystore.actors.fleet import _reraise_a_swallowed_cancel
+
+    async def cancelled() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # requested, and (as a wait that swallowed it) never delivered
+        _reraise_a_swallowed_cancel()
+
+    async def calm() -> bool:
+        _reraise_a_swallowed_cancel()
+        return True
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled())
+    assert asyncio.run(calm())
+
+
 def test_a_following_feed_with_a_short_wait_keeps_waiting_when_nothing_is_new(
     fleet: Fleet,
 ) -> None:
