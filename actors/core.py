@@ -50,7 +50,12 @@ from pykka import ActorDeadError, ActorRef
 from relaystore.actors.commits import CommitWatch
 from relaystore.actors.envelope import Envelope, OneShotReply, Reply
 from relaystore.actors.inbox import inbox_of
-from relaystore.actors.internal import INTERNAL_MESSAGES, CommitPage, LoadProjection
+from relaystore.actors.internal import (
+    INTERNAL_MESSAGES,
+    CommitPage,
+    LoadProjection,
+    LoadTranscriptItem,
+)
 from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import PageCommit, ProjectorActor
@@ -106,6 +111,8 @@ _DEAD_CHECK_SECONDS = 0.5
 """How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
+_READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem)
+"""What readers answer: the reader messages, and what projectors read back from the store."""
 
 
 class OpenOptions(TypedDict, total=False):
@@ -371,7 +378,7 @@ class StoreCore:
 
     def route(self, message: Request[Any]) -> ActorRef[Any]:
         """The actor that owns a checked message."""
-        if isinstance(message, _READER_TYPES):
+        if isinstance(message, _READER_ROUTED):
             return self._reader()
         if self.writer is None:
             raise InvalidInput(

@@ -1,7 +1,8 @@
 """The actors' own messages: what a projector asks of the writer. Not part of the contract.
 
 A projector loads its session's committed projection and commits its pages through the
-writer (the one write connection), with these two messages. They are plain frozen
+writer (the one write connection), and reads a committed item back through a reader,
+with these messages. They are plain frozen
 dataclasses, not :class:`~relaystore.domain.messages.Request` s: a user's type checker
 refuses them at ``store.ask``, and the facades refuse them by type at run time too
 (``InvalidInput`` naming the message; see :data:`INTERNAL_MESSAGES`).
@@ -19,6 +20,8 @@ __all__ = [
     "CommitReprojection",
     "LoadLoggedLine",
     "LoadProjection",
+    "LoadTranscriptItem",
+    "ProjectorReaderMessage",
     "ProjectorWriterMessage",
 ]
 
@@ -69,13 +72,26 @@ class LoadLoggedLine:
     ordinal: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadTranscriptItem:
+    """A projector reads one committed transcript item it dropped from memory (a cold
+    item), through a reader. Reply: the
+    :class:`~relaystore.domain.materialized.TranscriptItem`."""
+
+    session_id: str
+    stable_id: str
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
+ProjectorReaderMessage = LoadTranscriptItem
+"""Reader messages only projectors send."""
 """Writer messages only projectors send."""
 
-INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage], ...] = (
+INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], ...] = (
     LoadProjection,
     CommitPage,
     CommitReprojection,
     LoadLoggedLine,
+    LoadTranscriptItem,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

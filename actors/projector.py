@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import CommitReprojection, LoadLoggedLine
+from relaystore.actors.internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem
 from relaystore.domain.errors import RelayChainError, StoreError, UnknownSession
-from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import (
     LoadRelayLog,
     ObserveRelayEvents,
@@ -172,8 +172,19 @@ class ProjectorActor(TellSafeActor):
     def _loaded(self) -> SessionProjection:
         session = self._load(self._session_id)
         return SessionProjection(
-            session, session_id=self._session_id, hold_unknown=self._hold_unknown
+            session,
+            session_id=self._session_id,
+            hold_unknown=self._hold_unknown,
+            fetch=None if self._ask is None else self._fetch,
         )
+
+    def _fetch(self, stable_id: str) -> TranscriptItem:
+        """A committed item the projection dropped from memory (a cold item)."""
+        assert self._ask is not None
+        item: TranscriptItem = self._ask(
+            LoadTranscriptItem(session_id=self._session_id, stable_id=stable_id)
+        )
+        return item
 
     def _knows(self, ordinal: int) -> bool:
         """Whether this build can project the logged line at ``ordinal`` now."""
@@ -298,6 +309,8 @@ class ProjectorActor(TellSafeActor):
             # adopt what is stored.
             self._projection = None
             return applied, True
+        if self._projection is not None:
+            self._projection.committed(stored.ordinal)  # its old items may go cold now
         return applied, False
 
     def _reproject(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
+from relaystore.actors.internal import LoadTranscriptItem
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -20,7 +21,7 @@ from relaystore.domain.messages import (
     LoadStats,
 )
 from relaystore.storage.maintenance import backup_store
-from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.materialized import load_materialized_session, load_transcript_item
 from relaystore.storage.paging import (
     load_api_events,
     load_raw_api_events,
@@ -50,6 +51,8 @@ class ReaderActor(TellSafeActor):
         if isinstance(message, READ_TYPES):  # sessions, transcript, history, usage
             return answer_read(connection, message)
         match message:
+            case LoadTranscriptItem(session_id=session_id, stable_id=stable_id):
+                return load_transcript_item(connection, session_id, stable_id)
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
                 return load_api_events(connection, event_filter, after_seq, limit)
             case LoadRawApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):

@@ -54,6 +54,7 @@ __all__ = [
     "load_frontier",
     "load_materialized_session",
     "load_projection_behind",
+    "load_transcript_item",
     "parse_execution",
 ]
 
@@ -79,6 +80,11 @@ SELECT * FROM (
 """
 _HISTORY_START_ROW = """
 SELECT first_ordinal, source FROM materialized_history_start WHERE session_id = ?
+"""
+_ITEM_ROW = """
+SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
+       body_json
+FROM materialized_transcript_items WHERE session_id = ? AND stable_id = ?
 """
 _BEHIND_ROWS = """
 SELECT session_id, ordinal, kind, position, path, kept_ordinal, kept_digest
@@ -226,6 +232,23 @@ def load_materialized_session(
             f"the stored projection is inconsistent: {exc.detail}", session_id=session_id
         ) from exc
     return session
+
+
+def load_transcript_item(
+    connection: apsw.Connection, session_id: str, stable_id: str
+) -> TranscriptItem:
+    """One committed transcript item of the session, as :func:`load_materialized_session`
+    reads it; :class:`ProjectionError` when the store does not hold it."""
+    with transaction(connection, f"load a transcript item of session {session_id}"):
+        rows = connection.execute(_ITEM_ROW, (session_id, stable_id)).fetchall()
+    if not rows:
+        raise ProjectionError(
+            f"transcript item {stable_id!r} is not in the store, though its projection "
+            "dropped it from memory as committed",
+            session_id=session_id,
+        )
+    (item,) = _transcript(rows, session_id)
+    return item
 
 
 def load_projection_behind(

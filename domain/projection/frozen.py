@@ -14,18 +14,28 @@ thawed item equals the item frozen.
 (offsets, append, replace, pop), answers reads with thawed items, and freezes what fell
 out of the window in batches of :data:`SLACK`, so the cost of freezing follows the items
 added, not the length of the transcript.
+
+*Cold* items. Given a ``fetch`` (a projector's read of one committed item from the store),
+a frozen item whose latest version the store has committed keeps only its stable id: its
+bytes are dropped, and a read fetches it. So a projector's memory follows its window and
+its index, not its transcript. What the store holds is known by ordinals: every change is
+recorded with the ordinal of the event that made it (:meth:`Transcript.append`,
+:meth:`Transcript.replace`), and :meth:`Transcript.committed` says the store holds every
+event through an ordinal; an item changed after that stays in memory (frozen, or
+decoded) until a later :meth:`committed` covers it. The store's version of an item is
+the one a projector reloading its session would read, so a fetched item is the item.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
 from relaystore.domain.materialized import TranscriptItem
 from relaystore.domain.wire import encode
 
-__all__ = ["SLACK", "WINDOW", "FrozenItem", "Transcript"]
+__all__ = ["SLACK", "WINDOW", "FetchItem", "FrozenItem", "Transcript"]
 
 WINDOW = 256
 """How many of the newest items (by offset) stay decoded."""
@@ -37,22 +47,24 @@ SLACK = 64
 _DECODER = msgspec.json.Decoder(TranscriptItem)
 
 
+FetchItem = Callable[[str], TranscriptItem]
+"""Reads the committed version of one item (by stable id) from the store."""
+
+
 class FrozenItem:
-    """A transcript item kept as its stable id and its wire JSON."""
+    """A transcript item kept as its stable id and its wire JSON (``raw``); ``None`` once
+    the item went cold (the store holds it: read it with the transcript's fetch)."""
 
     __slots__ = ("raw", "stable_id")
 
     def __init__(self, item: TranscriptItem) -> None:
         self.stable_id = item.stable_id
-        self.raw = encode(item)
+        self.raw: bytes | None = encode(item)
 
     def thaw(self) -> TranscriptItem:
-        """The item, decoded anew."""
+        """The item, decoded anew (a frozen item only: not a cold one)."""
+        assert self.raw is not None
         return _DECODER.decode(self.raw)
-
-
-def _thawed(entry: TranscriptItem | FrozenItem) -> TranscriptItem:
-    return entry.thaw() if type(entry) is FrozenItem else entry  # type: ignore[return-value]
 
 
 class Transcript:
@@ -62,25 +74,55 @@ class Transcript:
     always returns a decoded item.
     """
 
-    __slots__ = ("_entries", "_frozen_upto", "_replaced")
+    __slots__ = (
+        "_committed",
+        "_dirty",
+        "_entries",
+        "_fetch",
+        "_frozen_upto",
+        "_replaced",
+        "_warm",
+    )
 
-    def __init__(self, items: Iterable[TranscriptItem] = ()) -> None:
+    def __init__(
+        self,
+        items: Iterable[TranscriptItem] = (),
+        *,
+        fetch: FetchItem | None = None,
+        committed: int = 0,
+    ) -> None:
         self._entries: list[TranscriptItem | FrozenItem] = list(items)
         self._frozen_upto = 0
         """Every entry before this offset is frozen, except those in ``_replaced``."""
         self._replaced: set[int] = set()
         """Offsets of decoded items replaced behind ``_frozen_upto``, to freeze again."""
+        self._fetch = fetch
+        """Reads a committed item from the store (None: no item ever goes cold)."""
+        self._committed = committed
+        """The store holds every change made by events through this ordinal."""
+        self._dirty: dict[str, int] = {}
+        """Stable ids changed by events after ``_committed``, with the latest such ordinal."""
+        self._warm: list[FrozenItem] = []
+        """Frozen items that could not go cold yet (changed after ``_committed``)."""
         self._freeze()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __getitem__(self, offset: int) -> TranscriptItem:
-        return _thawed(self._entries[offset])
+        return self._read(self._entries[offset])
 
     def __iter__(self) -> Iterator[TranscriptItem]:
-        """Every item in order, each decoded as it is reached."""
-        return map(_thawed, self._entries)
+        """Every item in order, each decoded (or fetched) as it is reached."""
+        return map(self._read, self._entries)
+
+    def _read(self, entry: TranscriptItem | FrozenItem) -> TranscriptItem:
+        if type(entry) is not FrozenItem:
+            return entry  # type: ignore[return-value]
+        if entry.raw is not None:
+            return entry.thaw()
+        assert self._fetch is not None  # only a transcript with a fetch has cold items
+        return self._fetch(entry.stable_id)
 
     def stable_id(self, offset: int) -> str:
         """The stable id at ``offset`` (without decoding the item)."""
@@ -88,26 +130,54 @@ class Transcript:
 
     @property
     def frozen(self) -> int:
-        """How many items are frozen now."""
+        """How many items are frozen now (cold ones included)."""
         return sum(1 for entry in self._entries if type(entry) is FrozenItem)
 
-    def append(self, item: TranscriptItem) -> None:
-        """Add ``item`` at the end."""
+    @property
+    def cold(self) -> int:
+        """How many items are cold now (only their stable id in memory)."""
+        return sum(1 for entry in self._entries if type(entry) is FrozenItem and entry.raw is None)
+
+    def committed(self, ordinal: int) -> None:
+        """The store now holds every event through ``ordinal``: frozen items changed no
+        later than that go cold."""
+        if ordinal <= self._committed:
+            return
+        self._committed = ordinal
+        if self._dirty:
+            self._dirty = {sid: at for sid, at in self._dirty.items() if at > ordinal}
+        if self._warm:
+            still = []
+            for entry in self._warm:
+                if entry.stable_id in self._dirty:
+                    still.append(entry)
+                else:
+                    entry.raw = None
+            self._warm = still
+
+    def append(self, item: TranscriptItem, *, ordinal: int = 0) -> None:
+        """Add ``item`` at the end (made by the event at ``ordinal``)."""
         self._entries.append(item)
+        self._changed(item.stable_id, ordinal)
         if len(self._entries) - WINDOW - self._frozen_upto >= SLACK:
             self._freeze()
 
-    def replace(self, offset: int, item: TranscriptItem) -> None:
-        """Put ``item`` (a changed version of the one there) at ``offset``."""
+    def replace(self, offset: int, item: TranscriptItem, *, ordinal: int = 0) -> None:
+        """Put ``item`` (a changed version of the one there, made by the event at
+        ``ordinal``) at ``offset``."""
         self._entries[offset] = item
+        self._changed(item.stable_id, ordinal)
         if offset < self._frozen_upto:
             self._replaced.add(offset)
             if len(self._replaced) >= SLACK:
                 self._freeze()
 
-    def pop(self, offset: int) -> TranscriptItem:
-        """Remove and return the item at ``offset``; later items move up one place."""
-        removed = _thawed(self._entries.pop(offset))
+    def pop(self, offset: int, *, ordinal: int = 0) -> TranscriptItem:
+        """Remove and return the item at ``offset`` (by the event at ``ordinal``); later
+        items move up one place."""
+        removed = self._read(self._entries[offset])
+        del self._entries[offset]
+        self._changed(removed.stable_id, ordinal)
         if offset < self._frozen_upto:
             self._frozen_upto -= 1
         if self._replaced:
@@ -122,17 +192,30 @@ class Transcript:
         """A plain list of every item, decoded (the transcript stays as it is)."""
         return list(self)
 
+    def _changed(self, stable_id: str, ordinal: int) -> None:
+        if self._fetch is not None and ordinal > self._committed:
+            self._dirty[stable_id] = ordinal
+
     def _freeze(self) -> None:
-        """Freeze every decoded item behind the window."""
+        """Freeze every decoded item behind the window (cold at once when committed)."""
         entries = self._entries
         end = len(entries) - WINDOW
         for offset in range(self._frozen_upto, end):
             entry = entries[offset]
             if type(entry) is not FrozenItem:
-                entries[offset] = FrozenItem(entry)  # type: ignore[arg-type]
+                entries[offset] = self._frozen(entry)  # type: ignore[arg-type]
         self._frozen_upto = max(self._frozen_upto, end)
         for offset in self._replaced:
             entry = entries[offset]
             if type(entry) is not FrozenItem:
-                entries[offset] = FrozenItem(entry)  # type: ignore[arg-type]
+                entries[offset] = self._frozen(entry)  # type: ignore[arg-type]
         self._replaced.clear()
+
+    def _frozen(self, item: TranscriptItem) -> FrozenItem:
+        frozen = FrozenItem(item)
+        if self._fetch is not None:
+            if item.stable_id in self._dirty:
+                self._warm.append(frozen)
+            else:
+                frozen.raw = None  # the store holds it: keep only its id
+        return frozen

@@ -52,7 +52,7 @@ from relaystore.domain.materialized import (
 from relaystore.domain.projection.context import ProjectionContext
 from relaystore.domain.projection.feed import derive_api_events
 from relaystore.domain.projection.fold import fold_fields
-from relaystore.domain.projection.frozen import Transcript
+from relaystore.domain.projection.frozen import FetchItem, Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
 from relaystore.domain.projection.observations import HANDLERS, LINE_HANDLERS
@@ -84,11 +84,15 @@ class SessionProjection:
         *,
         session_id: str | None = None,
         hold_unknown: bool = False,
+        fetch: FetchItem | None = None,
     ) -> None:
         self._session_id = session_id or session.session_id
         self._hold_unknown = hold_unknown
         self._index = TranscriptIndex.build(session.transcript)
-        self._transcript = Transcript(session.transcript)
+        # With ``fetch``, ``session`` is what the store holds: its old items go cold.
+        self._transcript = Transcript(
+            session.transcript, fetch=fetch, committed=session.kept_frontier.ordinal
+        )
         session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
         self._session = session
 
@@ -118,6 +122,11 @@ class SessionProjection:
         """The last event applied or kept (ordinal 0 with the genesis digest before any):
         where the chain stands (:attr:`MaterializedSession.kept_frontier`)."""
         return self._session.kept_frontier
+
+    def committed(self, ordinal: int) -> None:
+        """The store holds every event of this session through ``ordinal`` (a page
+        landed): old items it holds may go cold (see :mod:`~relaystore.domain.projection.frozen`)."""
+        self._transcript.committed(ordinal)
 
     @property
     def behind(self) -> ProjectionBehind | None:
@@ -219,12 +228,12 @@ class SessionProjection:
     def _write(self, event: RelayEvent | RelayLine, mutation: MaterializedSessionMutation) -> None:
         """Apply a checked ``mutation`` to the session and its index; nothing here raises."""
         session = self._session
-        self._write_transcript(mutation)
+        self._write_transcript(mutation, event.ordinal)
         fold_fields(session, mutation)
         session.applied_event_ordinal = event.ordinal
         session.applied_event_digest = event.digest
 
-    def _write_transcript(self, mutation: MaterializedSessionMutation) -> None:
+    def _write_transcript(self, mutation: MaterializedSessionMutation, ordinal: int) -> None:
         """Apply checked transcript changes to the transcript and its index together.
 
         An upsert replaces the item at its id's offset or appends a new one; a removal
@@ -236,15 +245,15 @@ class SessionProjection:
             if isinstance(change, TranscriptRemove):
                 offset = positions.get(change.stable_id)
                 if offset is not None:
-                    removed = transcript.pop(offset)
+                    removed = transcript.pop(offset, ordinal=ordinal)
                     index.remove(removed, offset, transcript)
                 continue
             item = change.item
             offset = positions.get(item.stable_id)
             if offset is None:
-                transcript.append(item)
+                transcript.append(item, ordinal=ordinal)
                 index.append(item, len(transcript) - 1)
             else:
                 before = transcript[offset]
-                transcript.replace(offset, item)
+                transcript.replace(offset, item, ordinal=ordinal)
                 index.replace(before, item)

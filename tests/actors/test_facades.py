@@ -37,6 +37,7 @@ from relaystore.actors.internal import (
     CommitReprojection,
     LoadLoggedLine,
     LoadProjection,
+    LoadTranscriptItem,
 )
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.projection import PageDelta
@@ -254,6 +255,7 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
         session_id="session-1", page=PageDelta.starting_at("session-1", GENESIS)
     ),
     LoadLoggedLine: LoadLoggedLine(session_id="session-1", ordinal=1),
+    LoadTranscriptItem: LoadTranscriptItem(session_id="session-1", stable_id="user:1"),
 }
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
+from relaystore.actors import reader as reader_module
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -24,8 +26,10 @@ from relaystore.domain.messages import (
     ObserveRelayEvents,
     SaveSession,
 )
+from relaystore.domain.projection import frozen
 from relaystore.domain.relay import decode_relay_event, encode_relay_event
 from relaystore.domain.wire import encode
+from relaystore.storage.materialized import load_transcript_item
 from relaystore.testing import example_session
 from tests.domain.journal_stories import (
     build_events,
@@ -61,11 +65,17 @@ def _fields(session: MaterializedSession) -> dict[str, object]:
 def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it_whole(
     steps: list[tuple[str, int, str]], cuts: list[int]
 ) -> None:
+    pages = _replayed_in_pieces_equals_whole(steps, cuts)
+    target(float(pages))
+    event(f"pages: {pages}")  # steer toward journals that span several pages
+
+
+def _replayed_in_pieces_equals_whole(steps: list[tuple[str, int, str]], cuts: list[int]) -> int:
+    """Replay the journal of ``steps`` cut at ``cuts`` through a store, check it equals
+    projecting it whole; return how many pages of 128 it spans."""
     events = [
         decode_relay_event(encode_relay_event(e)) for e in build_events(journal_observations(steps))
     ]
-    target(float(len(events)))
-    event(f"pages: {len(events) // 128 + 1}")  # steer toward journals that span several pages
     whole, feed = replay(MaterializedSession.empty("session-1"), events)
     points = sorted({cut % (len(events) + 1) for cut in cuts} | {0, len(events)})
     with (
@@ -83,6 +93,7 @@ def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it
     assert stored_feed == feed
     assert stored is not None
     assert _canonical(stored) == _canonical(whole)
+    return len(events) // 128 + 1
 
 
 @pytest.mark.slow
@@ -97,3 +108,46 @@ def test_soak_long_journals_replayed_in_many_pieces_equal_projecting_whole(
     test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it_whole.hypothesis.inner_test(  # type: ignore[attr-defined]
         steps, cuts
     )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.tuples(steps_strategy, st.integers(1, 20)).map(_repeated),
+    cuts=st.lists(st.integers(0, 10_000), max_size=4),
+)
+def test_a_projector_that_drops_committed_items_from_memory_projects_the_same(
+    steps: list[tuple[str, int, str]], cuts: list[int]
+) -> None:
+    """With a window of one item, nearly every item goes cold as soon as its page
+    commits, and every later read of it is fetched from the store through a reader, while
+    the next page is projected ahead of the commit: the result must not change."""
+    fetched: list[str] = []
+
+    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
+        fetched.append(stable_id)
+        return load_transcript_item(connection, session_id, stable_id)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frozen, "WINDOW", 1)
+        patch.setattr(frozen, "SLACK", 1)
+        patch.setattr(reader_module, "load_transcript_item", counting)
+        _replayed_in_pieces_equals_whole(steps, cuts)
+    event(f"fetched from the store: {bool(fetched)}")
+
+
+def test_cold_items_are_fetched_from_the_store_on_a_long_journal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
+    steps += [("tool_update", 1, "again"), ("complete", 0, "")]  # updates the second tool
+    fetched: list[str] = []
+
+    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
+        fetched.append(stable_id)
+        return load_transcript_item(connection, session_id, stable_id)
+
+    monkeypatch.setattr(frozen, "WINDOW", 2)
+    monkeypatch.setattr(frozen, "SLACK", 1)
+    monkeypatch.setattr(reader_module, "load_transcript_item", counting)
+    _replayed_in_pieces_equals_whole(steps * 120, [100, 333])
+    assert fetched  # the path under test ran

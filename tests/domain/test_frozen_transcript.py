@@ -133,3 +133,44 @@ def test_a_long_transcript_keeps_only_the_window_decoded() -> None:
     assert len(transcript) > 2 * frozen.WINDOW
     decoded = len(transcript) - len(_frozen_offsets(transcript))
     assert frozen.WINDOW <= decoded < frozen.WINDOW + frozen.SLACK
+
+
+def test_committed_items_go_cold_and_are_read_back_through_fetch(small_window: None) -> None:
+    store = {f"system:{n}": _item(n) for n in range(16)}
+    reads: list[str] = []
+
+    def fetch(stable_id: str) -> TranscriptItem:
+        reads.append(stable_id)
+        return store[stable_id]
+
+    # Loaded from the store (all committed through ordinal 5): frozen items go cold at once.
+    transcript = Transcript([_item(n) for n in range(6)], fetch=fetch, committed=5)
+    assert transcript.cold == len(_frozen_offsets(transcript)) > 0
+    assert transcript[0] == _item(0)
+    assert reads == ["system:0"]
+    # Items changed by events the store does not hold yet stay in memory when frozen...
+    for n in range(6, 10):
+        transcript.append(_item(n), ordinal=n + 1)
+    changed = _item(1, "changed")
+    transcript.replace(1, changed, ordinal=11)
+    for n in range(10, 16):
+        transcript.append(_item(n), ordinal=n + 2)
+    reads.clear()
+    assert transcript[1] == changed  # not the store's (older) version
+    assert transcript[7] == _item(7)
+    assert reads == []
+    # ...until the store holds them.
+    transcript.committed(11)
+    assert transcript[7] == store["system:7"]
+    assert "system:7" in reads
+    store["system:1"] = changed  # what the commit through ordinal 11 wrote
+    transcript.committed(17)
+    assert [item.stable_id for item in transcript] == [f"system:{n}" for n in range(16)]
+    assert transcript[1] == changed
+
+
+def test_without_fetch_nothing_goes_cold(small_window: None) -> None:
+    transcript = Transcript([_item(n) for n in range(8)], committed=8)
+    transcript.committed(20)
+    assert transcript.cold == 0
+    assert list(transcript) == [_item(n) for n in range(8)]
