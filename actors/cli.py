@@ -722,17 +722,89 @@ def _no_session(db: str, session_id: str) -> InvalidInput:
     return InvalidInput(f"no session {session_id} in {db}")
 
 
+_SHOW_ATTEMPTS = 3
+"""How often ``show`` reads a session that moves under it again before it gives up."""
+
+
 def _show(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+
+    with _open_read_only(args.db) as store, tempfile.TemporaryFile() as staged:
+        for _ in range(_SHOW_ATTEMPTS):
+            staged.seek(0)
+            staged.truncate()
+            if _stage_session(store, args.db, args.session, staged.write):
+                break
+        else:
+            raise InvalidInput(
+                f"session {args.session} kept changing while it was read "
+                f"({_SHOW_ATTEMPTS} tries); show it again, or when its worker is idle"
+            )
+        staged.seek(0)
+        shutil.copyfileobj(staged, sys.stdout.buffer)
+    return 0
+
+
+def _stage_session(
+    store: EventStore, db: str, session_id: str, write: Callable[[bytes], object]
+) -> bool:
+    """Write the session's JSON (indented, as one document) through ``write``, reading its
+    transcript a page at a time, so memory holds one page, not the session; False when
+    the session moved on between two pages (the output is then incomplete)."""
     import msgspec
 
-    from relaystore.domain.messages import LoadMaterializedSession
+    from relaystore.domain.materialized import SystemBody, TranscriptItem
+    from relaystore.domain.reads import LoadProjectionTail, LoadTranscriptItems
 
-    with _open_read_only(args.db) as store:
-        session = store.ask(LoadMaterializedSession(session_id=args.session))
-    if session is None:
-        raise _no_session(args.db, args.session)
-    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(session), indent=2) + b"\n")
-    return 0
+    tail = store.ask(LoadProjectionTail(session_id=session_id, limit=0))
+    if tail is None:
+        raise _no_session(db, session_id)
+    session, frontier = tail.session, tail.session.kept_frontier
+
+    def formatted(value: object, indent: int) -> bytes:
+        text = msgspec.json.format(msgspec.json.encode(value), indent=2)
+        pad = b" " * indent
+        return b"\n".join(pad + line for line in text.split(b"\n"))
+
+    # The document with a marker item where the transcript goes, split around it.
+    marker = TranscriptItem(
+        stable_id="\x00relaystore-show",
+        position=1,
+        created_at_ms=0,
+        last_changed_at_ms=0,
+        body=SystemBody(text=""),
+    )
+    document = formatted(msgspec.structs.replace(session, transcript=[marker]), 0)
+    head, _, rest = document.partition(formatted(marker, 4))
+    first, after = True, None
+    while True:
+        page = store.ask(
+            LoadTranscriptItems(
+                session_id=session_id,
+                after_position=None if after is None else after[0],
+                after_id=None if after is None else after[1],
+            )
+        )
+        if page is None or (page.frontier_ordinal, page.frontier_digest) != (
+            frontier.ordinal,
+            frontier.digest,
+        ):
+            return False
+        for item in page.items:
+            write(head if first else b",\n")
+            first = False
+            write(formatted(item, 4))
+        if not page.items or not page.more:
+            break
+        last = page.items[-1]
+        after = (last.position, last.stable_id)
+    if first:  # no transcript: the document has none (an empty list is left out)
+        write(formatted(session, 0))
+    else:
+        write(rest)
+    write(b"\n")
+    return True
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ from relaystore.domain.materialized import (
     ThoughtBody,
     ToolBody,
     TranscriptBody,
+    TranscriptItem,
     UserBody,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
@@ -85,6 +86,7 @@ __all__ = [
     "LoadProjectionTail",
     "LoadSessionDetail",
     "LoadTranscriptHistory",
+    "LoadTranscriptItems",
     "LoadTranscriptPage",
     "LoadTurnSummary",
     "LoadUsagePage",
@@ -93,6 +95,7 @@ __all__ = [
     "SessionFacts",
     "SessionList",
     "TranscriptHistory",
+    "TranscriptItems",
     "TranscriptItemView",
     "TranscriptPage",
     "TranscriptRole",
@@ -123,6 +126,8 @@ MAX_PAGE_LIMIT = 1000
 
 DEFAULT_HISTORY_LIMIT = 128
 """Items an "earlier messages" page holds when the caller names no limit."""
+DEFAULT_ITEMS_LIMIT = 512
+"""How many whole items a :class:`LoadTranscriptItems` page holds unless told."""
 
 PROJECTION_TAIL_ITEMS = 1024
 """Transcript items a projection tail carries by default (the origin's window)."""
@@ -380,6 +385,18 @@ class TranscriptHistory(Wire, kw_only=True):
     frontier: int
 
 
+class TranscriptItems(Wire, kw_only=True):
+    """A page of :class:`LoadTranscriptItems`: ``items`` in the store's order, ``more``
+    when items follow the last one, and where the session's chain stood when the page
+    was read (:attr:`~relaystore.domain.materialized.MaterializedSession.kept_frontier`):
+    pages read at one frontier belong to one projection."""
+
+    items: list[TranscriptItem] = emitted([])
+    more: bool
+    frontier_ordinal: int
+    frontier_digest: str
+
+
 class TurnSummary(Wire, kw_only=True):
     """One turn summed up: its number in the conversation, its span, its answer."""
 
@@ -582,6 +599,29 @@ class LoadTranscriptHistory(Request[TranscriptHistory | None], frozen=True, kw_o
             raise InvalidInput("LoadTranscriptHistory.before_id: must not be blank")
 
 
+class LoadTranscriptItems(Request[TranscriptItems | None], frozen=True, kw_only=True):
+    """Up to ``limit`` stored transcript items after the cursor ``(after_position,
+    after_id)`` (both, or neither: from the start), whole and in the store's order
+    (position, then stable id), as :class:`~relaystore.domain.messages.LoadMaterializedSession`
+    holds them: for reading a long session piece by piece (``relaystore show`` does).
+    ``None``: no projection of that session.
+    """
+
+    session_id: str
+    after_position: int | None = None
+    after_id: str | None = None
+    limit: int = DEFAULT_ITEMS_LIMIT
+
+    def check(self) -> None:
+        _at_least(self, "after_position", 0)
+        _at_least(self, "limit", 1)
+        if (self.after_position is None) != (self.after_id is None):
+            raise InvalidInput(
+                "LoadTranscriptItems.after_position and .after_id: give both (the last "
+                "item read) or neither"
+            )
+
+
 class LoadTurnSummary(Request[TurnSummary | None], frozen=True, kw_only=True):
     """The summary of the turn that ran from ``turn_start_position`` through
     ``completed_ordinal``; both omitted: the session's last finished turn.
@@ -642,6 +682,7 @@ ReadMessage = (
     | LoadSessionDetail
     | LoadTranscriptPage
     | LoadTranscriptHistory
+    | LoadTranscriptItems
     | LoadTurnSummary
     | LoadProjectionTail
     | LoadUsagePage

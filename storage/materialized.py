@@ -55,6 +55,7 @@ __all__ = [
     "load_materialized_session",
     "load_projection_behind",
     "load_transcript_item",
+    "load_transcript_items",
     "parse_execution",
 ]
 
@@ -85,6 +86,19 @@ _ITEM_ROW = """
 SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
        body_json
 FROM materialized_transcript_items WHERE session_id = ? AND stable_id = ?
+"""
+_ITEMS_FROM_START = """
+SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
+       body_json
+FROM materialized_transcript_items WHERE session_id = ?
+ORDER BY position, stable_id LIMIT ?
+"""
+_ITEMS_AFTER = """
+SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
+       body_json
+FROM materialized_transcript_items
+WHERE session_id = ?1 AND (position > ?2 OR (position = ?2 AND stable_id > ?3))
+ORDER BY position, stable_id LIMIT ?4
 """
 _BEHIND_ROWS = """
 SELECT session_id, ordinal, kind, position, path, kept_ordinal, kept_digest
@@ -249,6 +263,29 @@ def load_transcript_item(
         )
     (item,) = _transcript(rows, session_id)
     return item
+
+
+def load_transcript_items(
+    connection: apsw.Connection,
+    session_id: str,
+    after: tuple[int, str] | None,
+    limit: int,
+) -> tuple[list[TranscriptItem], bool, RelayCursor] | None:
+    """Up to ``limit`` items after ``after`` (a ``(position, stable_id)`` cursor) in the
+    store's order, decoded as :func:`load_materialized_session` decodes them; whether
+    more follow; and the session's frontier, all in one read. None: no projection."""
+    with transaction(connection, f"load transcript items of session {session_id}"):
+        frontier = load_frontier(connection, session_id)
+        if frontier is None:
+            return None
+        if after is None:
+            rows = connection.execute(_ITEMS_FROM_START, (session_id, limit + 1)).fetchall()
+        else:
+            rows = connection.execute(
+                _ITEMS_AFTER, (session_id, after[0], after[1], limit + 1)
+            ).fetchall()
+    more = len(rows) > limit
+    return _transcript(rows[:limit], session_id), more, frontier
 
 
 def load_projection_behind(

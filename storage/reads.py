@@ -44,6 +44,7 @@ from relaystore.domain.reads import (
     LoadProjectionTail,
     LoadSessionDetail,
     LoadTranscriptHistory,
+    LoadTranscriptItems,
     LoadTranscriptPage,
     LoadTurnSummary,
     LoadUsagePage,
@@ -52,6 +53,7 @@ from relaystore.domain.reads import (
     SessionFacts,
     SessionList,
     TranscriptHistory,
+    TranscriptItems,
     TranscriptItemView,
     TranscriptPage,
     TranscriptRole,
@@ -73,6 +75,7 @@ from relaystore.storage.materialized import (
     decode_stored,
     load_materialized_session,
     load_projection_behind,
+    load_transcript_items,
     parse_execution,
 )
 from relaystore.storage.transaction import transaction
@@ -643,6 +646,24 @@ def answer_read(connection: apsw.Connection, message: ReadMessage) -> object:
                 message.before_position,
                 message.before_id,
                 message.limit,
+            )
+        case LoadTranscriptItems():
+            after = (
+                None
+                if message.after_position is None or message.after_id is None
+                else (message.after_position, message.after_id)
+            )
+            found = load_transcript_items(
+                connection, message.session_id, after, clamp_page_limit(message.limit)
+            )
+            if found is None:
+                return None
+            items, more, frontier = found
+            return TranscriptItems(
+                items=items,
+                more=more,
+                frontier_ordinal=frontier.ordinal,
+                frontier_digest=frontier.digest,
             )
         case LoadTurnSummary():
             return load_turn_summary(
