@@ -63,8 +63,8 @@ from relaystore.actors.reader import ReaderActor
 from relaystore.actors.wal_watch import WalWatcher
 from relaystore.actors.writer import WriterActor
 from relaystore.domain.api_events import ApiEventFilter
-from relaystore.domain.errors import AskTimeout, InvalidInput, StoreClosed
-from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.errors import AskTimeout, InvalidInput, ProjectionError, StoreClosed
+from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import (
     PUBLIC_MESSAGES,
     DeleteSession,
@@ -77,6 +77,7 @@ from relaystore.domain.messages import (
     SeedProjection,
 )
 from relaystore.domain.projection import PageDelta
+from relaystore.domain.reads import LoadTranscriptItems
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
@@ -109,6 +110,9 @@ CLOSED_BEFORE_ANSWER = "the store closed before answering"
 
 _DEAD_CHECK_SECONDS = 0.5
 """How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
+
+LOAD_PAGE_ITEMS = 512
+"""How many transcript items a projector reads at a time when it loads its session."""
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem)
@@ -540,11 +544,51 @@ class StoreCore:
             capacity=self._capacity,
             ask=self.ask_blocking,
             hold_unknown=self.relay_log,
+            load_paged=self._load_projection_paged,
         )
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
         session: MaterializedSession = self.ask_blocking(LoadProjection(session_id=session_id))
         return session
+
+    def _load_projection_paged(
+        self, session_id: str
+    ) -> tuple[MaterializedSession, Iterator[TranscriptItem]]:
+        """The session without its transcript (through the writer), and its items read
+        a page at a time through readers; a page read at another frontier (the session
+        moved while it was loaded) raises :class:`ProjectionError`."""
+        session: MaterializedSession = self.ask_blocking(
+            LoadProjection(session_id=session_id, transcript=False)
+        )
+        frontier = session.kept_frontier
+
+        def items() -> Iterator[TranscriptItem]:
+            after: tuple[int, str] | None = None
+            while True:
+                page = self.ask_blocking(
+                    LoadTranscriptItems(
+                        session_id=session_id,
+                        after_position=None if after is None else after[0],
+                        after_id=None if after is None else after[1],
+                        limit=LOAD_PAGE_ITEMS,
+                    )
+                )
+                if page is None or (page.frontier_ordinal, page.frontier_digest) != (
+                    frontier.ordinal,
+                    frontier.digest,
+                ):
+                    raise ProjectionError(
+                        "the session moved while its projection was loaded; it is loaded "
+                        "again with the next event",
+                        session_id=session_id,
+                    )
+                yield from page.items
+                if not page.more or not page.items:
+                    return
+                last = page.items[-1]
+                after = (last.position, last.stable_id)
+
+        return session, items()
 
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""

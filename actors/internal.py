@@ -32,9 +32,12 @@ class LoadProjection:
 
     Reply: the :class:`~relaystore.domain.materialized.MaterializedSession`; raises
     :class:`~relaystore.domain.errors.UnknownSession` when the store has no such session.
+    Without ``transcript`` the session comes without its transcript items (the projector
+    then reads them a page at a time through a reader).
     """
 
     session_id: str
+    transcript: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

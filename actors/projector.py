@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,10 @@ PageSender = Callable[[str, PageDelta], PageCommit]
 SessionLoader = Callable[[str], MaterializedSession]
 """Loads the committed projection of a session (through the writer)."""
 
+PagedLoader = Callable[[str], tuple[MaterializedSession, Iterator[TranscriptItem]]]
+"""Loads the committed projection of a session without its transcript, and its items a
+page at a time (so a long transcript never sits in memory whole)."""
+
 
 @dataclass(slots=True)
 class _Tally:
@@ -115,8 +119,10 @@ class ProjectorActor(TellSafeActor):
         capacity: int = 64,
         ask: Callable[[Any], Any] | None = None,
         hold_unknown: bool = False,
+        load_paged: PagedLoader | None = None,
     ) -> None:
         super().__init__(capacity=capacity)
+        self._load_paged = load_paged
         self._hold_unknown = hold_unknown
         """Keep lines of unknown kinds (the store keeps a relay log) instead of refusing."""
         self._ask = ask
@@ -170,12 +176,17 @@ class ProjectorActor(TellSafeActor):
         return self._projection
 
     def _loaded(self) -> SessionProjection:
-        session = self._load(self._session_id)
+        items = None
+        if self._load_paged is not None:
+            session, items = self._load_paged(self._session_id)
+        else:
+            session = self._load(self._session_id)
         return SessionProjection(
             session,
             session_id=self._session_id,
             hold_unknown=self._hold_unknown,
             fetch=None if self._ask is None else self._fetch,
+            items=items,
         )
 
     def _fetch(self, stable_id: str) -> TranscriptItem:

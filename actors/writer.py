@@ -119,8 +119,10 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             )
         case RecoverInterruptedCheckpoints(updated_at=updated_at):
             return checkpoints.recover_interrupted_checkpoints(connection, updated_at)
-        case LoadProjection(session_id=session_id):
-            session = load_materialized_session(connection, session_id)
+        case LoadProjection(session_id=session_id, transcript=whole):
+            session = load_materialized_session(
+                connection, session_id, transcript_limit=None if whole else 0
+            )
             if session is None:
                 raise UnknownSession(session_id)
             return session

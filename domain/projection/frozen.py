@@ -57,9 +57,9 @@ class FrozenItem:
 
     __slots__ = ("raw", "stable_id")
 
-    def __init__(self, item: TranscriptItem) -> None:
+    def __init__(self, item: TranscriptItem, *, cold: bool = False) -> None:
         self.stable_id = item.stable_id
-        self.raw: bytes | None = encode(item)
+        self.raw: bytes | None = None if cold else encode(item)
 
     def thaw(self) -> TranscriptItem:
         """The item, decoded anew (a frozen item only: not a cold one)."""
@@ -212,10 +212,9 @@ class Transcript:
         self._replaced.clear()
 
     def _frozen(self, item: TranscriptItem) -> FrozenItem:
+        if self._fetch is not None and item.stable_id not in self._dirty:
+            return FrozenItem(item, cold=True)  # the store holds it: keep only its id
         frozen = FrozenItem(item)
         if self._fetch is not None:
-            if item.stable_id in self._dirty:
-                self._warm.append(frozen)
-            else:
-                frozen.raw = None  # the store holds it: keep only its id
+            self._warm.append(frozen)
         return frozen

@@ -91,8 +91,8 @@ class TranscriptIndex:
     parked_results: dict[RawResultKey, set[str]] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def build(cls, transcript: list[TranscriptItem]) -> TranscriptIndex:
-        """Index ``transcript`` from scratch (one pass)."""
+    def build(cls, transcript: Iterable[TranscriptItem]) -> TranscriptIndex:
+        """Index ``transcript`` from scratch (one pass over it, in order)."""
         positions: dict[str, int] = {}
         sets: dict[str, set[str]] = {name: set() for name in _ID_SETS}
         ordered: dict[str, dict[str, None]] = {name: {} for name in _ORDERED}

@@ -36,7 +36,7 @@ the same way, so nothing is projected out of order; without, it is refused with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -85,13 +85,23 @@ class SessionProjection:
         session_id: str | None = None,
         hold_unknown: bool = False,
         fetch: FetchItem | None = None,
+        items: Iterable[TranscriptItem] | None = None,
     ) -> None:
         self._session_id = session_id or session.session_id
         self._hold_unknown = hold_unknown
-        self._index = TranscriptIndex.build(session.transcript)
-        # With ``fetch``, ``session`` is what the store holds: its old items go cold.
-        self._transcript = Transcript(
-            session.transcript, fetch=fetch, committed=session.kept_frontier.ordinal
+        # With ``fetch``, ``session`` is what the store holds: its old items go cold as
+        # they are read. ``items`` (else the session's transcript) are read once, in
+        # order, so a long transcript streamed in never sits in memory whole.
+        transcript = Transcript((), fetch=fetch, committed=session.kept_frontier.ordinal)
+
+        def entered(stream: Iterable[TranscriptItem]) -> Iterator[TranscriptItem]:
+            for item in stream:
+                transcript.append(item)
+                yield item
+
+        self._transcript = transcript
+        self._index = TranscriptIndex.build(
+            entered(session.transcript if items is None else items)
         )
         session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
         self._session = session

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
+from relaystore.actors import core as core_module
 from relaystore.actors import reader as reader_module
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession
@@ -151,3 +152,44 @@ def test_cold_items_are_fetched_from_the_store_on_a_long_journal(
     monkeypatch.setattr(reader_module, "load_transcript_item", counting)
     _replayed_in_pieces_equals_whole(steps * 120, [100, 333])
     assert fetched  # the path under test ran
+
+
+def test_projectors_reloaded_on_every_message_page_their_sessions_in_and_project_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One projector for two sessions: every message stops the other session's projector,
+    so each message reloads its session a few items at a time (its old items cold at once)
+    and fetches what events name: both end as projecting their journals whole."""
+    steps = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
+    steps += [("tool_update", 1, "again"), ("complete", 0, "")]
+    events = [
+        decode_relay_event(encode_relay_event(e))
+        for e in build_events(journal_observations(steps * 40))
+    ]
+    whole, _ = replay(MaterializedSession.empty("session-1"), events)
+    fetched: list[str] = []
+
+    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
+        fetched.append(stable_id)
+        return load_transcript_item(connection, session_id, stable_id)
+
+    monkeypatch.setattr(frozen, "WINDOW", 2)
+    monkeypatch.setattr(frozen, "SLACK", 1)
+    monkeypatch.setattr(core_module, "LOAD_PAGE_ITEMS", 7)
+    monkeypatch.setattr(reader_module, "load_transcript_item", counting)
+    sessions = ("session-1", "session-2")
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        EventStore.open(Path(folder) / "s.sqlite3", max_projectors=1) as store,
+    ):
+        for sid in sessions:
+            store.ask(SaveSession(record=example_session(sid)))
+        for start in range(0, len(events), 50):
+            for sid in sessions:
+                store.ask(ObserveRelayEvents(session_id=sid, events=events[start : start + 50]))
+        stored = [store.ask(LoadMaterializedSession(session_id=sid)) for sid in sessions]
+    for sid, session in zip(sessions, stored, strict=True):
+        assert session is not None
+        expected = MaterializedSession(**{**_fields(whole), "session_id": sid})
+        assert _canonical(session) == _canonical(expected)
+    assert fetched
