@@ -754,8 +754,9 @@ def _stage_session(
     the session moved on between two pages (the output is then incomplete)."""
     import msgspec
 
+    from relaystore.actors.transcript_pages import SessionMoved, stored_items
     from relaystore.domain.materialized import SystemBody, TranscriptItem
-    from relaystore.domain.reads import LoadProjectionTail, LoadTranscriptItems
+    from relaystore.domain.reads import LoadProjectionTail
 
     tail = store.ask(LoadProjectionTail(session_id=session_id, limit=0))
     if tail is None:
@@ -777,28 +778,14 @@ def _stage_session(
     )
     document = formatted(msgspec.structs.replace(session, transcript=[marker]), 0)
     head, _, rest = document.partition(formatted(marker, 4))
-    first, after = True, None
-    while True:
-        page = store.ask(
-            LoadTranscriptItems(
-                session_id=session_id,
-                after_position=None if after is None else after[0],
-                after_id=None if after is None else after[1],
-            )
-        )
-        if page is None or (page.frontier_ordinal, page.frontier_digest) != (
-            frontier.ordinal,
-            frontier.digest,
-        ):
-            return False
-        for item in page.items:
+    first = True
+    try:
+        for item in stored_items(store.ask, session_id, frontier):
             write(head if first else b",\n")
             first = False
             write(formatted(item, 4))
-        if not page.items or not page.more:
-            break
-        last = page.items[-1]
-        after = (last.position, last.stable_id)
+    except SessionMoved:
+        return False
     if first:  # no transcript: the document has none (an empty list is left out)
         write(formatted(session, 0))
     else:

@@ -60,6 +60,7 @@ from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import PageCommit, ProjectorActor
 from relaystore.actors.reader import ReaderActor
+from relaystore.actors.transcript_pages import SessionMoved, stored_items
 from relaystore.actors.wal_watch import WalWatcher
 from relaystore.actors.writer import WriterActor
 from relaystore.domain.api_events import ApiEventFilter
@@ -77,7 +78,6 @@ from relaystore.domain.messages import (
     SeedProjection,
 )
 from relaystore.domain.projection import PageDelta
-from relaystore.domain.reads import LoadTranscriptItems
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
@@ -563,30 +563,16 @@ class StoreCore:
         frontier = session.kept_frontier
 
         def items() -> Iterator[TranscriptItem]:
-            after: tuple[int, str] | None = None
-            while True:
-                page = self.ask_blocking(
-                    LoadTranscriptItems(
-                        session_id=session_id,
-                        after_position=None if after is None else after[0],
-                        after_id=None if after is None else after[1],
-                        limit=LOAD_PAGE_ITEMS,
-                    )
+            try:
+                yield from stored_items(
+                    self.ask_blocking, session_id, frontier, limit=LOAD_PAGE_ITEMS
                 )
-                if page is None or (page.frontier_ordinal, page.frontier_digest) != (
-                    frontier.ordinal,
-                    frontier.digest,
-                ):
-                    raise ProjectionError(
-                        "the session moved while its projection was loaded; it is loaded "
-                        "again with the next event",
-                        session_id=session_id,
-                    )
-                yield from page.items
-                if not page.more or not page.items:
-                    return
-                last = page.items[-1]
-                after = (last.position, last.stable_id)
+            except SessionMoved:
+                raise ProjectionError(
+                    "the session moved while its projection was loaded; it is loaded "
+                    "again with the next event",
+                    session_id=session_id,
+                ) from None
 
         return session, items()
 

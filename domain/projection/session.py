@@ -100,9 +100,7 @@ class SessionProjection:
                 yield item
 
         self._transcript = transcript
-        self._index = TranscriptIndex.build(
-            entered(session.transcript if items is None else items)
-        )
+        self._index = TranscriptIndex.build(entered(session.transcript if items is None else items))
         session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
         self._session = session
 

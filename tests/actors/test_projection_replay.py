@@ -28,7 +28,7 @@ from relaystore.domain.messages import (
     SaveSession,
 )
 from relaystore.domain.projection import frozen
-from relaystore.domain.relay import decode_relay_event, encode_relay_event
+from relaystore.domain.relay import RelayEvent, decode_relay_event, encode_relay_event
 from relaystore.domain.wire import encode
 from relaystore.storage.materialized import load_transcript_item
 from relaystore.testing import example_session
@@ -44,6 +44,25 @@ def _canonical(session: MaterializedSession) -> bytes:
     """The session as the store orders its transcript (by position, then stable id)."""
     ordered = sorted(session.transcript, key=lambda item: (item.position, item.stable_id))
     return encode(MaterializedSession(**{**_fields(session), "transcript": ordered}))
+
+
+def _events(steps: list[tuple[str, int, str]]) -> list[RelayEvent]:
+    """The journal of ``steps``, each event read back from its journal line."""
+    return [
+        decode_relay_event(encode_relay_event(e)) for e in build_events(journal_observations(steps))
+    ]
+
+
+def _count_fetches(patch: pytest.MonkeyPatch) -> list[str]:
+    """Record the stable id of every transcript item a projector fetches from the store."""
+    fetched: list[str] = []
+
+    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
+        fetched.append(stable_id)
+        return load_transcript_item(connection, session_id, stable_id)
+
+    patch.setattr(reader_module, "load_transcript_item", counting)
+    return fetched
 
 
 def _repeated(
@@ -74,9 +93,7 @@ def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it
 def _replayed_in_pieces_equals_whole(steps: list[tuple[str, int, str]], cuts: list[int]) -> int:
     """Replay the journal of ``steps`` cut at ``cuts`` through a store, check it equals
     projecting it whole; return how many pages of 128 it spans."""
-    events = [
-        decode_relay_event(encode_relay_event(e)) for e in build_events(journal_observations(steps))
-    ]
+    events = _events(steps)
     whole, feed = replay(MaterializedSession.empty("session-1"), events)
     points = sorted({cut % (len(events) + 1) for cut in cuts} | {0, len(events)})
     with (
@@ -122,16 +139,10 @@ def test_a_projector_that_drops_committed_items_from_memory_projects_the_same(
     """With a window of one item, nearly every item goes cold as soon as its page
     commits, and every later read of it is fetched from the store through a reader, while
     the next page is projected ahead of the commit: the result must not change."""
-    fetched: list[str] = []
-
-    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
-        fetched.append(stable_id)
-        return load_transcript_item(connection, session_id, stable_id)
-
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(frozen, "WINDOW", 1)
         patch.setattr(frozen, "SLACK", 1)
-        patch.setattr(reader_module, "load_transcript_item", counting)
+        fetched = _count_fetches(patch)
         _replayed_in_pieces_equals_whole(steps, cuts)
     event(f"fetched from the store: {bool(fetched)}")
 
@@ -141,15 +152,9 @@ def test_cold_items_are_fetched_from_the_store_on_a_long_journal(
 ) -> None:
     steps = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
     steps += [("tool_update", 1, "again"), ("complete", 0, "")]  # updates the second tool
-    fetched: list[str] = []
-
-    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
-        fetched.append(stable_id)
-        return load_transcript_item(connection, session_id, stable_id)
-
     monkeypatch.setattr(frozen, "WINDOW", 2)
     monkeypatch.setattr(frozen, "SLACK", 1)
-    monkeypatch.setattr(reader_module, "load_transcript_item", counting)
+    fetched = _count_fetches(monkeypatch)
     _replayed_in_pieces_equals_whole(steps * 120, [100, 333])
     assert fetched  # the path under test ran
 
@@ -162,21 +167,12 @@ def test_projectors_reloaded_on_every_message_page_their_sessions_in_and_project
     and fetches what events name: both end as projecting their journals whole."""
     steps = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
     steps += [("tool_update", 1, "again"), ("complete", 0, "")]
-    events = [
-        decode_relay_event(encode_relay_event(e))
-        for e in build_events(journal_observations(steps * 40))
-    ]
+    events = _events(steps * 40)
     whole, _ = replay(MaterializedSession.empty("session-1"), events)
-    fetched: list[str] = []
-
-    def counting(connection: Any, session_id: str, stable_id: str) -> Any:
-        fetched.append(stable_id)
-        return load_transcript_item(connection, session_id, stable_id)
-
     monkeypatch.setattr(frozen, "WINDOW", 2)
     monkeypatch.setattr(frozen, "SLACK", 1)
     monkeypatch.setattr(core_module, "LOAD_PAGE_ITEMS", 7)
-    monkeypatch.setattr(reader_module, "load_transcript_item", counting)
+    fetched = _count_fetches(monkeypatch)
     sessions = ("session-1", "session-2")
     with (
         tempfile.TemporaryDirectory() as folder,
