@@ -81,3 +81,7 @@ def test_transcript_items_page_through_the_whole_transcript_in_store_order(
             store.ask(LoadTranscriptItems(session_id=SESSION, after_position=3))
         with pytest.raises(InvalidInput, match="limit"):
             store.ask(LoadTranscriptItems(session_id=SESSION, limit=0))
+        with pytest.raises(InvalidInput, match="after_position: -1 is below 0"):
+            store.ask(LoadTranscriptItems(session_id=SESSION, after_position=-1, after_id="x"))
+        with pytest.raises(InvalidInput, match="after_position: integer outside"):
+            store.ask(LoadTranscriptItems(session_id=SESSION, after_position=2**70, after_id="x"))
