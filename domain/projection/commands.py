@@ -194,7 +194,7 @@ def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
             push_system(ctx, mailbox_delivery_notice(len(events), "in a wake prompt", events))
         content = _prompt_content(command)
         if current.session_title is None and not wake:
-            title = resolved_title(current, ctx.transcript) or provisional_session_title(
+            title = resolved_title(current, ctx.prompts()) or provisional_session_title(
                 materialized_content_text(content)
             )
             if title is not None:

@@ -9,6 +9,7 @@ mutation. Items are never changed in place; a changed item is a new
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,11 @@ from relaystore.domain.materialized import (
     SystemBody,
     TranscriptItem,
     TranscriptUpsert,
+    UserBody,
 )
 from relaystore.domain.projection.frozen import Transcript
 from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
 from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import JSON
 
@@ -58,6 +61,17 @@ class ProjectionContext:
         """The item ``stable_id`` as it was before this event."""
         offset = self.index.positions.get(stable_id)
         return None if offset is None else self.transcript[offset]
+
+    def prompts(self) -> Iterator[TranscriptItem]:
+        """The user items of the transcript before this event, oldest first: read through
+        the index's turn starts, so only they are decoded (or fetched from the store),
+        not every item before them."""
+        for stable_id in self.index.turns:
+            if stable_id.startswith(HARNESS_TURN_ITEM_PREFIX):
+                continue
+            item = self.get(stable_id)
+            if item is not None and isinstance(item.body, UserBody):
+                yield item
 
     def newest(self) -> TranscriptItem | None:
         """The last item of the transcript before this event (None when it is empty)."""

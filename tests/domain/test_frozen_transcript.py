@@ -16,8 +16,10 @@ from relaystore.domain.materialized import (
     MaterializedSessionMutation,
     SystemBody,
     TranscriptItem,
+    UserBody,
 )
 from relaystore.domain.projection import SessionProjection, frozen
+from relaystore.domain.projection.context import ProjectionContext
 from relaystore.domain.projection.frozen import FrozenItem, Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.relay import RelayEvent
@@ -174,3 +176,22 @@ def test_without_fetch_nothing_goes_cold(small_window: None) -> None:
     transcript.committed(20)
     assert transcript.cold == 0
     assert list(transcript) == [_item(n) for n in range(8)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.tuples(steps_strategy, st.integers(1, 4)).map(lambda pair: pair[0] * pair[1]))
+def test_the_prompts_read_through_the_index_are_the_transcripts_user_items_in_order(
+    steps: list[tuple[str, int, str]],
+) -> None:
+    events = build_events(journal_observations(steps))
+    _, _, projection = _project(events)
+    ctx = ProjectionContext(
+        current=projection.snapshot(),
+        transcript=projection.transcript,
+        index=projection.index,
+        event=events[-1],
+        mutation=MaterializedSessionMutation(),
+        session_id="session-1",
+    )
+    expected = [item for item in projection.transcript if isinstance(item.body, UserBody)]
+    assert list(ctx.prompts()) == expected
