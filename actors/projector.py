@@ -40,7 +40,7 @@ A session behind its log (a line of a kind this build did not know: see
 :class:`~relaystore.domain.materialized.ProjectionBehind`) keeps every later event in
 the log without projecting it. When a projector loads such a session it reads the line
 the projection stopped at; if this build knows its kind now
-(:func:`~relaystore.domain.projection.session.line_handler`, or the line decodes), it
+(:func:`~relaystore.domain.projection.session.knows_line`), it
 catches the session up: a reprojection from the log, as above, before anything else.
 With the store's ``relay_log`` off a line of an unknown kind is refused with
 :class:`~relaystore.domain.errors.UnknownRelayKind` instead (``hold_unknown``).
@@ -66,8 +66,8 @@ from relaystore.domain.messages import (
 )
 from relaystore.domain.projection import PageDelta, SessionProjection
 from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
-from relaystore.domain.projection.session import line_handler
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
+from relaystore.domain.projection.session import knows_line
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 
 __all__ = ["PAGE_SIZE", "PageCommit", "PageSender", "ProjectorActor", "SessionLoader"]
 
@@ -201,13 +201,7 @@ class ProjectorActor(TellSafeActor):
         """Whether this build can project the logged line at ``ordinal`` now."""
         assert self._ask is not None
         line = self._ask(LoadLoggedLine(session_id=self._session_id, ordinal=ordinal))
-        if line is None:
-            return False
-        try:
-            decoded = decode_relay_line(line)
-        except StoreError:
-            return False  # damage is reported where it is rebuilt or audited, not here
-        return not isinstance(decoded, RelayLine) or line_handler(decoded) is not None
+        return line is not None and knows_line(line)
 
     def _observe(self, events: list[RelayEvent | RelayLine]) -> ProjectionReport:
         tally = _Tally()

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 import msgspec
 
 from relaystore.domain.chain import Step, advance
-from relaystore.domain.errors import UnknownRelayKind
+from relaystore.domain.errors import StoreError, UnknownRelayKind
 from relaystore.domain.materialized import (
     MaterializedSession,
     MaterializedSessionMutation,
@@ -56,9 +56,9 @@ from relaystore.domain.projection.frozen import FetchItem, Transcript
 from relaystore.domain.projection.index import TranscriptIndex
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
 from relaystore.domain.projection.observations import HANDLERS, LINE_HANDLERS
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
 
-__all__ = ["SessionProjection", "line_handler"]
+__all__ = ["SessionProjection", "knows_line", "line_handler"]
 
 
 def line_handler(line: RelayLine) -> Callable[[ProjectionContext, RelayLine], None] | None:
@@ -66,6 +66,17 @@ def line_handler(line: RelayLine) -> Callable[[ProjectionContext, RelayLine], No
     (:data:`~relaystore.domain.projection.observations.LINE_HANDLERS`): the one rule of
     whether a line of an undecoded kind can be projected."""
     return LINE_HANDLERS.get((line.position, line.kind))
+
+
+def knows_line(raw: bytes) -> bool:
+    """Whether this build projects the journal line ``raw`` (a logged line a session is
+    behind at): it decodes, or a line handler takes its kind. A line that does not even
+    decode is not known (its damage is for a rebuild or an audit to report)."""
+    try:
+        decoded = decode_relay_line(raw)
+    except StoreError:
+        return False
+    return not isinstance(decoded, RelayLine) or line_handler(decoded) is not None
 
 
 class SessionProjection:

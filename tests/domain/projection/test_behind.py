@@ -11,6 +11,7 @@ from relaystore.domain.materialized import MaterializedSession, ProjectionBehind
 from relaystore.domain.projection import PageDelta, SessionProjection, observations
 from relaystore.domain.projection.context import ProjectionContext, push_system
 from relaystore.domain.projection.rebuild import caught_up_from
+from relaystore.domain.projection.session import knows_line
 from relaystore.domain.relay import RelayLine, decode_relay_line, encode_relay_event
 from relaystore.testing import JournalBuilder
 
@@ -163,3 +164,14 @@ def test_caught_up_from_names_the_ordinal_a_rebuild_projected_past(
         )
         == expected
     )
+
+
+def test_knows_line_is_whether_the_line_decodes_or_a_handler_takes_its_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before, line, _ = _story()
+    assert knows_line(encode_relay_event(before.events[0]))
+    assert not knows_line(encode_relay_event(line))
+    assert not knows_line(b"{not a relay line")
+    monkeypatch.setitem(observations.LINE_HANDLERS, KIND, lambda ctx, line: None)
+    assert knows_line(encode_relay_event(line))
