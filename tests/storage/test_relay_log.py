@@ -12,7 +12,7 @@ import pytest
 
 from relaystore.domain.chain import GENESIS
 from relaystore.domain.errors import InvalidInput, ProjectionError, RelayLogUnavailable
-from relaystore.domain.materialized import MaterializedSessionMutation
+from relaystore.domain.materialized import MaterializedSessionMutation, ProjectionBehind
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import encode_relay_event
 from relaystore.domain.relay_log import unpack_lines
@@ -139,3 +139,41 @@ def test_a_reprojection_behind_the_store_changes_nothing(store: apsw.Connection)
         commit_reprojection(store, SESSION, page)
 
     assert load_materialized_session(store, SESSION) == before
+
+
+def _behind_at(ordinal: int, kept: PageDelta) -> ProjectionBehind:
+    return ProjectionBehind(
+        ordinal=ordinal,
+        kind="future_kind",
+        position="observation",
+        path="$.observation.type",
+        kept_ordinal=kept.end.ordinal,
+        kept_digest=kept.end.digest,
+    )
+
+
+def test_a_page_that_keeps_lines_unprojected_needs_the_log_and_stores_where_each_stands(
+    store: apsw.Connection,
+) -> None:
+    page = new_page(store)
+    add(page, MaterializedSessionMutation(session_title="T"))
+    projected = page.end
+    draft = new_page(store)
+    add(draft, MaterializedSessionMutation())
+    add(draft, MaterializedSessionMutation())  # ordinal 2: where the kept lines end
+    add(page, MaterializedSessionMutation(behind=_behind_at(2, draft)))
+    assert page.end == draft.end  # the same synthetic event: the line kept
+
+    with pytest.raises(RelayLogUnavailable, match="relay log is off"):
+        commit_page(store, SESSION, page, log=False)
+    frontier = load_frontier(store, SESSION)
+    assert frontier is not None
+    assert frontier.ordinal == 0  # nothing of the page was written
+
+    commit_page(store, SESSION, page)
+    session = load_materialized_session(store, SESSION)
+    assert session is not None
+    assert session.frontier == projected  # what an older build reads: the last projected
+    assert session.projection_behind == _behind_at(2, draft)
+    assert load_frontier(store, SESSION) == page.end  # where the chain stands
+    assert log_rows(store) == [(1, 2)]
