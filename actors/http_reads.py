@@ -9,13 +9,15 @@ Every route answers JSON in the origin's shapes (``encode`` of the reply types o
 ``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
 ``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadTranscriptPage`
 ``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
-``GET .../{id}/usage?after_seq&limit``                 :class:`LoadUsagePage`
-``GET .../{id}/elicitations``                          :class:`LoadElicitations`
+``GET .../{id}/usage?after_seq&limit``                 :class:`LoadRawUsagePage`
+``GET .../{id}/elicitations``                          :class:`LoadRawElicitations`
 ``GET /healthz``                                       no token: ``{"status": "ok", ...}``
 ``GET /metrics``                                       Prometheus text (``relaystore[metrics]``)
 =====================================================  =================================
 
-``role`` may repeat. Errors are ``{"error": ..., "code": ...}``: 400 ``bad_request``
+``/usage`` and ``/elicitations`` answer the raw reads: the stored turns and questions
+pass through undecoded, the bytes the typed replies encode to. ``role`` may repeat.
+Errors are ``{"error": ..., "code": ...}``: 400 ``bad_request``
 (a malformed parameter or id), 401 ``unauthorized``, 404 ``not_found`` (no such
 session, or no transcript recorded for it), 500 ``storage_failure``, 503
 ``unavailable`` (shutting down). The session list refuses unknown parameters, as the
@@ -38,11 +40,11 @@ from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.reads import (
     ListSessions,
     ListWorkspaces,
-    LoadElicitations,
+    LoadRawElicitations,
+    LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
     LoadTranscriptPage,
-    LoadUsagePage,
     TranscriptRole,
 )
 from relaystore.domain.reports import StoreMetrics
@@ -233,9 +235,9 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
             limit=_limit(once("limit", params.getlist("limit")), 128),
         )
 
-    def usage(request: Request) -> LoadUsagePage:
+    def usage(request: Request) -> LoadRawUsagePage:
         params = request.query_params
-        return LoadUsagePage(
+        return LoadRawUsagePage(
             session_id=request.path_params["session_id"],
             after_seq=query_integer("after_seq", once("after_seq", params.getlist("after_seq")), 0)
             or 0,
@@ -282,7 +284,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         Route(session + "/usage", guarded(usage), methods=["GET"]),
         Route(
             session + "/elicitations",
-            guarded(lambda r: LoadElicitations(session_id=r.path_params["session_id"])),
+            guarded(lambda r: LoadRawElicitations(session_id=r.path_params["session_id"])),
             methods=["GET"],
         ),
     ]

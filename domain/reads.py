@@ -91,6 +91,10 @@ __all__ = [
     "LoadTurnSummary",
     "LoadUsagePage",
     "ProjectionTail",
+    "RawElicitationList",
+    "RawUsagePage",
+    "LoadRawElicitations",
+    "LoadRawUsagePage",
     "ReadMessage",
     "SessionFacts",
     "SessionList",
@@ -457,6 +461,28 @@ class ElicitationList(Wire, kw_only=True):
     elicitations: list[ElicitationRequest] = emitted([])
 
 
+class RawUsagePage(Wire, kw_only=True):
+    """A :class:`UsagePage` whose turns and provider cost are the stored JSON, untouched.
+
+    The same fields in the same order: ``encode`` of it is the bytes ``encode`` of the
+    typed page gives, without decoding a stored turn (see :class:`LoadRawUsagePage`).
+    """
+
+    session_id: str
+    next_after_seq: int
+    latest_seq: int
+    turns: list[msgspec.Raw] = emitted([])
+    totals: dict[str, UsageCounterTotal] = emitted({})
+    coverage: UsageCoverage = emitted(UsageCoverage())
+    provider_session_cost: msgspec.Raw | None = None
+
+
+class RawElicitationList(Wire, kw_only=True):
+    """An :class:`ElicitationList` whose questions are the stored JSON array, untouched."""
+
+    elicitations: msgspec.Raw
+
+
 class SessionFacts(msgspec.Struct, kw_only=True):
     """The fields of a stored :class:`SessionRecord` the API shows.
 
@@ -667,12 +693,35 @@ class LoadUsagePage(Request[UsagePage | None], frozen=True, kw_only=True):
         _at_least(self, "after_seq", 0)
 
 
+class LoadRawUsagePage(Request[RawUsagePage | None], frozen=True, kw_only=True):
+    """The page :class:`LoadUsagePage` would give, with each stored turn (and the
+    provider cost) passed through as its stored JSON: what ``GET .../usage`` answers.
+
+    Same fields, validation, cursors and snapshot; a stored value that is not JSON is
+    refused as the typed read refuses a value that does not decode.
+    """
+
+    session_id: str
+    after_seq: int = 0
+    limit: int = DEFAULT_PAGE_LIMIT
+
+    def check(self) -> None:
+        _at_least(self, "after_seq", 0)
+
+
 class ListWorkspaces(Request[WorkspaceList], frozen=True, kw_only=True):
     """Every workspace, most recently opened first."""
 
 
 class LoadElicitations(Request[ElicitationList | None], frozen=True, kw_only=True):
     """The session's pending structured questions; ``None``: no projection of it."""
+
+    session_id: str
+
+
+class LoadRawElicitations(Request[RawElicitationList | None], frozen=True, kw_only=True):
+    """The reply :class:`LoadElicitations` would give, the stored questions passed
+    through as their stored JSON: what ``GET .../elicitations`` answers."""
 
     session_id: str
 
@@ -688,5 +737,7 @@ ReadMessage = (
     | LoadUsagePage
     | ListWorkspaces
     | LoadElicitations
+    | LoadRawUsagePage
+    | LoadRawElicitations
 )
 """The reads of this module (all reader messages)."""

@@ -26,7 +26,7 @@ import msgspec
 
 from relaystore.domain.api_events import ApiActivityState
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
+from relaystore.domain.errors import InvalidInput, ProjectionError
 from relaystore.domain.materialized import MaterializedExecutionState, TranscriptBody
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
@@ -42,6 +42,8 @@ from relaystore.domain.reads import (
     ListWorkspaces,
     LoadElicitations,
     LoadProjectionTail,
+    LoadRawElicitations,
+    LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
     LoadTranscriptItems,
@@ -49,6 +51,8 @@ from relaystore.domain.reads import (
     LoadTurnSummary,
     LoadUsagePage,
     ProjectionTail,
+    RawElicitationList,
+    RawUsagePage,
     ReadMessage,
     SessionFacts,
     SessionList,
@@ -88,6 +92,8 @@ __all__ = [
     "list_workspaces",
     "load_elicitations",
     "load_projection_tail",
+    "load_raw_elicitations",
+    "load_raw_usage_page",
     "load_session_detail",
     "load_transcript_history",
     "load_transcript_page",
@@ -134,6 +140,7 @@ _ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 _ACTIVITY = msgspec.json.Decoder(ApiActivityState)
 _OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 _PROVIDER_COST = msgspec.json.Decoder(ProviderCost)
+_RAW = msgspec.json.Decoder(msgspec.Raw)
 
 
 def _execution(session_id: str, state: Any, started: Any) -> MaterializedExecutionState | None:
@@ -248,18 +255,48 @@ def list_workspaces(connection: apsw.Connection) -> WorkspaceList:
     )
 
 
-def load_elicitations(connection: apsw.Connection, session_id: str) -> ElicitationList | None:
-    """The session's pending structured questions, or ``None`` without a projection."""
+def _stored_elicitations(connection: apsw.Connection, session_id: str) -> str | None:
     with transaction(connection, f"load the elicitations of session {session_id}"):
         value = connection.execute(
             "SELECT pending_elicitations_json FROM materialized_sessions WHERE session_id = ?",
             (session_id,),
         ).fetchone()
-    if value is None:
+    return None if value is None else str(value[0])
+
+
+def load_elicitations(connection: apsw.Connection, session_id: str) -> ElicitationList | None:
+    """The session's pending structured questions, or ``None`` without a projection."""
+    stored = _stored_elicitations(connection, session_id)
+    if stored is None:
         return None
     return ElicitationList(
-        elicitations=decode_stored(_ELICITATIONS, str(value[0]), "pending elicitations", session_id)
+        elicitations=decode_stored(_ELICITATIONS, stored, "pending elicitations", session_id)
     )
+
+
+def load_raw_elicitations(
+    connection: apsw.Connection, session_id: str
+) -> RawElicitationList | None:
+    """:func:`load_elicitations` with the stored array passed through untouched."""
+    stored = _stored_elicitations(connection, session_id)
+    if stored is None:
+        return None
+    return RawElicitationList(
+        elicitations=_raw(stored, "pending elicitations", session_id, array=True)
+    )
+
+
+def _raw(text: str, what: str, session_id: str, *, array: bool = False) -> msgspec.Raw:
+    """A stored JSON column passed through as it is, once its syntax is checked (an
+    object, or an array when ``array``): the typed read's refusal, without building the
+    values."""
+    raw: msgspec.Raw = decode_stored(_RAW, text, what, session_id)
+    if not bytes(raw).startswith(b"[" if array else b"{"):
+        raise ProjectionError(
+            f"stored {what} is not a JSON {'array' if array else 'object'}",
+            session_id=session_id,
+        )
+    return raw
 
 
 # -- transcript -------------------------------------------------------------------------
@@ -541,14 +578,25 @@ def load_projection_tail(
 # -- usage ------------------------------------------------------------------------------
 
 
-def load_usage_page(
-    connection: apsw.Connection, session_id: str, after_seq: int = 0, limit: int = 200
-) -> UsagePage | None:
-    """Recorded turns after completion ordinal ``after_seq``, with totals and coverage.
+class _UsageRows(msgspec.Struct, kw_only=True):
+    """What one usage page reads, in one snapshot: turn bodies and cost still stored JSON."""
 
-    ``None`` when the store never knew the session (no context); a deleted session's
-    usage stays readable.
-    """
+    latest: int
+    bodies: list[str]
+    last_ordinal: int | None
+    coverage: UsageCoverage
+    totals: dict[str, UsageCounterTotal]
+    cost: str | None
+
+    def next_after_seq(self, after_seq: int) -> int:
+        """The cursor after this page: its last turn's ordinal, else the newest seen."""
+        last = self.last_ordinal
+        return last if last is not None else max(self.latest, after_seq)
+
+
+def _usage_rows(
+    connection: apsw.Connection, session_id: str, after_seq: int, limit: int
+) -> _UsageRows | None:
     if after_seq < 0:
         raise InvalidInput(f"after_seq must be 0 or more, not {after_seq}")
     with transaction(connection, f"load the usage of session {session_id}"):
@@ -557,6 +605,16 @@ def load_usage_page(
         ).fetchone()
         if known is None:
             return None
+        bad = connection.execute(
+            "SELECT command_id FROM session_turn_usage WHERE session_id = ? AND NOT json_valid(body)"
+            " LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if bad is not None:  # the totals below read every row's JSON
+            raise ProjectionError(
+                f"stored turn usage of command {bad[0]!r} does not decode: it is not JSON",
+                session_id=session_id,
+            )
         latest = int(
             connection.execute(
                 "SELECT COALESCE(max(completed_ordinal), 0) FROM session_turn_usage"
@@ -564,9 +622,9 @@ def load_usage_page(
                 (session_id,),
             ).get
         )
-        bodies = connection.execute(
-            "SELECT body FROM session_turn_usage WHERE session_id = ? AND completed_ordinal > ?"
-            " ORDER BY completed_ordinal LIMIT ?",
+        page = connection.execute(
+            "SELECT body, completed_ordinal FROM session_turn_usage"
+            " WHERE session_id = ? AND completed_ordinal > ? ORDER BY completed_ordinal LIMIT ?",
             (session_id, after_seq, clamp_page_limit(limit)),
         ).fetchall()
         coverage = UsageCoverage()
@@ -601,18 +659,61 @@ def load_usage_page(
         cost = connection.execute(
             "SELECT body FROM session_provider_cost WHERE session_id = ?", (session_id,)
         ).fetchone()
-    turns = [decode_stored(_OUTCOME, str(b), "turn usage", session_id) for (b,) in bodies]
+    return _UsageRows(
+        latest=latest,
+        bodies=[str(body) for body, _ in page],
+        last_ordinal=int(page[-1][1]) if page else None,  # type: ignore[arg-type]
+        coverage=coverage,
+        totals=totals,
+        cost=None if cost is None else str(cost[0]),
+    )
+
+
+def load_usage_page(
+    connection: apsw.Connection, session_id: str, after_seq: int = 0, limit: int = 200
+) -> UsagePage | None:
+    """Recorded turns after completion ordinal ``after_seq``, with totals and coverage.
+
+    ``None`` when the store never knew the session (no context); a deleted session's
+    usage stays readable.
+    """
+    rows = _usage_rows(connection, session_id, after_seq, limit)
+    if rows is None:
+        return None
+    turns = [decode_stored(_OUTCOME, body, "turn usage", session_id) for body in rows.bodies]
     return UsagePage(
         session_id=session_id,
-        next_after_seq=turns[-1].completed_ordinal if turns else max(latest, after_seq),
-        latest_seq=latest,
+        next_after_seq=rows.next_after_seq(after_seq),
+        latest_seq=rows.latest,
         turns=turns,
-        totals=totals,
-        coverage=coverage,
+        totals=rows.totals,
+        coverage=rows.coverage,
         provider_session_cost=(
             None
-            if cost is None
-            else decode_stored(_PROVIDER_COST, str(cost[0]), "provider cost", session_id)
+            if rows.cost is None
+            else decode_stored(_PROVIDER_COST, rows.cost, "provider cost", session_id)
+        ),
+    )
+
+
+def load_raw_usage_page(
+    connection: apsw.Connection, session_id: str, after_seq: int = 0, limit: int = 200
+) -> RawUsagePage | None:
+    """:func:`load_usage_page` with each stored turn and the cost passed through
+    untouched."""
+    rows = _usage_rows(connection, session_id, after_seq, limit)
+    if rows is None:
+        return None
+    turns = [_raw(body, "turn usage", session_id) for body in rows.bodies]
+    return RawUsagePage(
+        session_id=session_id,
+        next_after_seq=rows.next_after_seq(after_seq),
+        latest_seq=rows.latest,
+        turns=turns,
+        totals=rows.totals,
+        coverage=rows.coverage,
+        provider_session_cost=(
+            None if rows.cost is None else _raw(rows.cost, "provider cost", session_id)
         ),
     )
 
@@ -680,4 +781,8 @@ def answer_read(connection: apsw.Connection, message: ReadMessage) -> object:
             return list_workspaces(connection)
         case LoadElicitations(session_id=session_id):
             return load_elicitations(connection, session_id)
+        case LoadRawUsagePage(session_id=session_id, after_seq=after_seq, limit=limit):
+            return load_raw_usage_page(connection, session_id, after_seq, limit)
+        case LoadRawElicitations(session_id=session_id):
+            return load_raw_elicitations(connection, session_id)
     raise InvalidInput(f"{type(message).__name__} is not a read message")

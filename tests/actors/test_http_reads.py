@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
 
-from relaystore import EventStore, ObserveRelayEvents, SaveSession
+from relaystore import (
+    EventStore,
+    LoadElicitations,
+    LoadUsagePage,
+    ObserveRelayEvents,
+    SaveSession,
+)
+from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    path = tmp_path_factory.mktemp("reads") / "store.sqlite3"
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("reads") / "store.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def server(store_path: Path) -> Iterator[Server]:
+    path = store_path
     with EventStore.open(path) as store:
         store.ask(SaveSession(record=example_session("session-1")))
         other = msgspec.structs.replace(example_session("session-2"), workspace_id="w2")
@@ -220,6 +233,29 @@ def test_history_usage_and_elicitations(server: Server) -> None:
     questions = _ok(server.get("/api/v1/sessions/session-1/elicitations"))
     assert [q["id"] for q in questions["elicitations"]] == ["question-1"]  # type: ignore[union-attr]
     _error(server.get("/api/v1/sessions/session-9/elicitations"), 404, "not_found")
+
+
+@pytest.mark.parametrize("params", [{}, {"limit": "1"}, {"after_seq": "1"}, {"after_seq": "99"}])
+def test_usage_and_elicitations_answer_the_bytes_of_the_typed_reads(
+    server: Server, store_path: Path, params: dict[str, str]
+) -> None:
+    """The routes pass the stored turns and questions through (the raw reads): the body
+    is byte for byte what encoding the typed reply gives."""
+    with EventStore.open(store_path, read_only=True) as store:
+        usage = store.ask(
+            LoadUsagePage(
+                session_id="session-1",
+                after_seq=int(params.get("after_seq", 0)),
+                limit=int(params.get("limit", 200)),
+            )
+        )
+        questions = store.ask(LoadElicitations(session_id="session-1"))
+    served = server.get("/api/v1/sessions/session-1/usage", **params)
+    assert served.status_code == 200
+    assert served.content == encode(usage)
+    served = server.get("/api/v1/sessions/session-1/elicitations")
+    assert served.status_code == 200
+    assert served.content == encode(questions)
 
 
 def test_metrics_are_prometheus_text(server: Server) -> None:

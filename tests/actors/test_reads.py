@@ -17,6 +17,8 @@ from relaystore import (
     ListWorkspaces,
     LoadElicitations,
     LoadProjectionTail,
+    LoadRawElicitations,
+    LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
     LoadTranscriptPage,
@@ -28,6 +30,7 @@ from relaystore import (
 )
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.materialized import ExecutionRunning
+from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 
 
@@ -200,6 +203,14 @@ def test_usage_and_elicitations(store: EventStore) -> None:
     assert questions is not None
     assert [q.id for q in questions.elicitations] == ["question-1"]
     assert store.ask(LoadElicitations(session_id="nobody")) is None
+    raw = store.ask(LoadRawUsagePage(session_id="session-1", limit=1))
+    assert raw is not None
+    assert encode(raw) == encode(usage)
+    raw_questions = store.ask(LoadRawElicitations(session_id="session-1"))
+    assert raw_questions is not None
+    assert encode(raw_questions) == encode(questions)
+    assert store.ask(LoadRawUsagePage(session_id="nobody")) is None
+    assert store.ask(LoadRawElicitations(session_id="nobody")) is None
 
 
 @pytest.mark.parametrize(
@@ -211,6 +222,8 @@ def test_usage_and_elicitations(store: EventStore) -> None:
         (LoadTranscriptHistory(session_id="session-1", before_position=0), "before_position"),
         (LoadTurnSummary(session_id="session-1", turn_start_position=3), "LoadTurnSummary"),
         (LoadUsagePage(session_id="session-1", after_seq=-5), "LoadUsagePage.after_seq"),
+        (LoadRawUsagePage(session_id="session-1", after_seq=-5), "LoadRawUsagePage.after_seq"),
+        (LoadRawElicitations(session_id=""), "LoadRawElicitations.session_id"),
         (ListSessions(workspace_id=" "), "ListSessions.workspace_id"),
         (LoadSessionDetail(session_id=""), "LoadSessionDetail.session_id"),
     ],
@@ -231,6 +244,7 @@ def test_the_async_facade_answers_the_same_reads(tmp_path: Path) -> None:
             store.ask(LoadTranscriptPage(session_id="session-1", limit=2)),
             store.ask(LoadUsagePage(session_id="session-1")),
         )
+        raw_expected = encode(store.ask(LoadRawUsagePage(session_id="session-1")))
 
     async def main() -> None:
         async with AsyncEventStore.open(path, read_only=True) as aio:
@@ -240,6 +254,8 @@ def test_the_async_facade_answers_the_same_reads(tmp_path: Path) -> None:
                 await aio.ask(LoadUsagePage(session_id="session-1")),
             )
             assert got == expected
+            raw = await aio.ask(LoadRawUsagePage(session_id="session-1"))
+            assert encode(raw) == raw_expected == encode(expected[2])
             with pytest.raises(InvalidInput, match="after_seq"):
                 await aio.ask(LoadTranscriptPage(session_id="session-1", after_seq=-1))
 
