@@ -53,6 +53,7 @@ from relaystore.actors.inbox import inbox_of
 from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
     CommitPage,
+    LoadIndexEntries,
     LoadProjection,
     LoadTranscriptItem,
 )
@@ -60,7 +61,7 @@ from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
 from relaystore.actors.projector import PageCommit, ProjectorActor
 from relaystore.actors.reader import ReaderActor
-from relaystore.actors.transcript_pages import SessionMoved, stored_items
+from relaystore.actors.transcript_pages import SessionMoved, reloaded_entries
 from relaystore.actors.wal_watch import WalWatcher
 from relaystore.actors.writer import WriterActor
 from relaystore.domain.api_events import ApiEventFilter
@@ -77,7 +78,8 @@ from relaystore.domain.messages import (
     Request,
     SeedProjection,
 )
-from relaystore.domain.projection import PageDelta
+from relaystore.domain.projection import PageDelta, frozen
+from relaystore.domain.projection.index import ColdEntry
 from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
@@ -112,10 +114,14 @@ _DEAD_CHECK_SECONDS = 0.5
 """How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
 
 LOAD_PAGE_ITEMS = 512
-"""How many transcript items a projector reads at a time when it loads its session."""
+"""How many whole transcript items a projector reads at a time when it loads its session."""
+
+LOAD_PAGE_ENTRIES = 4096
+"""How many index entries (an item's id and facts) a projector reads at a time when it
+loads its session."""
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
-_READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem)
+_READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem, LoadIndexEntries)
 """What readers answer: the reader messages, and what projectors read back from the store."""
 
 
@@ -553,19 +559,26 @@ class StoreCore:
 
     def _load_projection_paged(
         self, session_id: str
-    ) -> tuple[MaterializedSession, Iterator[TranscriptItem]]:
-        """The session without its transcript (through the writer), and its items read
-        a page at a time through readers; a page read at another frontier (the session
-        moved while it was loaded) raises :class:`ProjectionError`."""
+    ) -> tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]:
+        """The session without its transcript (through the writer), and its transcript
+        through readers as a reloading projector enters it: the old items' ids and index
+        facts, the newest :data:`~relaystore.domain.projection.frozen.WINDOW` whole. A
+        page read at another frontier (the session moved while it was loaded) raises
+        :class:`ProjectionError`."""
         session: MaterializedSession = self.ask_blocking(
             LoadProjection(session_id=session_id, transcript=False)
         )
         frontier = session.kept_frontier
 
-        def items() -> Iterator[TranscriptItem]:
+        def entries() -> Iterator[TranscriptItem | ColdEntry]:
             try:
-                yield from stored_items(
-                    self.ask_blocking, session_id, frontier, limit=LOAD_PAGE_ITEMS
+                yield from reloaded_entries(
+                    self.ask_blocking,
+                    session_id,
+                    frontier,
+                    window=frozen.WINDOW,
+                    limit=LOAD_PAGE_ENTRIES,
+                    items_limit=LOAD_PAGE_ITEMS,
                 )
             except SessionMoved:
                 raise ProjectionError(
@@ -574,7 +587,7 @@ class StoreCore:
                     session_id=session_id,
                 ) from None
 
-        return session, items()
+        return session, entries()
 
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""

@@ -18,6 +18,7 @@ __all__ = [
     "INTERNAL_MESSAGES",
     "CommitPage",
     "CommitReprojection",
+    "LoadIndexEntries",
     "LoadLoggedLine",
     "LoadProjection",
     "LoadTranscriptItem",
@@ -85,8 +86,21 @@ class LoadTranscriptItem:
     stable_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadIndexEntries:
+    """A projector reloading its session reads its transcript as the index sees it, a
+    page at a time after a ``(position, stable_id)`` cursor (both or neither), through a
+    reader. Reply: :class:`~relaystore.storage.materialized.IndexEntries`, or None
+    without a projection."""
+
+    session_id: str
+    after_position: int | None
+    after_id: str | None
+    limit: int
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
-ProjectorReaderMessage = LoadTranscriptItem
+ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries
 """Reader messages only projectors send."""
 """Writer messages only projectors send."""
 
@@ -96,5 +110,6 @@ INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], 
     CommitReprojection,
     LoadLoggedLine,
     LoadTranscriptItem,
+    LoadIndexEntries,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

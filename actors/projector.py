@@ -65,6 +65,7 @@ from relaystore.domain.messages import (
     Reproject,
 )
 from relaystore.domain.projection import PageDelta, SessionProjection
+from relaystore.domain.projection.index import ColdEntry
 from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
 from relaystore.domain.projection.session import knows_line
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
@@ -84,9 +85,10 @@ PageSender = Callable[[str, PageDelta], PageCommit]
 SessionLoader = Callable[[str], MaterializedSession]
 """Loads the committed projection of a session (through the writer)."""
 
-PagedLoader = Callable[[str], tuple[MaterializedSession, Iterator[TranscriptItem]]]
-"""Loads the committed projection of a session without its transcript, and its items a
-page at a time (so a long transcript never sits in memory whole)."""
+PagedLoader = Callable[[str], tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]]
+"""Loads the committed projection of a session without its transcript, and its transcript
+a page at a time: the old items as their ids and index facts, the newest whole (so a long
+transcript is neither held nor decoded whole)."""
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import LoadTranscriptItem
+from relaystore.actors.internal import LoadIndexEntries, LoadTranscriptItem
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -21,7 +21,11 @@ from relaystore.domain.messages import (
     LoadStats,
 )
 from relaystore.storage.maintenance import backup_store
-from relaystore.storage.materialized import load_materialized_session, load_transcript_item
+from relaystore.storage.materialized import (
+    load_index_entries,
+    load_materialized_session,
+    load_transcript_item,
+)
 from relaystore.storage.paging import (
     load_api_events,
     load_raw_api_events,
@@ -53,6 +57,13 @@ class ReaderActor(TellSafeActor):
         match message:
             case LoadTranscriptItem(session_id=session_id, stable_id=stable_id):
                 return load_transcript_item(connection, session_id, stable_id)
+            case LoadIndexEntries(session_id=session_id, limit=limit):
+                after = (
+                    None
+                    if message.after_position is None or message.after_id is None
+                    else (message.after_position, message.after_id)
+                )
+                return load_index_entries(connection, session_id, after, limit)
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
                 return load_api_events(connection, event_filter, after_seq, limit)
             case LoadRawApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):

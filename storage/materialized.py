@@ -42,6 +42,12 @@ from relaystore.domain.materialized import (
     TranscriptItem,
 )
 from relaystore.domain.outcomes import MaterializedTurnOutcome
+from relaystore.domain.projection.index import (
+    ItemFacts,
+    decode_item_facts,
+    encode_item_facts,
+    item_facts,
+)
 from relaystore.domain.projection.integrity import check_session
 from relaystore.domain.projection.streams import merge_content_chunk
 from relaystore.domain.relay import RelayCursor
@@ -49,7 +55,10 @@ from relaystore.domain.wire import JSON
 from relaystore.storage.transaction import transaction
 
 __all__ = [
+    "IndexEntries",
     "decode_stored",
+    "load_index_entries",
+    "stored_facts",
     "execution_columns",
     "load_frontier",
     "load_materialized_session",
@@ -98,6 +107,13 @@ SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_ch
        body_json
 FROM materialized_transcript_items
 WHERE session_id = ?1 AND (position > ?2 OR (position = ?2 AND stable_id > ?3))
+ORDER BY position, stable_id LIMIT ?4
+"""
+_INDEX_ROWS = """
+SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
+       CASE WHEN index_facts IS NULL THEN body_json END, index_facts
+FROM materialized_transcript_items
+WHERE session_id = ?1 AND (?2 IS NULL OR position > ?2 OR (position = ?2 AND stable_id > ?3))
 ORDER BY position, stable_id LIMIT ?4
 """
 _BEHIND_ROWS = """
@@ -286,6 +302,67 @@ def load_transcript_items(
             ).fetchall()
     more = len(rows) > limit
     return _transcript(rows[:limit], session_id), more, frontier
+
+
+def stored_facts(item: TranscriptItem, ordinal: int) -> str:
+    """The ``index_facts`` column of ``item`` written by the event at ``ordinal``:
+    ``"<ordinal>:<facts>"`` (schema revision 9). The ordinal makes every write differ
+    from the value before it, so the store's trigger forgets the facts only when an
+    update changed the body without writing them."""
+    return f"{ordinal}:{encode_item_facts(item_facts(item)).decode()}"
+
+
+def _read_facts(text: str, stable_id: str, session_id: str) -> ItemFacts:
+    _, colon, facts = text.partition(":")
+    try:
+        if not colon:
+            raise ValueError("no ordinal prefix")
+        return decode_item_facts(facts)
+    except ValueError as exc:
+        raise ProjectionError(
+            f"stored index facts of transcript item {stable_id!r} do not decode: {exc}",
+            session_id=session_id,
+        ) from exc
+
+
+class IndexEntries(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of a session's transcript as the index sees it: each item's stable id,
+    position and :class:`~relaystore.domain.projection.index.ItemFacts`, in the store's
+    order; whether more follow; and the frontier the page was read at."""
+
+    entries: list[tuple[str, int, ItemFacts]]
+    more: bool
+    frontier: RelayCursor
+
+
+def load_index_entries(
+    connection: apsw.Connection,
+    session_id: str,
+    after: tuple[int, str] | None,
+    limit: int,
+) -> IndexEntries | None:
+    """Up to ``limit`` items' index entries after ``after`` (a ``(position, stable_id)``
+    cursor), in one read; an item whose facts the store does not know (written by an
+    older build, or changed by a retention pass) is decoded to compute them. None: no
+    projection."""
+    position, stable_id = (None, None) if after is None else after
+    with transaction(connection, f"load the transcript index of session {session_id}"):
+        frontier = load_frontier(connection, session_id)
+        if frontier is None:
+            return None
+        rows = connection.execute(
+            _INDEX_ROWS, (session_id, position, stable_id, limit + 1)
+        ).fetchall()
+    more = len(rows) > limit
+    entries: list[tuple[str, int, ItemFacts]] = []
+    for row in rows[:limit]:
+        sid, at = str(row[0]), int(row[1])  # type: ignore[arg-type]
+        if row[6] is None:
+            (item,) = _transcript([row[:6]], session_id)
+            entries.append((sid, at, item_facts(item)))
+        else:
+            entries.append((sid, at, _read_facts(str(row[6]), sid, session_id)))
+    return IndexEntries(entries=entries, more=more, frontier=frontier)
 
 
 def load_projection_behind(

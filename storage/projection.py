@@ -38,7 +38,7 @@ from relaystore.domain.relay import RelayCursor
 from relaystore.domain.seed import seed_needed
 from relaystore.domain.wire import encode
 from relaystore.storage.events import insert_api_events
-from relaystore.storage.materialized import execution_columns, load_frontier
+from relaystore.storage.materialized import execution_columns, load_frontier, stored_facts
 from relaystore.storage.relay_log import write_log_page
 from relaystore.storage.transaction import transaction
 
@@ -145,8 +145,8 @@ def _write_transcript(
     ]
     stored = _stored_items(connection, session_id, replaced) if replaced else {}
     deletes: list[tuple[str, str]] = []
-    updates: list[tuple[int | None, int, str, str, str]] = []
-    inserts: list[tuple[str, str, int, int | None, int, int, str]] = []
+    updates: list[tuple[int | None, int, str, str, str, str]] = []
+    inserts: list[tuple[str, str, int, int | None, int, int, str, str]] = []
     for sid in sorted(changes):
         pending = changes[sid]
         if isinstance(pending.change, TranscriptRemove):
@@ -154,12 +154,20 @@ def _write_transcript(
             continue
         item = pending.change.item
         body = _text(item.body)
+        facts = stored_facts(item, pending.ordinal)
         if pending.remove_first:
             deletes.append((session_id, sid))
         elif sid in stored:
             check_item_change(stored[sid], item, session_id=session_id, ordinal=pending.ordinal)
             updates.append(
-                (item.latest_content_event_ordinal, item.last_changed_at_ms, body, session_id, sid)
+                (
+                    item.latest_content_event_ordinal,
+                    item.last_changed_at_ms,
+                    body,
+                    facts,
+                    session_id,
+                    sid,
+                )
             )
             continue
         inserts.append(
@@ -171,6 +179,7 @@ def _write_transcript(
                 item.created_at_ms,
                 item.last_changed_at_ms,
                 body,
+                facts,
             )
         )
     if deletes:
@@ -181,14 +190,15 @@ def _write_transcript(
     if updates:
         connection.executemany(
             "UPDATE materialized_transcript_items SET latest_content_event_ordinal = ?, "
-            "last_changed_at_ms = ?, body_json = ? WHERE session_id = ? AND stable_id = ?",
+            "last_changed_at_ms = ?, body_json = ?, index_facts = ? "
+            "WHERE session_id = ? AND stable_id = ?",
             updates,
         )
     if inserts:
         connection.executemany(
             "INSERT INTO materialized_transcript_items(session_id, stable_id, position, "
-            "latest_content_event_ordinal, created_at_ms, last_changed_at_ms, body_json) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "latest_content_event_ordinal, created_at_ms, last_changed_at_ms, body_json, "
+            "index_facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             inserts,
         )
 

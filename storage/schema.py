@@ -36,7 +36,7 @@ Revisions (relaystore's own numbering):
    stays: an older build writes pages without log rows, which the log's coverage check
    reports as a hole (that session can then not be reprojected), and changes nothing
    else. The step's number is :data:`RELAY_LOG_REVISION`, the one place to renumber it.
-8. *Current* (:data:`SCHEMA_VERSION`). ``projection_behind`` (:data:`FORWARD_DDL`): the
+8. ``projection_behind`` (:data:`FORWARD_DDL`): the
    sessions whose projection stopped at a line of a kind the build did not know, with
    the last line kept in the log after it; and ``materialized_seeds``: a seeded
    session's starting cursor and queued prompts, so it can be rebuilt from its log.
@@ -44,6 +44,16 @@ Revisions (relaystore's own numbering):
    the last line *projected* (``materialized_sessions`` keeps that), so it refuses the
    unknown line again and every line after it as a gap: it can never project past the
    unknown line, nor out of order.
+9. *Current* (:data:`SCHEMA_VERSION`). ``materialized_transcript_items.index_facts``
+   (:data:`INDEX_FACTS_DDL`): what the transcript index files about each item
+   (:class:`~relaystore.domain.projection.index.ItemFacts`), written with its body as
+   ``"<ordinal>:<facts>"``, so a projector reloading a long session reads the facts and
+   the newest items instead of decoding every body. NULL means unknown (decode the
+   body): what an older build's insert leaves, and what the trigger
+   ``materialized_transcript_facts_stale`` sets when an update changes the body but not
+   the facts (an older build's, or a retention pass's); this build's ordinal prefix
+   makes each of its writes differ from the value before. Additive, so the floor stays;
+   existing items start unknown.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -88,6 +98,8 @@ __all__ = [
     "RELAY_LOG_REVISION",
     "FORWARD_DDL",
     "FORWARD_REVISION",
+    "INDEX_FACTS_DDL",
+    "INDEX_FACTS_REVISION",
     "SCHEMA_VERSION",
     "STORE_IDENTITY_DDL",
     "SchemaState",
@@ -108,7 +120,10 @@ RELAY_LOG_REVISION = 7
 FORWARD_REVISION = 8
 """The revision that keeps what forward compatibility needs (renumber here only)."""
 
-SCHEMA_VERSION = FORWARD_REVISION
+INDEX_FACTS_REVISION = 9
+"""The revision that keeps each transcript item's index facts (renumber here only)."""
+
+SCHEMA_VERSION = INDEX_FACTS_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -170,6 +185,19 @@ CREATE TABLE IF NOT EXISTS materialized_seeds (
 """
 """Revision 8: a session behind its log (:class:`~relaystore.domain.materialized.ProjectionBehind`),
 and a seeded session's start (the cursor it continues from and its queued prompts)."""
+
+
+INDEX_FACTS_DDL = """
+ALTER TABLE materialized_transcript_items ADD COLUMN index_facts TEXT;
+CREATE TRIGGER IF NOT EXISTS materialized_transcript_facts_stale
+AFTER UPDATE OF body_json ON materialized_transcript_items
+WHEN NEW.index_facts IS OLD.index_facts
+BEGIN
+    UPDATE materialized_transcript_items SET index_facts = NULL
+    WHERE session_id = NEW.session_id AND stable_id = NEW.stable_id;
+END;
+"""
+"""Revision 9: each item's index facts, forgotten when its body changes without them."""
 
 
 @functools.cache
@@ -332,6 +360,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         )
         _widen_session_checks(connection)
         _keep_accounting(connection)
+        connection.execute(INDEX_FACTS_DDL)
         connection.execute(_NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -393,6 +422,15 @@ def _add_forward_tables(connection: apsw.Connection) -> None:
             return
         connection.execute(FORWARD_DDL)
         _record_revision(connection, FORWARD_REVISION)
+
+
+def _add_index_facts(connection: apsw.Connection) -> None:
+    """Revision 9: transcript items' index facts (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {INDEX_FACTS_REVISION}"):
+        if int(connection.pragma("user_version")) != INDEX_FACTS_REVISION - 1:
+            return
+        connection.execute(INDEX_FACTS_DDL)
+        _record_revision(connection, INDEX_FACTS_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -544,6 +582,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     6: _add_store_identity,
     RELAY_LOG_REVISION: _add_relay_log,
     FORWARD_REVISION: _add_forward_tables,
+    INDEX_FACTS_REVISION: _add_index_facts,
 }
 
 

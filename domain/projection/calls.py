@@ -7,6 +7,7 @@ tool-call projection (:mod:`relaystore.domain.projection.tools`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from hashlib import blake2b
 
 from relaystore.domain.materialized import TerminalOutputRecord
 from relaystore.domain.projection.markers import FALLBACK_TERMINAL_META_KEY
@@ -15,6 +16,7 @@ from relaystore.domain.wire import JSON
 __all__ = [
     "RawResultKey",
     "is_fallback_terminal_call",
+    "output_digest",
     "raw_result_candidate",
     "raw_result_key",
     "terminal_result_key",
@@ -23,8 +25,16 @@ __all__ = [
 ]
 
 
-RawResultKey = tuple[object, str]
-"""An exit code and output: a terminal result and a raw result match when keys are equal."""
+RawResultKey = tuple[object, bytes]
+"""An exit code and a digest of the output text (:func:`output_digest`): a terminal
+result and a raw result match when keys are equal. The digest keeps an index of results
+small (and storable) whatever the output's length."""
+
+
+def output_digest(text: str) -> bytes:
+    """The 128-bit BLAKE2b digest of ``text``'s UTF-8 bytes: two outputs share a result
+    key only when their texts are equal (a collision is beyond reach)."""
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def tool_call_json(fields: Mapping[str, JSON]) -> dict[str, JSON]:
@@ -107,9 +117,9 @@ def raw_result_key(call: JSON) -> RawResultKey | None:
             text = bytes(output).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        return (raw["exit_code"], text)
+        return (raw["exit_code"], output_digest(text))
     if isinstance(output, str):
-        return (raw["exit_code"], output)
+        return (raw["exit_code"], output_digest(output))
     return None
 
 
@@ -123,4 +133,4 @@ def terminal_result_key(record: TerminalOutputRecord) -> RawResultKey | None:
         hash(exit_code)
     except TypeError:
         return None
-    return (exit_code, record.output)
+    return (exit_code, output_digest(record.output))

@@ -16,8 +16,10 @@ out of the window in batches of :data:`SLACK`, so the cost of freezing follows t
 added, not the length of the transcript.
 
 *Cold* items. Given a ``fetch`` (a projector's read of one committed item from the store),
-a frozen item whose latest version the store has committed keeps only its stable id: its
-bytes are dropped, and a read fetches it. So a projector's memory follows its window and
+a frozen item whose latest version the store has committed keeps only its stable id (the
+list holds the id string itself; a frozen item that goes cold later drops its bytes), and
+a read fetches it. A projector reloading its session enters its old items cold from the
+start (:meth:`Transcript.append_cold`), reading only their ids and index facts. So a projector's memory follows its window and
 its index, not its transcript. What the store holds is known by ordinals: every change is
 recorded with the ordinal of the event that made it (:meth:`Transcript.append`,
 :meth:`Transcript.replace`), and :meth:`Transcript.committed` says the store holds every
@@ -91,7 +93,7 @@ class Transcript:
         fetch: FetchItem | None = None,
         committed: int = 0,
     ) -> None:
-        self._entries: list[TranscriptItem | FrozenItem] = list(items)
+        self._entries: list[TranscriptItem | FrozenItem | str] = list(items)
         self._frozen_upto = 0
         """Every entry before this offset is frozen, except those in ``_replaced``."""
         self._replaced: set[int] = set()
@@ -116,27 +118,36 @@ class Transcript:
         """Every item in order, each decoded (or fetched) as it is reached."""
         return map(self._read, self._entries)
 
-    def _read(self, entry: TranscriptItem | FrozenItem) -> TranscriptItem:
-        if type(entry) is not FrozenItem:
+    def _read(self, entry: TranscriptItem | FrozenItem | str) -> TranscriptItem:
+        kind = type(entry)
+        if kind is str:
+            assert self._fetch is not None  # only a transcript with a fetch has cold items
+            return self._fetch(entry)  # type: ignore[arg-type]
+        if kind is not FrozenItem:
             return entry  # type: ignore[return-value]
-        if entry.raw is not None:
-            return entry.thaw()
-        assert self._fetch is not None  # only a transcript with a fetch has cold items
-        return self._fetch(entry.stable_id)
+        if entry.raw is not None:  # type: ignore[union-attr]
+            return entry.thaw()  # type: ignore[union-attr]
+        assert self._fetch is not None
+        return self._fetch(entry.stable_id)  # type: ignore[union-attr]
 
     def stable_id(self, offset: int) -> str:
         """The stable id at ``offset`` (without decoding the item)."""
-        return self._entries[offset].stable_id
+        entry = self._entries[offset]
+        return entry if type(entry) is str else entry.stable_id  # type: ignore[union-attr]
 
     @property
     def frozen(self) -> int:
         """How many items are frozen now (cold ones included)."""
-        return sum(1 for entry in self._entries if type(entry) is FrozenItem)
+        return sum(1 for entry in self._entries if type(entry) in (FrozenItem, str))
 
     @property
     def cold(self) -> int:
         """How many items are cold now (only their stable id in memory)."""
-        return sum(1 for entry in self._entries if type(entry) is FrozenItem and entry.raw is None)
+        return sum(
+            1
+            for entry in self._entries
+            if type(entry) is str or (type(entry) is FrozenItem and entry.raw is None)
+        )
 
     def committed(self, ordinal: int) -> None:
         """The store now holds every event through ``ordinal``: frozen items changed no
@@ -154,6 +165,13 @@ class Transcript:
                 else:
                     entry.raw = None
             self._warm = still
+
+    def append_cold(self, stable_id: str) -> None:
+        """Add a committed item at the end as its stable id alone (a reloading projector's
+        old items: the store holds them, the window is entered after them)."""
+        assert self._fetch is not None  # only a transcript with a fetch has cold items
+        self._entries.append(stable_id)
+        self._frozen_upto = len(self._entries)
 
     def append(self, item: TranscriptItem, *, ordinal: int = 0) -> None:
         """Add ``item`` at the end (made by the event at ``ordinal``)."""
@@ -202,18 +220,18 @@ class Transcript:
         end = len(entries) - WINDOW
         for offset in range(self._frozen_upto, end):
             entry = entries[offset]
-            if type(entry) is not FrozenItem:
-                entries[offset] = self._frozen(entry)  # type: ignore[arg-type]
+            if type(entry) is TranscriptItem:
+                entries[offset] = self._frozen(entry)
         self._frozen_upto = max(self._frozen_upto, end)
         for offset in self._replaced:
             entry = entries[offset]
-            if type(entry) is not FrozenItem:
-                entries[offset] = self._frozen(entry)  # type: ignore[arg-type]
+            if type(entry) is TranscriptItem:
+                entries[offset] = self._frozen(entry)
         self._replaced.clear()
 
-    def _frozen(self, item: TranscriptItem) -> FrozenItem:
+    def _frozen(self, item: TranscriptItem) -> FrozenItem | str:
         if self._fetch is not None and item.stable_id not in self._dirty:
-            return FrozenItem(item, cold=True)  # the store holds it: keep only its id
+            return item.stable_id  # the store holds it: keep only its id
         frozen = FrozenItem(item)
         if self._fetch is not None:
             self._warm.append(frozen)

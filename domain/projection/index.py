@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+
 from relaystore.domain.materialized import (
     AgentBody,
     PlanBody,
@@ -29,7 +31,16 @@ from relaystore.domain.projection.calls import (
 )
 from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
 
-__all__ = ["TranscriptIndex"]
+__all__ = [
+    "INDEX_SETS",
+    "NO_FACTS",
+    "ColdEntry",
+    "ItemFacts",
+    "TranscriptIndex",
+    "decode_item_facts",
+    "encode_item_facts",
+    "item_facts",
+]
 
 
 class _IdsByOffset(Protocol):
@@ -93,27 +104,34 @@ class TranscriptIndex:
     @classmethod
     def build(cls, transcript: Iterable[TranscriptItem]) -> TranscriptIndex:
         """Index ``transcript`` from scratch (one pass over it, in order)."""
+        return cls.from_facts((item.stable_id, item_facts(item)) for item in transcript)
+
+    @classmethod
+    def from_facts(cls, entries: Iterable[tuple[str, ItemFacts]]) -> TranscriptIndex:
+        """Index a transcript given as each item's stable id and :func:`item_facts`, in
+        order: the index :meth:`build` makes of the items themselves, without them (a
+        projector reloading its session reads the facts the store kept)."""
         positions: dict[str, int] = {}
         sets: dict[str, set[str]] = {name: set() for name in _ID_SETS}
         ordered: dict[str, dict[str, None]] = {name: {} for name in _ORDERED}
         referrers: dict[str, set[str]] = {}
         raw_results: dict[RawResultKey, set[str]] = {}
         parked_results: dict[RawResultKey, set[str]] = {}
-        for offset, item in enumerate(transcript):
-            stable_id = item.stable_id
+        for offset, (stable_id, facts) in enumerate(entries):
             positions[stable_id] = offset
-            for name in _sets_of(item):
+            if facts is NO_FACTS:
+                continue
+            for name in facts.sets:
                 if name in ordered:
                     ordered[name][stable_id] = None
                 else:
                     sets[name].add(stable_id)
-            for terminal_id in _item_terminal_ids(item.body):
+            for terminal_id in facts.terminal_ids:
                 referrers.setdefault(terminal_id, set()).add(stable_id)
-            raw_key, parked_key = _result_keys(item.body)
-            if raw_key is not None:
-                raw_results.setdefault(raw_key, set()).add(stable_id)
-            if parked_key is not None:
-                parked_results.setdefault(parked_key, set()).add(stable_id)
+            if facts.raw_key is not None:
+                raw_results.setdefault(facts.raw_key, set()).add(stable_id)
+            if facts.parked_key is not None:
+                parked_results.setdefault(facts.parked_key, set()).add(stable_id)
         return cls(
             positions=positions,
             open_agents=sets[_OPEN_AGENTS],
@@ -130,26 +148,29 @@ class TranscriptIndex:
     def append(self, item: TranscriptItem, offset: int) -> None:
         """Index ``item``, just appended to the list at ``offset``."""
         self.positions[item.stable_id] = offset
-        self._enter(item.stable_id, _sets_of(item), _item_terminal_ids(item.body), at_end=True)
-        self._enter_results(item.stable_id, _result_keys(item.body))
+        facts = item_facts(item)
+        if facts is not NO_FACTS:
+            self._enter(item.stable_id, facts.sets, facts.terminal_ids, at_end=True)
+            self._enter_results(item.stable_id, (facts.raw_key, facts.parked_key))
 
     def replace(self, before: TranscriptItem, after: TranscriptItem) -> None:
         """Re-index the item whose offset now holds ``after`` instead of ``before``."""
+        was, now = item_facts(before), item_facts(after)
+        if was == now:
+            return
         stable_id = after.stable_id
-        was, now = _sets_of(before), _sets_of(after)
-        if was != now:
-            self._leave(stable_id, [name for name in was if name not in now], [])
-            self._enter(stable_id, [name for name in now if name not in was], [], at_end=False)
-        if type(before.body) is ToolBody or type(after.body) is ToolBody:
-            old_refs, new_refs = _item_terminal_ids(before.body), _item_terminal_ids(after.body)
-            if old_refs != new_refs:
-                self._leave(stable_id, [], old_refs)
-                self._enter(stable_id, [], new_refs, at_end=False)
-        if _may_hold_result(before.body) or _may_hold_result(after.body):
-            old_keys, new_keys = _result_keys(before.body), _result_keys(after.body)
-            if old_keys != new_keys:
-                self._leave_results(stable_id, old_keys)
-                self._enter_results(stable_id, new_keys)
+        if was.sets != now.sets:
+            self._leave(stable_id, [name for name in was.sets if name not in now.sets], ())
+            self._enter(
+                stable_id, [name for name in now.sets if name not in was.sets], (), at_end=False
+            )
+        if was.terminal_ids != now.terminal_ids:
+            self._leave(stable_id, (), was.terminal_ids)
+            self._enter(stable_id, (), now.terminal_ids, at_end=False)
+        old_keys, new_keys = (was.raw_key, was.parked_key), (now.raw_key, now.parked_key)
+        if old_keys != new_keys:
+            self._leave_results(stable_id, old_keys)
+            self._enter_results(stable_id, new_keys)
 
     def remove(self, item: TranscriptItem, offset: int, transcript: _StableIds) -> None:
         """Un-index ``item``, just deleted from ``transcript`` at ``offset``.
@@ -162,8 +183,9 @@ class TranscriptIndex:
         del positions[item.stable_id]
         for later in range(offset, len(transcript)):
             positions[_stable_id(transcript, later)] = later
-        self._leave(item.stable_id, _sets_of(item), _item_terminal_ids(item.body))
-        self._leave_results(item.stable_id, _result_keys(item.body))
+        facts = item_facts(item)
+        self._leave(item.stable_id, facts.sets, facts.terminal_ids)
+        self._leave_results(item.stable_id, (facts.raw_key, facts.parked_key))
 
     def _enter_results(self, stable_id: str, keys: _ResultKeys) -> None:
         raw_key, parked_key = keys
@@ -184,7 +206,7 @@ class TranscriptIndex:
                 del results[key]
 
     def _enter(
-        self, stable_id: str, sets: Iterable[str], terminal_ids: list[str], *, at_end: bool
+        self, stable_id: str, sets: Iterable[str], terminal_ids: Iterable[str], *, at_end: bool
     ) -> None:
         for name in sets:
             ids = getattr(self, name)
@@ -200,7 +222,7 @@ class TranscriptIndex:
         for terminal_id in terminal_ids:
             referrers[terminal_id] = referrers.get(terminal_id, frozenset()) | {stable_id}
 
-    def _leave(self, stable_id: str, sets: Iterable[str], terminal_ids: list[str]) -> None:
+    def _leave(self, stable_id: str, sets: Iterable[str], terminal_ids: Iterable[str]) -> None:
         for name in sets:
             ids = getattr(self, name)
             if isinstance(ids, set):
@@ -214,6 +236,74 @@ class TranscriptIndex:
                 referrers[terminal_id] = remaining
             else:
                 referrers.pop(terminal_id, None)
+
+
+class ItemFacts(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """What the index files about one item: the id sets it belongs to (``sets``, in
+    :data:`INDEX_SETS`), the terminals it refers to, and its result keys.
+
+    Everything :class:`TranscriptIndex` knows of an item besides its offset, so an index
+    made from the facts of every item (:meth:`TranscriptIndex.from_facts`) is the index
+    of the items. The store keeps each item's facts beside its body
+    (:func:`encode_item_facts`), so a projector reloading a long session reads them
+    instead of decoding every item.
+    """
+
+    sets: tuple[str, ...] = ()
+    terminal_ids: tuple[str, ...] = ()
+    raw_key: tuple[Any, bytes] | None = None
+    parked_key: tuple[Any, bytes] | None = None
+
+
+ColdEntry = tuple[str, ItemFacts]
+"""A stored item as a reloading projector enters it without its body: its stable id and
+its facts."""
+
+NO_FACTS = ItemFacts()
+"""The facts of an item the index files nowhere (most items)."""
+
+INDEX_SETS = frozenset((*_ID_SETS, *_ORDERED))
+"""The names :attr:`ItemFacts.sets` may hold."""
+
+_FACTS_DECODER = msgspec.json.Decoder(ItemFacts)
+
+
+def item_facts(item: TranscriptItem) -> ItemFacts:
+    """What the index files about ``item`` (:data:`NO_FACTS` when nothing)."""
+    body = item.body
+    sets = _sets_of(item)
+    terminal_ids = _item_terminal_ids(body)
+    raw_key, parked_key = _result_keys(body)
+    if not sets and not terminal_ids and raw_key is None and parked_key is None:
+        return NO_FACTS
+    return ItemFacts(
+        sets=sets, terminal_ids=tuple(terminal_ids), raw_key=raw_key, parked_key=parked_key
+    )
+
+
+def encode_item_facts(facts: ItemFacts) -> bytes:
+    """``facts`` as stored: empty for :data:`NO_FACTS`, else compact JSON."""
+    return b"" if facts is NO_FACTS or facts == NO_FACTS else _FACTS_ENCODER.encode(facts)
+
+
+def decode_item_facts(data: bytes | str) -> ItemFacts:
+    """Stored facts read back (:func:`encode_item_facts`); raises ``ValueError`` (a
+    ``msgspec.DecodeError`` among them) for anything it did not write."""
+    if not data:
+        return NO_FACTS
+    facts = _FACTS_DECODER.decode(data)
+    if not INDEX_SETS.issuperset(facts.sets):
+        raise ValueError(f"unknown index sets {sorted(set(facts.sets) - INDEX_SETS)}")
+    for key in (facts.raw_key, facts.parked_key):
+        if key is not None:
+            try:
+                hash(key)
+            except TypeError:
+                raise ValueError(f"result key {key!r} cannot key an index") from None
+    return facts
+
+
+_FACTS_ENCODER = msgspec.json.Encoder()
 
 
 def _sets_of(item: TranscriptItem) -> tuple[str, ...]:
@@ -249,10 +339,6 @@ def _item_terminal_ids(body: Any) -> list[str]:
 
 _ResultKeys = tuple[RawResultKey | None, RawResultKey | None]
 _NO_RESULT: _ResultKeys = (None, None)
-
-
-def _may_hold_result(body: Any) -> bool:
-    return isinstance(body, (ToolBody, TerminalOutputBody))
 
 
 def _result_keys(body: Any) -> _ResultKeys:

@@ -53,7 +53,7 @@ from relaystore.domain.projection.context import ProjectionContext
 from relaystore.domain.projection.feed import derive_api_events
 from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.frozen import FetchItem, Transcript
-from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.index import ColdEntry, ItemFacts, TranscriptIndex, item_facts
 from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
 from relaystore.domain.projection.observations import HANDLERS, LINE_HANDLERS
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
@@ -96,22 +96,32 @@ class SessionProjection:
         session_id: str | None = None,
         hold_unknown: bool = False,
         fetch: FetchItem | None = None,
-        items: Iterable[TranscriptItem] | None = None,
+        items: Iterable[TranscriptItem | ColdEntry] | None = None,
     ) -> None:
         self._session_id = session_id or session.session_id
         self._hold_unknown = hold_unknown
         # With ``fetch``, ``session`` is what the store holds: its old items go cold as
         # they are read. ``items`` (else the session's transcript) are read once, in
-        # order, so a long transcript streamed in never sits in memory whole.
+        # order, so a long transcript streamed in never sits in memory whole; an entry
+        # that is a ``ColdEntry`` (a stored item's id and index facts) enters cold.
         transcript = Transcript((), fetch=fetch, committed=session.kept_frontier.ordinal)
 
-        def entered(stream: Iterable[TranscriptItem]) -> Iterator[TranscriptItem]:
-            for item in stream:
-                transcript.append(item)
-                yield item
+        def entered(
+            stream: Iterable[TranscriptItem | ColdEntry],
+        ) -> Iterator[tuple[str, ItemFacts]]:
+            for entry in stream:
+                if type(entry) is tuple:
+                    transcript.append_cold(entry[0])
+                    yield entry
+                else:
+                    assert isinstance(entry, TranscriptItem)
+                    transcript.append(entry)
+                    yield entry.stable_id, item_facts(entry)
 
         self._transcript = transcript
-        self._index = TranscriptIndex.build(entered(session.transcript if items is None else items))
+        self._index = TranscriptIndex.from_facts(
+            entered(session.transcript if items is None else items)
+        )
         session.transcript = []  # the transcript lives in ``_transcript``, old items frozen
         self._session = session
 

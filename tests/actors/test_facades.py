@@ -35,6 +35,7 @@ from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
     CommitPage,
     CommitReprojection,
+    LoadIndexEntries,
     LoadLoggedLine,
     LoadProjection,
     LoadTranscriptItem,
@@ -256,6 +257,9 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
     ),
     LoadLoggedLine: LoadLoggedLine(session_id="session-1", ordinal=1),
     LoadTranscriptItem: LoadTranscriptItem(session_id="session-1", stable_id="user:1"),
+    LoadIndexEntries: LoadIndexEntries(
+        session_id="session-1", after_position=None, after_id=None, limit=10
+    ),
 }
 
 

@@ -27,12 +27,18 @@ from relaystore.domain.materialized import (
 from relaystore.domain.projection import SessionProjection, tools
 from relaystore.domain.projection.calls import (
     is_fallback_terminal_call,
+    output_digest,
     raw_result_candidate,
     raw_result_key,
     terminal_result_key,
 )
 from relaystore.domain.projection.context import ProjectionContext
-from relaystore.domain.projection.index import TranscriptIndex
+from relaystore.domain.projection.index import (
+    TranscriptIndex,
+    decode_item_facts,
+    encode_item_facts,
+    item_facts,
+)
 from relaystore.domain.relay import RelayEvent, SessionUpdate, TerminalOutput
 from relaystore.domain.wire import JSON, encode
 from relaystore.testing import JournalBuilder
@@ -230,6 +236,14 @@ def _assert_result_maps(index: TranscriptIndex, transcript: list[TranscriptItem]
     assert index.parked_results == built.parked_results
     assert set().union(*index.raw_results.values()) <= index.raw_tools
     assert set().union(*index.parked_results.values()) <= index.parked
+    # The facts the store keeps of each item index the same (a reloading projector).
+    stored = TranscriptIndex.from_facts(
+        (item.stable_id, decode_item_facts(encode_item_facts(item_facts(item))))
+        for item in transcript
+    )
+    assert stored == index
+    assert stored.raw_results == index.raw_results
+    assert stored.parked_results == index.parked_results
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -274,7 +288,7 @@ def test_equal_keys_are_exactly_the_raw_result_rule(
 
 def test_bytes_that_are_not_utf8_and_bools_claim_nothing() -> None:
     record = TerminalOutputRecord(terminal_id="t1", output="\x01", exit_code=0)
-    assert terminal_result_key(record) == (0, "\x01")
+    assert terminal_result_key(record) == (0, output_digest("\x01"))
     for output in ([True], [0xFF], [256], [1.0]):
         call = {"status": "completed", "rawOutput": {"exit_code": 0, "output": output}}
         assert raw_result_key(call) is None

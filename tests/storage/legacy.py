@@ -118,10 +118,35 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_8(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-9) store at ``path`` into what a revision-8 build
+    wrote: drop the trigger ``materialized_transcript_facts_stale`` and the column
+    ``index_facts``, turn the ledger's rows above 8 into row 8 and set ``user_version``
+    to 8. A store at 8 or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 8:
+                return
+            connection.execute(
+                "DROP TRIGGER IF EXISTS materialized_transcript_facts_stale;"
+                "ALTER TABLE materialized_transcript_items DROP COLUMN index_facts;"
+                "DELETE FROM schema_migrations WHERE version > 8;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (8, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 8;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_7(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-8) store at ``path`` into what a revision-7 build
-    wrote: drop ``projection_behind`` and ``materialized_seeds``, turn the ledger's rows
-    above 7 into row 7 and set ``user_version`` to 7. A store at 7 or below is left alone."""
+    """Turn the current store at ``path`` into what a revision-7 build wrote (after
+    :func:`step_back_to_revision_8`): drop ``projection_behind`` and
+    ``materialized_seeds``, turn the ledger's rows above 7 into row 7 and set
+    ``user_version`` to 7. A store at 7 or below is left alone."""
+    step_back_to_revision_8(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

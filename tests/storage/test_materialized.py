@@ -300,7 +300,9 @@ def test_streamed_text_chunks_stored_one_per_token_are_merged_on_read(
         {"kind": "agent", "chunks": tokens + other + image + tail, "streaming": False}
     )
     store.execute(
-        "INSERT INTO materialized_transcript_items VALUES (?, 'agent:m1', 1, 1, 5, 5, ?)",
+        "INSERT INTO materialized_transcript_items(session_id, stable_id, position,"
+        " latest_content_event_ordinal, created_at_ms, last_changed_at_ms, body_json)"
+        " VALUES (?, 'agent:m1', 1, 1, 5, 5, ?)",
         (SESSION, body.decode()),
     )
 

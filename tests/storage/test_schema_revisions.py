@@ -25,6 +25,7 @@ from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
+    INDEX_FACTS_REVISION,
     RELAY_LOG_REVISION,
     SCHEMA_VERSION,
     SchemaState,
@@ -45,6 +46,7 @@ from tests.storage.legacy import (
     step_back_to_revision_5,
     step_back_to_revision_6,
     step_back_to_revision_7,
+    step_back_to_revision_8,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -118,7 +120,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == FORWARD_REVISION
+        assert writer.revision == SCHEMA_VERSION == INDEX_FACTS_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -210,6 +212,8 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "relay_log_pages",  # revision 7: the relay log
         "projection_behind",  # revision 8: forward compatibility
         "materialized_seeds",
+        "materialized_transcript_items",  # revision 9: index facts
+        "materialized_transcript_facts_stale",
     }
 
 
@@ -816,12 +820,39 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
     assert "materialized_seeds" not in before
 
     with open_writer(store_path) as writer:
-        assert writer.revision == FORWARD_REVISION == SCHEMA_VERSION
+        assert writer.revision == SCHEMA_VERSION
         assert load_session(writer.connection, "kept") is not None
     after = {name for _, name, _ in schema_objects(store_path)}
     assert {"projection_behind", "materialized_seeds"} <= after
     assert metadata(store_path) == (
-        FORWARD_REVISION,
-        [RELAY_LOG_REVISION, FORWARD_REVISION],
+        SCHEMA_VERSION,
+        [RELAY_LOG_REVISION, FORWARD_REVISION, INDEX_FACTS_REVISION],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- index facts (revision 9) -------------------------------------------------------------
+
+
+def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
+    store_path: Path, tmp_path: Path
+) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("kept"))
+    step_back_to_revision_8(store_path)
+    assert "materialized_transcript_facts_stale" not in {
+        name for _, name, _ in schema_objects(store_path)
+    }
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == INDEX_FACTS_REVISION == SCHEMA_VERSION
+        assert load_session(writer.connection, "kept") is not None
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    migrated = {o for o in schema_objects(store_path) if o[0] != "table" or "transcript" in o[1]}
+    assert migrated == {o for o in schema_objects(fresh) if o[0] != "table" or "transcript" in o[1]}
+    assert metadata(store_path) == (
+        INDEX_FACTS_REVISION,
+        [FORWARD_REVISION, INDEX_FACTS_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
