@@ -17,8 +17,9 @@ from typing import Any
 from relaystore.actors.internal import LoadIndexEntries
 from relaystore.domain.materialized import TranscriptItem
 from relaystore.domain.projection.index import ColdEntry, ItemFacts
-from relaystore.domain.reads import DEFAULT_ITEMS_LIMIT, LoadTranscriptItems
+from relaystore.domain.reads import DEFAULT_ITEMS_LIMIT, LoadTranscriptItems, TranscriptItems
 from relaystore.domain.relay import RelayCursor
+from relaystore.storage.materialized import IndexEntries
 
 __all__ = ["SessionMoved", "reloaded_entries", "stored_items"]
 
@@ -28,37 +29,73 @@ class SessionMoved(Exception):
     was read so far is not one projection. The callers turn it into their own answer."""
 
 
+_Cursor = tuple[int, str]
+"""A ``(position, stable_id)`` cursor: the last item a page held."""
+
+_PageView = tuple[RelayCursor, list[Any], bool, _Cursor | None]
+"""What the walk needs of a reply page: its frontier, rows, whether more follow, and the
+cursor after its last row."""
+
+
+def _walk(
+    ask: Callable[[Any], Any],
+    session_id: str,
+    frontier: RelayCursor,
+    after: _Cursor | None,
+    request: Callable[[int | None, str | None], Any],
+    view: Callable[[Any], _PageView],
+) -> Iterator[list[Any]]:
+    """The rows of each page ``request(after_position, after_id)`` answers through
+    ``ask``, from ``after`` on, until one says no more follow; raises
+    :class:`SessionMoved` when a page was read at another frontier than ``frontier``."""
+    while True:
+        page = ask(request(None, None) if after is None else request(*after))
+        if page is None:
+            raise SessionMoved(session_id)
+        read_at, rows, more, last = view(page)
+        if read_at != frontier:
+            raise SessionMoved(session_id)
+        yield rows
+        if not more or last is None:
+            return
+        after = last
+
+
+def _items_view(page: TranscriptItems) -> _PageView:
+    last = page.items[-1] if page.items else None
+    return (
+        RelayCursor(ordinal=page.frontier_ordinal, digest=page.frontier_digest),
+        page.items,
+        page.more,
+        None if last is None else (last.position, last.stable_id),
+    )
+
+
+def _entries_view(page: IndexEntries) -> _PageView:
+    last = page.entries[-1] if page.entries else None
+    return (page.frontier, page.entries, page.more, None if last is None else (last[1], last[0]))
+
+
 def stored_items(
     ask: Callable[[Any], Any],
     session_id: str,
     frontier: RelayCursor,
     *,
     limit: int = DEFAULT_ITEMS_LIMIT,
-    after: tuple[int, str] | None = None,
+    after: _Cursor | None = None,
 ) -> Iterator[TranscriptItem]:
     """Every stored item of the session after ``after`` (a ``(position, stable_id)``
     cursor; None: from the first), in the store's order, read ``limit`` at a time
     through ``ask``; raises :class:`SessionMoved` when a page was read at another
     frontier than ``frontier``."""
-    while True:
-        page = ask(
-            LoadTranscriptItems(
-                session_id=session_id,
-                after_position=None if after is None else after[0],
-                after_id=None if after is None else after[1],
-                limit=limit,
-            )
+
+    def request(position: int | None, stable_id: str | None) -> LoadTranscriptItems:
+        return LoadTranscriptItems(
+            session_id=session_id, after_position=position, after_id=stable_id, limit=limit
         )
-        if page is None or (page.frontier_ordinal, page.frontier_digest) != (
-            frontier.ordinal,
-            frontier.digest,
-        ):
-            raise SessionMoved(session_id)
-        yield from page.items
-        if not page.more or not page.items:
-            return
-        last = page.items[-1]
-        after = (last.position, last.stable_id)
+
+    for items in _walk(ask, session_id, frontier, after, request, _items_view):
+        yield from items
 
 
 def reloaded_entries(
@@ -78,30 +115,21 @@ def reloaded_entries(
     Holds at most ``window`` entries back at a time; raises :class:`SessionMoved` when a
     page was read at another frontier than ``frontier``.
     """
-    held: deque[tuple[str, int, ItemFacts]] = deque()
-    last_cold: tuple[int, str] | None = None
-    after: tuple[int, str] | None = None
-    while True:
-        page = ask(
-            LoadIndexEntries(
-                session_id=session_id,
-                after_position=None if after is None else after[0],
-                after_id=None if after is None else after[1],
-                limit=limit,
-            )
+
+    def request(position: int | None, stable_id: str | None) -> LoadIndexEntries:
+        return LoadIndexEntries(
+            session_id=session_id, after_position=position, after_id=stable_id, limit=limit
         )
-        if page is None or page.frontier != frontier:
-            raise SessionMoved(session_id)
-        for entry in page.entries:
+
+    held: deque[tuple[str, int, ItemFacts]] = deque()
+    last_cold: _Cursor | None = None
+    for entries in _walk(ask, session_id, frontier, None, request, _entries_view):
+        for entry in entries:
             held.append(entry)
             if len(held) > window:
                 stable_id, position, facts = held.popleft()
                 last_cold = (position, stable_id)
                 yield stable_id, facts
-        if not page.more or not page.entries:
-            break
-        stable_id, position, _ = page.entries[-1]
-        after = (position, stable_id)
     if not held:
         return
     tail = list(stored_items(ask, session_id, frontier, limit=items_limit, after=last_cold))

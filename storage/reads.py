@@ -588,10 +588,17 @@ class _UsageRows(msgspec.Struct, kw_only=True):
     totals: dict[str, UsageCounterTotal]
     cost: str | None
 
-    def next_after_seq(self, after_seq: int) -> int:
-        """The cursor after this page: its last turn's ordinal, else the newest seen."""
+    def summary(self, session_id: str, after_seq: int) -> dict[str, Any]:
+        """The page's fields besides its turns and cost: the cursor after it (its last
+        turn's ordinal, else the newest seen), the newest, totals and coverage."""
         last = self.last_ordinal
-        return last if last is not None else max(self.latest, after_seq)
+        return {
+            "session_id": session_id,
+            "next_after_seq": last if last is not None else max(self.latest, after_seq),
+            "latest_seq": self.latest,
+            "totals": self.totals,
+            "coverage": self.coverage,
+        }
 
 
 def _usage_rows(
@@ -680,14 +687,9 @@ def load_usage_page(
     rows = _usage_rows(connection, session_id, after_seq, limit)
     if rows is None:
         return None
-    turns = [decode_stored(_OUTCOME, body, "turn usage", session_id) for body in rows.bodies]
     return UsagePage(
-        session_id=session_id,
-        next_after_seq=rows.next_after_seq(after_seq),
-        latest_seq=rows.latest,
-        turns=turns,
-        totals=rows.totals,
-        coverage=rows.coverage,
+        **rows.summary(session_id, after_seq),
+        turns=[decode_stored(_OUTCOME, body, "turn usage", session_id) for body in rows.bodies],
         provider_session_cost=(
             None
             if rows.cost is None
@@ -704,14 +706,9 @@ def load_raw_usage_page(
     rows = _usage_rows(connection, session_id, after_seq, limit)
     if rows is None:
         return None
-    turns = [_raw(body, "turn usage", session_id) for body in rows.bodies]
     return RawUsagePage(
-        session_id=session_id,
-        next_after_seq=rows.next_after_seq(after_seq),
-        latest_seq=rows.latest,
-        turns=turns,
-        totals=rows.totals,
-        coverage=rows.coverage,
+        **rows.summary(session_id, after_seq),
+        turns=[_raw(body, "turn usage", session_id) for body in rows.bodies],
         provider_session_cost=(
             None if rows.cost is None else _raw(rows.cost, "provider cost", session_id)
         ),
