@@ -505,6 +505,7 @@ class StoreCore:
             busy_refusals=stats.busy_refusals,
             sessions_behind=stats.sessions_behind,
             relay_lines_held=stats.relay_lines_held,
+            projector_loads=self._projectors.started,
         )
 
     # -- lifecycle -----------------------------------------------------------------

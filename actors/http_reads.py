@@ -63,6 +63,7 @@ _COUNTERS = frozenset(
         "api_events_written",
         "busy_refusals",
         "relay_lines_held",
+        "projector_loads",
     }
 )
 _METRIC_HELP = {
@@ -80,6 +81,7 @@ _METRIC_HELP = {
     "latest_seq": "The newest committed API event seq.",
     "sessions_behind": "Sessions whose projection waits behind their relay log for a newer kind.",
     "relay_lines_held": "Relay lines kept in the log without projecting them since the store opened.",
+    "projector_loads": "Projectors started (sessions loaded from the store) since the store opened.",
 }
 
 

@@ -56,6 +56,11 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     kind (counted when the writer starts and after each commit that may change it)."""
     relay_lines_held: int = 0
     """Relay lines this process kept in the log without projecting them."""
+    projector_loads: int = 0
+    """Projectors started since the store opened: each loaded its session from the store
+    (a first event, or one after its projector was stopped to stay within
+    ``max_projectors`` or for idling). Growing as fast as messages arrive means the live
+    set is thrashing: raise ``max_projectors``."""
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from relaystore import EventStore, LoadMaterializedSession, ObserveRelayEvents, SaveSession
+from relaystore.actors.live import LiveProjectors
 from relaystore.testing import JournalBuilder, example_session
 
 
@@ -53,3 +58,88 @@ def test_an_idle_projector_is_stopped(tmp_path: Path) -> None:
         assert store.metrics().live_projectors == 1
         report = store.ask(ObserveRelayEvents(session_id="a", events=journal.events))
         assert report.already_applied == len(journal.events)
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.waiting = 0
+
+    def empty(self) -> bool:
+        return self.waiting == 0
+
+
+class _Ref:
+    """What :class:`LiveProjectors` uses of a projector's ref."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.actor_inbox = _Inbox()
+        self.alive = True
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def stop(self, block: bool = True) -> None:
+        assert block
+        assert self.actor_inbox.empty(), "a working projector was stopped"
+        self.alive = False
+
+
+def _live(limit: int, seed: int) -> tuple[LiveProjectors, list[str]]:
+    started: list[str] = []
+
+    def start(session_id: str) -> Any:
+        started.append(session_id)
+        return _Ref(session_id)
+
+    return (
+        LiveProjectors(start, limit=limit, idle_seconds=1e9, rng=random.Random(seed)),
+        started,
+    )
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_round_robin_over_more_sessions_than_the_limit_keeps_most_projectors(seed: int) -> None:
+    """Least-recently-used eviction would evict the next session fed every time (a
+    start per lookup); the live set keeps most of its projectors instead, and stays
+    within its limit."""
+    live, started = _live(limit=8, seed=seed)
+    sessions = [f"s-{n}" for n in range(10)]
+    lookups = 0
+    for _ in range(60):
+        for session_id in sessions:
+            assert live.get(session_id).session_id == session_id  # type: ignore[attr-defined]
+            lookups += 1
+            assert len(live) <= 8
+    assert len(started) < 0.6 * lookups
+
+
+def test_the_session_asked_for_and_working_projectors_are_never_stopped() -> None:
+    live, started = _live(limit=3, seed=1)
+    refs = {sid: live.get(sid) for sid in ("a", "b", "c")}
+    for ref in refs.values():
+        ref.actor_inbox.waiting = 1  # type: ignore[attr-defined]
+    refs["a"].actor_inbox.waiting = 0  # type: ignore[attr-defined]
+    for _ in range(20):  # "d" and "e" in turn: only "a" (idle) or each other may stop
+        live.get("d")
+        live.get("e")
+    assert all(ref.is_alive() for sid, ref in refs.items() if sid != "a")
+    assert not refs["a"].is_alive()
+    refs["b"].actor_inbox.waiting = 0  # type: ignore[attr-defined]
+    refs["c"].actor_inbox.waiting = 0  # type: ignore[attr-defined]
+    live.get("f")
+    assert len(live) <= 3
+    assert started[:3] == ["a", "b", "c"]
+
+
+def test_metrics_count_the_projectors_loaded(tmp_path: Path) -> None:
+    journal = _journal(2)
+    with EventStore.open(tmp_path / "store.sqlite3", max_projectors=2) as store:
+        for session_id in ("a", "b", "c"):
+            store.ask(SaveSession(record=example_session(session_id)))
+        assert store.metrics().projector_loads == 0
+        for session_id in ("a", "b", "c"):
+            store.ask(ObserveRelayEvents(session_id=session_id, events=journal.events[:3]))
+        assert store.metrics().projector_loads == 3
+        store.ask(ObserveRelayEvents(session_id="c", events=journal.events[3:]))
+        assert store.metrics().projector_loads == 3  # "c" kept its projector
