@@ -43,7 +43,8 @@ def record_activities(
     """Append ``activity_changed`` for every changed activity in ``activities``, in order
     (:func:`relaystore.domain.activity.plan_activities` decides which)."""
     batch = list(activities)
-    with transaction(connection, "record session activity"):
+    # Joined: only the writer's batch calls this, and it undoes a failed step.
+    with transaction(connection, "record session activity", join=True):
         published: dict[str, str] = {}
         for session_id in dict.fromkeys(session_id for session_id, _ in batch):
             row = connection.execute(_PUBLISHED, (session_id,)).fetchone()

@@ -140,7 +140,7 @@ class WriterConnection:
         """
         # data_version changes only when another connection commits: while it holds
         # still, nobody else touched the store, so the last verdict stands.
-        data_version = self.connection.pragma("data_version")
+        data_version = self.connection.data_version()  # a file control: no statement
         if data_version == self._verified_data_version:
             return self.revision
         try:

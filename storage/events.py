@@ -41,12 +41,13 @@ def encode_event_body(event: ApiEventData) -> str:
 def insert_api_event(
     connection: apsw.Connection, session_id: str, recorded_at_ms: int, event: ApiEventData
 ) -> int:
-    """Append one event and return its seq (one transaction, or a savepoint when nested).
+    """Append one event and return its seq (one transaction; nested, one statement in the
+    caller's).
 
     Raises :class:`~relaystore.domain.errors.UnknownSession` when the session row does not exist.
     """
     body = encode_event_body(event)
-    with transaction(connection, "append an API event"):
+    with transaction(connection, "append an API event", join=True):  # one statement
         try:
             connection.execute(_INSERT, (session_id, recorded_at_ms, body))
         except apsw.ConstraintError as exc:
@@ -59,14 +60,17 @@ def insert_api_event(
 def insert_api_events(
     connection: apsw.Connection, rows: Iterable[tuple[str, int, ApiEventData]]
 ) -> None:
-    """Append ``(session_id, recorded_at_ms, event)`` rows in order, all or none.
+    """Append ``(session_id, recorded_at_ms, event)`` rows in order, all or none (nested:
+    in the caller's transaction, which undoes a failure).
 
     Raises :class:`~relaystore.domain.errors.UnknownSession` naming a session that does not exist.
     """
     bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
     if not bodies:
         return
-    with transaction(connection, "append API events"):
+    # Joined: one statement, or (several rows) callers that undo a failed step: the
+    # batch's savepoint, or a page commit that raises through it.
+    with transaction(connection, "append API events", join=True):
         try:
             if len(bodies) == 1:  # the common case: execute costs less than executemany
                 connection.execute(_INSERT, bodies[0])

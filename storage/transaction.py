@@ -64,14 +64,28 @@ def store_error(exc: apsw.Error, action: str, connection: apsw.Connection | None
 
 
 @contextmanager
-def transaction(connection: apsw.Connection, action: str) -> Iterator[apsw.Connection]:
+def transaction(
+    connection: apsw.Connection, action: str, *, join: bool = False
+) -> Iterator[apsw.Connection]:
     """Run the block as one transaction; ``action`` names it in error messages.
 
     Outermost, it begins with the connection's ``transaction_mode`` (``IMMEDIATE`` on
     the writer, ``DEFERRED`` on readers) and commits at the end; nested inside another
     transaction it is a SAVEPOINT, so the caller's transaction decides. Any exception
     rolls the block back; apsw errors are re-raised as relaystore errors.
+
+    ``join``: nested, the block runs in the caller's transaction without a savepoint of
+    its own (two statements fewer), so a failure leaves what the block wrote for the
+    caller to undo: only for a block that is one statement (which SQLite undoes alone),
+    or whose callers never catch its error and go on (the writer's batch undoes a failed
+    step: each runs in its savepoint, or alone in a transaction rolled back whole).
     """
+    if join and connection.in_transaction:
+        try:
+            yield connection
+        except apsw.Error as exc:
+            raise store_error(exc, action, connection) from exc
+        return
     try:
         with connection:
             yield connection
