@@ -116,6 +116,15 @@ _DEAD_CHECK_SECONDS = 0.5
 LOAD_PAGE_ITEMS = 512
 """How many whole transcript items a projector reads at a time when it loads its session."""
 
+RELOAD_ITEMS = 32
+"""How many of its newest items a projector reloading its session reads whole; the
+others enter cold (their id and index facts) and are fetched if an event names them.
+Events name the newest few items almost always, and decoding the whole window of
+:data:`~relaystore.domain.projection.frozen.WINDOW` items made a reload of a
+400-item session cost about twice as much (the ``sessions`` benchmark's defaults row,
+300 sessions round robin over 256 projectors: 1,510 against 2,565 events/s with 32,
+medians of 4 interleaved rounds)."""
+
 LOAD_PAGE_ENTRIES = 4096
 """How many index entries (an item's id and facts) a projector reads at a time when it
 loads its session."""
@@ -563,7 +572,7 @@ class StoreCore:
     ) -> tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]:
         """The session without its transcript (through the writer), and its transcript
         through readers as a reloading projector enters it: the old items' ids and index
-        facts, the newest :data:`~relaystore.domain.projection.frozen.WINDOW` whole. A
+        facts, the newest :data:`RELOAD_ITEMS` (at most the window) whole. A
         page read at another frontier (the session moved while it was loaded) raises
         :class:`ProjectionError`."""
         session: MaterializedSession = self.ask_blocking(
@@ -577,7 +586,7 @@ class StoreCore:
                     self.ask_blocking,
                     session_id,
                     frontier,
-                    window=frozen.WINDOW,
+                    window=min(frozen.WINDOW, RELOAD_ITEMS),
                     limit=LOAD_PAGE_ENTRIES,
                     items_limit=LOAD_PAGE_ITEMS,
                 )

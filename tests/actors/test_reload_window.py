@@ -76,15 +76,19 @@ def _assert_whole(stored: list[MaterializedSession | None], events: list[Any]) -
         assert _canonical(session) == _canonical(expected)
 
 
-def test_a_reload_reads_every_items_facts_but_only_the_window_whole(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("window", "reload_items"), [(4, 32), (4, 2)])
+def test_a_reload_reads_every_items_facts_but_only_the_newest_items_whole(
+    monkeypatch: pytest.MonkeyPatch, window: int, reload_items: int
 ) -> None:
     """One projector for two sessions: every message reloads its session. Each reload
-    reads the index entries of every item, a few at a time, and at most the window
-    whole; both sessions end as projecting their journals whole."""
+    reads the index entries of every item, a few at a time, and at most the newest
+    ``RELOAD_ITEMS`` (never more than the window) whole; both sessions end as
+    projecting their journals whole."""
     events = _events(STEPS * 30)
-    monkeypatch.setattr(frozen, "WINDOW", 4)
+    monkeypatch.setattr(frozen, "WINDOW", window)
     monkeypatch.setattr(frozen, "SLACK", 1)
+    monkeypatch.setattr(core_module, "RELOAD_ITEMS", reload_items)
+    whole_per_reload = min(window, reload_items)
     monkeypatch.setattr(core_module, "LOAD_PAGE_ENTRIES", 9)
     monkeypatch.setattr(core_module, "LOAD_PAGE_ITEMS", 3)
     seen = _spy(monkeypatch)
@@ -106,7 +110,8 @@ def test_a_reload_reads_every_items_facts_but_only_the_window_whole(
     # Whole items: pages of at most 3, and never more than the window per reload (a
     # cold item an event names is fetched by another message, not counted here).
     assert max(seen["items"]) <= 3
-    assert sum(seen["items"]) <= 4 * reloads
+    assert sum(seen["items"]) <= whole_per_reload * reloads
+    assert sum(seen["items"]) >= reloads  # the newest items are read whole
     _assert_whole(stored, events + _more(events))
 
 
