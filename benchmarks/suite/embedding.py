@@ -8,7 +8,7 @@ any runnable Python thread costs the loop a switch interval). Measured: the tick
 pages of 128 events). Also shown, without an aim: the same ingest through the blocking
 facade from 4 threads (what an embedder did before ``relaystore.aio``). The three are
 interleaved over 3 rounds and each figure is the median of its rounds' p99s. Aim: p99 lag
-within 2x of the baseline's p99.
+within 1.2x of the baseline's p99 (the performance issue's aim; it was 2x).
 
 **SSE delivery.** A ``relaystore serve`` process streams to 10 clients while this
 process writes activity events; the figure is events delivered per second summed over
@@ -41,7 +41,7 @@ NAME = "embedding"
 SESSIONS = 4
 PAGE = 128
 TICK = 0.005
-AIM_LAG = 2.0
+AIM_LAG = 1.2
 
 
 def _journal(ctx: Context, events: int) -> list[RelayEvent]:
