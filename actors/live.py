@@ -11,11 +11,12 @@ for). Plain least-recently-used eviction fails a supervisor feeding more session
 reloads its session. Two random choices keep most of the live set across such a loop
 (simulated: 300 sessions round robin over 256 projectors, 58% of lookups find their
 projector, where LRU finds none) and stay close to LRU where a few sessions are hot
-(47% against 49% for a Zipf-like load over 3,000 sessions). A stopped projector's state is already
-committed (it answers a message only after its pages commit), so the session's next
-event starts a new projector that reloads the projection from the store. Memory and
-threads are therefore bounded by the live set, not by how many sessions the store has
-seen.
+(47% against 49% for a Zipf-like load over 3,000 sessions).
+
+A stopped projector's state is already committed (it answers a message only after its
+pages commit), so the session's next event starts a new projector that reloads the
+projection from the store. Memory and threads are therefore bounded by the live set,
+not by how many sessions the store has seen.
 
 Guarantees: stopping waits for the projector to finish what it was sent, in order;
 :meth:`retire` (used before ``DeleteSession``) does the same for one session.
