@@ -109,13 +109,19 @@ FROM materialized_transcript_items
 WHERE session_id = ?1 AND (position > ?2 OR (position = ?2 AND stable_id > ?3))
 ORDER BY position, stable_id LIMIT ?4
 """
-_INDEX_ROWS = """
+_INDEX_COLUMNS = """
 SELECT stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,
        CASE WHEN index_facts IS NULL THEN body_json END, index_facts
 FROM materialized_transcript_items
-WHERE session_id = ?1 AND (?2 IS NULL OR position > ?2 OR (position = ?2 AND stable_id > ?3))
-ORDER BY position, stable_id LIMIT ?4
 """
+_INDEX_FROM_START = _INDEX_COLUMNS + "WHERE session_id = ?1 ORDER BY position, stable_id LIMIT ?4"
+_INDEX_AFTER = (
+    _INDEX_COLUMNS
+    + "WHERE session_id = ?1 AND (position > ?2 OR (position = ?2 AND stable_id > ?3))"
+    " ORDER BY position, stable_id LIMIT ?4"
+)
+"""Two statements, not one with ``?2 IS NULL OR``: that form cannot seek the position
+index to the cursor, so every page would walk the session from its first item."""
 _BEHIND_ROWS = """
 SELECT session_id, ordinal, kind, position, path, kept_ordinal, kept_digest
 FROM projection_behind
@@ -350,8 +356,9 @@ def load_index_entries(
         frontier = load_frontier(connection, session_id)
         if frontier is None:
             return None
+        statement = _INDEX_FROM_START if after is None else _INDEX_AFTER
         rows = connection.execute(
-            _INDEX_ROWS, (session_id, position, stable_id, limit + 1)
+            statement, (session_id, position, stable_id, limit + 1)
         ).fetchall()
     more = len(rows) > limit
     entries: list[tuple[str, int, ItemFacts]] = []

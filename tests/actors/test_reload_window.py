@@ -26,7 +26,7 @@ from relaystore.domain.messages import LoadMaterializedSession, ObserveRelayEven
 from relaystore.domain.projection import frozen
 from relaystore.domain.reads import LoadTranscriptItems
 from relaystore.domain.wire import encode
-from relaystore.storage.materialized import load_index_entries
+from relaystore.storage.materialized import _INDEX_AFTER, load_index_entries
 from relaystore.testing import example_session
 from tests.actors.test_projection_replay import _canonical, _events, _fields
 from tests.domain.journal_stories import replay
@@ -222,3 +222,16 @@ def test_stored_facts_that_do_not_decode_are_refused_naming_the_item(
     assert repr(sid) in str(refused.value)
     assert refused.value.session_id == "session-1"
     raw.close()
+
+
+def test_an_index_entries_page_seeks_to_its_cursor(tmp_path: Path) -> None:
+    """A page after a cursor starts at the cursor in the position index; it does not
+    walk the session from its first item (a reload of a long session reads each item
+    once, not once per page before it)."""
+    raw = apsw.Connection(str(_stored(tmp_path)))
+    plan = " ".join(
+        str(row[3])
+        for row in raw.execute("EXPLAIN QUERY PLAN " + _INDEX_AFTER, ("session-1", 3, "x", 10))
+    )
+    raw.close()
+    assert "position>?" in plan.replace(" ", "")
