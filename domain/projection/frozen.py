@@ -54,14 +54,15 @@ FetchItem = Callable[[str], TranscriptItem]
 
 
 class FrozenItem:
-    """A transcript item kept as its stable id and its wire JSON (``raw``); ``None`` once
-    the item went cold (the store holds it: read it with the transcript's fetch)."""
+    """A transcript item kept as its stable id and its wire JSON (``raw``); ``raw`` is
+    ``None`` once the item went cold after it was frozen (an item cold when it is frozen
+    is kept as its stable id alone, not as a ``FrozenItem``)."""
 
     __slots__ = ("raw", "stable_id")
 
-    def __init__(self, item: TranscriptItem, *, cold: bool = False) -> None:
+    def __init__(self, item: TranscriptItem) -> None:
         self.stable_id = item.stable_id
-        self.raw: bytes | None = None if cold else encode(item)
+        self.raw: bytes | None = encode(item)
 
     def thaw(self) -> TranscriptItem:
         """The item, decoded anew (a frozen item only: not a cold one)."""
