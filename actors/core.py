@@ -59,7 +59,7 @@ from relaystore.actors.internal import (
 )
 from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
-from relaystore.actors.projector import PageCommit, ProjectorActor
+from relaystore.actors.projector import PageCommit, ProjectorActor, ProjectorCore
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.transcript_pages import SessionMoved, reloaded_entries
 from relaystore.actors.wal_watch import WalWatcher
@@ -553,15 +553,15 @@ class StoreCore:
         return latest
 
     def _start_projector(self, session_id: str) -> ActorRef[ProjectorActor]:
-        return ProjectorActor.start(
+        core = ProjectorCore(
             session_id,
             load=self._load_projection,
             send_page=self._send_page,
-            capacity=self._capacity,
             ask=self.ask_blocking,
             hold_unknown=self.relay_log,
             load_paged=self._load_projection_paged,
         )
+        return ProjectorActor.start(core, capacity=self._capacity)
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
         session: MaterializedSession = self.ask_blocking(LoadProjection(session_id=session_id))

@@ -52,7 +52,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
 from relaystore.actors.internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem
@@ -70,7 +70,16 @@ from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
 from relaystore.domain.projection.session import knows_line
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 
-__all__ = ["PAGE_SIZE", "PageCommit", "PageSender", "ProjectorActor", "SessionLoader"]
+__all__ = [
+    "PAGE_SIZE",
+    "PageCommit",
+    "PageSender",
+    "PagedLoader",
+    "Projection",
+    "ProjectorActor",
+    "ProjectorCore",
+    "SessionLoader",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +118,37 @@ class _InFlight:
     wait: PageCommit
 
 
+class Projection(Protocol):
+    """What a projector actor runs its messages through: a :class:`ProjectorCore` in the
+    actor's thread, or a projection worker process's proxy
+    (:class:`~relaystore.actors.projection_worker.RemoteProjection`)."""
+
+    def handle(self, message: Any) -> Any:
+        """Answer an :class:`ObserveRelayEvents` or a :class:`Reproject`."""
+
+    def close(self) -> None:
+        """The projector stops: drop the projection."""
+
+
 class ProjectorActor(TellSafeActor):
-    """Owns one session's in-memory projection."""
+    """Owns one session's projection: runs each message through its :class:`Projection`,
+    in order."""
+
+    def __init__(self, projection: Projection, *, capacity: int = 64) -> None:
+        super().__init__(capacity=capacity)
+        self._projection = projection
+
+    def handle(self, message: Any) -> Any:
+        return self._projection.handle(message)
+
+    def on_stop(self) -> None:
+        self._projection.close()
+
+
+class ProjectorCore:
+    """One session's in-memory projection and the rules of projecting into it (the
+    module doc), with the store reached through its callbacks only: it runs in a
+    projector actor's thread or in a projection worker process alike."""
 
     def __init__(
         self,
@@ -118,12 +156,10 @@ class ProjectorActor(TellSafeActor):
         *,
         load: SessionLoader,
         send_page: PageSender,
-        capacity: int = 64,
         ask: Callable[[Any], Any] | None = None,
         hold_unknown: bool = False,
         load_paged: PagedLoader | None = None,
     ) -> None:
-        super().__init__(capacity=capacity)
         self._load_paged = load_paged
         self._hold_unknown = hold_unknown
         """Keep lines of unknown kinds (the store keeps a relay log) instead of refusing."""
@@ -141,6 +177,9 @@ class ProjectorActor(TellSafeActor):
         if not isinstance(message, ObserveRelayEvents):
             raise Unanswerable("projector", message)
         return self._observe(message.events)
+
+    def close(self) -> None:
+        self._projection = None
 
     def _rebuild(self) -> ReprojectReport:
         assert self._ask is not None

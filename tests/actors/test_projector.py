@@ -19,7 +19,7 @@ import pytest
 from pykka import ActorRef
 
 from relaystore.actors.envelope import Envelope
-from relaystore.actors.projector import PAGE_SIZE, PageCommit, ProjectorActor
+from relaystore.actors.projector import PAGE_SIZE, PageCommit, ProjectorActor, ProjectorCore
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
@@ -125,7 +125,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def projector(store: Store) -> Iterator[ActorRef[ProjectorActor]]:
-    ref = ProjectorActor.start(SESSION, load=store.load, send_page=store.send_page)
+    ref = ProjectorActor.start(ProjectorCore(SESSION, load=store.load, send_page=store.send_page))
     yield ref
     ref.stop()
 
