@@ -19,7 +19,6 @@ from relaystore.domain.relay_log import (
     LogPageSpan,
     PruneReport,
     StoredRelayLog,
-    pack_lines,
     unpack_lines,
 )
 from relaystore.storage.materialized import decode_stored, load_frontier
@@ -38,13 +37,13 @@ __all__ = [
 
 def write_log_page(connection: apsw.Connection, session_id: str, page: PageDelta) -> None:
     """Keep ``page``'s events as one log row (inside the caller's transaction)."""
-    if not page.logged:
+    row = page.log_row()
+    if row is None:
         return
-    blob, raw_bytes = pack_lines(page.logged)
     connection.execute(
         "INSERT INTO relay_log_pages(session_id, first_ordinal, last_ordinal, raw_bytes, lines) "
         "VALUES (?, ?, ?, ?, ?)",
-        (session_id, page.logged[0].ordinal, page.logged[-1].ordinal, raw_bytes, blob),
+        (session_id, row.first_ordinal, row.last_ordinal, row.raw_bytes, row.lines),
     )
 
 

@@ -33,9 +33,23 @@ from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.projection.fold import fold_fields
 from relaystore.domain.projection.integrity import check_mutation
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
+from relaystore.domain.relay_log import pack_lines
 from relaystore.domain.wire import JSON
 
-__all__ = ["PageDelta", "PendingItem"]
+__all__ = ["PackedLog", "PageDelta", "PendingItem"]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedLog:
+    """A page's events as its relay log row: their journal lines, packed
+    (:func:`~relaystore.domain.relay_log.pack_lines`)."""
+
+    first_ordinal: int
+    last_ordinal: int
+    lines: bytes
+    """The newline-joined lines, compressed."""
+    raw_bytes: int
+    """Their size uncompressed."""
 
 
 @dataclass(slots=True)
@@ -88,6 +102,8 @@ class PageDelta:
     projected_end: RelayCursor | None = None
     """The last event the page projected (None: it projected none). Equal to ``end``
     unless the page kept events without projecting them."""
+    packed: PackedLog | None = None
+    """``logged`` packed by :meth:`seal` (None: not sealed, or nothing to log)."""
 
     @classmethod
     def starting_at(cls, session_id: str, frontier: RelayCursor) -> PageDelta:
@@ -138,6 +154,22 @@ class PageDelta:
         self.end = cursor
         self.applied += 1
         return Step.NEXT
+
+    def seal(self, *, log: bool) -> None:
+        """Done adding: pack ``logged`` as its log row (``log``: the store keeps the
+        relay log), or drop it, so the page crosses a process boundary as its row's
+        bytes, not its events. Sealing twice changes nothing."""
+        if log and self.logged and self.packed is None:
+            blob, raw_bytes = pack_lines(self.logged)
+            first, last = self.logged[0].ordinal, self.logged[-1].ordinal
+            self.packed = PackedLog(first, last, blob, raw_bytes)
+        self.logged = []
+
+    def log_row(self) -> PackedLog | None:
+        """The page's relay log row (None: it logs nothing), packed when first asked."""
+        if self.packed is None and self.logged:
+            self.seal(log=True)
+        return self.packed
 
     def write_needed(self, stored: RelayCursor) -> bool:
         """What the stored frontier ``stored`` means for this page.
