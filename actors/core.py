@@ -16,7 +16,10 @@
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
   :class:`~relaystore.actors.wal_watch.WalWatcher`);
-* **metrics** and the projectors' wiring to the writer.
+* **metrics** and the projectors' wiring to the writer: in their own threads, or with
+  ``projection="process"`` through the store's
+  :class:`~relaystore.actors.projection_worker.WorkerPool` (started with the first
+  relay event, closed with the store).
 
 The two facades compose one core and differ only where blocking and awaiting differ:
 ``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
@@ -37,11 +40,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from typing import Any, Generic, TypedDict, TypeVar, get_args
+from typing import Any, Generic, Literal, TypedDict, TypeVar, get_args
 
 import msgspec
 import pykka
@@ -59,7 +62,8 @@ from relaystore.actors.internal import (
 )
 from relaystore.actors.live import LiveProjectors
 from relaystore.actors.metrics import WriterStats, percentile
-from relaystore.actors.projector import PageCommit, ProjectorActor, ProjectorCore
+from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
+from relaystore.actors.projector import PageCommit, Projection, ProjectorActor, ProjectorCore
 from relaystore.actors.reader import ReaderActor
 from relaystore.actors.transcript_pages import SessionMoved, reloaded_entries
 from relaystore.actors.wal_watch import WalWatcher
@@ -80,7 +84,6 @@ from relaystore.domain.messages import (
 )
 from relaystore.domain.projection import PageDelta, frozen
 from relaystore.domain.projection.index import ColdEntry
-from relaystore.domain.relay import RelayCursor
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.validation import validate_message
 from relaystore.storage.connection import Synchronous, open_reader, open_writer
@@ -129,6 +132,10 @@ LOAD_PAGE_ENTRIES = 4096
 """How many index entries (an item's id and facts) a projector reads at a time when it
 loads its session."""
 
+ProjectionMode = Literal["thread", "process"]
+"""Where projectors project: in their actor's thread, or in a worker process
+(:mod:`relaystore.actors.projection_worker`)."""
+
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem, LoadIndexEntries)
 """What readers answer: the reader messages, and what projectors read back from the store."""
@@ -148,6 +155,7 @@ class OpenOptions(TypedDict, total=False):
     max_projectors: int
     projector_idle_seconds: float
     relay_log: bool
+    projection: ProjectionMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +171,7 @@ class Settings:
     max_projectors: int
     projector_idle_seconds: float
     relay_log: bool = True
+    projection: ProjectionMode = "thread"
 
     @classmethod
     def check(
@@ -177,6 +186,7 @@ class Settings:
         max_projectors: object,
         projector_idle_seconds: object,
         relay_log: object = True,
+        projection: object = "thread",
     ) -> Settings:
         """The settings, or :class:`InvalidInput` naming the first bad option."""
         try:
@@ -204,6 +214,11 @@ class Settings:
         modes: tuple[Synchronous, ...] = get_args(Synchronous)
         if synchronous not in modes:
             raise InvalidInput(f"EventStore.open: synchronous must be one of {', '.join(modes)}")
+        projections: tuple[ProjectionMode, ...] = get_args(ProjectionMode)
+        if projection not in projections:
+            raise InvalidInput(
+                f"EventStore.open: projection must be one of {', '.join(projections)}"
+            )
         idle = projector_idle_seconds
         if type(idle) not in (int, float) or not idle > 0:  # type: ignore[operator]
             raise InvalidInput("EventStore.open: projector_idle_seconds must be a number > 0")
@@ -217,6 +232,7 @@ class Settings:
             counts["max_projectors"],
             float(idle),  # type: ignore[arg-type]
             relay_log is True,
+            projection,
         )
 
 
@@ -274,6 +290,11 @@ class StoreCore:
         self.relay_log = settings.relay_log
         self._closed = False
         self._lock = threading.Lock()
+        self._workers = (
+            WorkerPool(hold_unknown=settings.relay_log, limit=settings.max_projectors)
+            if settings.projection == "process" and not settings.read_only
+            else None
+        )
         self._projectors = LiveProjectors(
             self._start_projector,
             limit=settings.max_projectors,
@@ -459,8 +480,14 @@ class StoreCore:
 
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
         """Hand over a checked (or internal) message and wait for its answer here."""
+        return self.ask_later(message, timeout)()
+
+    def ask_later(self, message: Any, timeout: float | None = None) -> Callable[[], Any]:
+        """Hand over a checked (or internal) message now; the returned call waits for its
+        answer (``timeout`` counts from that call)."""
         reply = OneShotReply()
-        return self.wait_reply(reply, timeout, self.send(message, reply), message)
+        actor = self.send(message, reply)
+        return lambda: self.wait_reply(reply, timeout, actor, message)
 
     def wait_commit(self, seq: int, timeout: float | None) -> bool:
         """Block until ``seq`` is committed (False after ``timeout``; StoreClosed on close).
@@ -515,6 +542,7 @@ class StoreCore:
             sessions_behind=stats.sessions_behind,
             relay_lines_held=stats.relay_lines_held,
             projector_loads=self._projectors.started,
+            worker_restarts=0 if self._workers is None else self._workers.restarts,
         )
 
     # -- lifecycle -----------------------------------------------------------------
@@ -528,6 +556,8 @@ class StoreCore:
         atexit.unregister(self.close)
         self.commits.close()
         self._projectors.stop_all()
+        if self._workers is not None:
+            self._workers.close()
         for reader in self._readers:
             _stop(reader)
         if self.writer is not None:
@@ -553,15 +583,26 @@ class StoreCore:
         return latest
 
     def _start_projector(self, session_id: str) -> ActorRef[ProjectorActor]:
-        core = ProjectorCore(
-            session_id,
-            load=self._load_projection,
-            send_page=self._send_page,
-            ask=self.ask_blocking,
-            hold_unknown=self.relay_log,
-            load_paged=self._load_projection_paged,
-        )
-        return ProjectorActor.start(core, capacity=self._capacity)
+        projection: Projection
+        if self._workers is not None:
+            projection = RemoteProjection(
+                session_id,
+                self._workers,
+                load=self._load_projection,
+                send_page=self._send_page,
+                ask=self.ask_blocking,
+                load_paged=self._load_projection_paged,
+            )
+        else:
+            projection = ProjectorCore(
+                session_id,
+                load=self._load_projection,
+                send_page=self._send_page,
+                ask=self.ask_blocking,
+                hold_unknown=self.relay_log,
+                load_paged=self._load_projection_paged,
+            )
+        return ProjectorActor.start(projection, capacity=self._capacity)
 
     def _load_projection(self, session_id: str) -> MaterializedSession:
         session: MaterializedSession = self.ask_blocking(LoadProjection(session_id=session_id))
@@ -601,14 +642,9 @@ class StoreCore:
 
     def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Hand ``page`` to the writer; the returned call waits for its commit."""
-        message = CommitPage(session_id=session_id, page=page, log=self.relay_log)
-        reply = OneShotReply()
-        writer = self.send(message, reply)
-
-        def wait() -> tuple[RelayCursor, int]:
-            result: tuple[RelayCursor, int] = self.wait_reply(reply, None, writer, message)
-            return result
-
+        wait: PageCommit = self.ask_later(
+            CommitPage(session_id=session_id, page=page, log=self.relay_log)
+        )
         return wait
 
 

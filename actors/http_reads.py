@@ -64,6 +64,7 @@ _COUNTERS = frozenset(
         "busy_refusals",
         "relay_lines_held",
         "projector_loads",
+        "worker_restarts",
     }
 )
 _METRIC_HELP = {
@@ -82,6 +83,7 @@ _METRIC_HELP = {
     "sessions_behind": "Sessions whose projection waits behind their relay log for a newer kind.",
     "relay_lines_held": "Relay lines kept in the log without projecting them since the store opened.",
     "projector_loads": "Projectors started (sessions loaded from the store) since the store opened.",
+    "worker_restarts": "Projection worker processes started again after one died.",
 }
 
 

@@ -42,6 +42,7 @@ from relaystore.domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
     ObserveRelayEvents,
+    ProjectionReport,
     SaveSession,
     SeedProjection,
 )
@@ -165,11 +166,23 @@ def replay_source(
     batch: list[RelayEvent | RelayLine] = []
     where: dict[int, Location] = {}
     events = iter(reader)
+    flight: Callable[[], None] | None = None
+    """The batch handed over last, projecting while the next one is read."""
+
+    def land() -> None:
+        nonlocal flight
+        if flight is not None:
+            settle, flight = flight, None
+            settle()
+            if on_batch is not None:
+                on_batch(report)
+
     try:
         while True:
             try:
                 item = next(events, None)
             except StoreError as fault:
+                land()  # a batch before the fault comes first in the journal
                 # A bad line or chain fault ends the replay as a bad event would: the
                 # complete pages read before it are committed, nothing of the page that
                 # holds it. A gap is not damage but missing history (fetch more, replay
@@ -189,10 +202,10 @@ def replay_source(
             batch.append(event)
             where[event.ordinal] = location
             if len(batch) == BATCH:
-                sender.observe(batch, where)
-                if on_batch is not None:
-                    on_batch(report)
+                land()
+                flight = sender.submit(batch, where)
                 batch, where = [], {}
+        land()
         if batch:
             sender.observe(batch, where)
             if on_batch is not None:
@@ -234,6 +247,16 @@ class _Sender:
         self.seeding = seeding
 
     def observe(self, batch: list[RelayEvent | RelayLine], where: dict[int, Location]) -> None:
+        self.submit(batch, where)()
+
+    def submit(
+        self, batch: list[RelayEvent | RelayLine], where: dict[int, Location]
+    ) -> Callable[[], None]:
+        """Hand ``batch`` over; the returned call waits for it and counts it in the
+        report (or raises its error, located). A session's first batch is waited for
+        here: it creates the session, and deletes it again if it applies nothing."""
+        if not self.missing and self.seeding is None:
+            return _submit(self.store, self.report, batch, where)
         created = False
         if self.missing:
             # The first page is checked before the session exists, so input that is no
@@ -248,11 +271,12 @@ class _Sender:
             if self.seeding is not None:
                 self.store.ask(self.seeding)
                 self.seeding = None
-            _observe(self.store, self.report, batch, where)
+            _submit(self.store, self.report, batch, where)()
         except StoreError:
             if created:
                 self._delete_if_empty()
             raise
+        return _landed
 
     def _delete_if_empty(self) -> None:
         session_id = self.report.session_id
@@ -275,15 +299,29 @@ def _check_digests(
             raise exc.located(path=str(location.path), line=location.line) from exc
 
 
-def _observe(
+def _landed() -> None:
+    """A batch already waited for."""
+
+
+def _submit(
     store: EventStore,
+    report: ReplayReport,
+    batch: list[RelayEvent | RelayLine],
+    where: dict[int, Location],
+) -> Callable[[], None]:
+    wait = store._ask_later(ObserveRelayEvents(session_id=report.session_id, events=batch))
+    return lambda: _count(wait, report, batch, where)
+
+
+def _count(
+    wait: Callable[[], ProjectionReport],
     report: ReplayReport,
     batch: list[RelayEvent | RelayLine],
     where: dict[int, Location],
 ) -> None:
     report.read += len(batch)
     try:
-        result = store.ask(ObserveRelayEvents(session_id=report.session_id, events=batch))
+        result = wait()
     except StoreError as exc:
         location = where.get(exc.ordinal) if exc.ordinal is not None else None
         if location is None and batch:

@@ -13,12 +13,12 @@ calls.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from relaystore.actors.core import FollowPager, Settings, StoreCore
+from relaystore.actors.core import FollowPager, ProjectionMode, Settings, StoreCore
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import StoreClosed
 from relaystore.domain.messages import LoadApiEvents, Request
@@ -50,6 +50,7 @@ class EventStore:
         max_projectors: int = 256,
         projector_idle_seconds: float = 300.0,
         relay_log: bool = True,
+        projection: ProjectionMode = "thread",
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
@@ -66,6 +67,10 @@ class EventStore:
         compressed, in the transaction of the page that applied it (the relay log that
         ``reproject`` and ``audit`` rebuild from); turn it off to store only what is
         derived (a session projected while it is off can no longer be reprojected).
+        ``projection="process"`` projects in a worker process (digests, the chain rule,
+        the projection and its pages), started with the first relay event and again if
+        it dies, so that work leaves this interpreter; the writer here still commits
+        every page. ``"thread"`` projects in each projector's thread.
         """
         settings = Settings.check(
             path,
@@ -77,6 +82,7 @@ class EventStore:
             max_projectors=max_projectors,
             projector_idle_seconds=projector_idle_seconds,
             relay_log=relay_log,
+            projection=projection,
         )
         return cls(StoreCore(settings))
 
@@ -112,6 +118,14 @@ class EventStore:
         """
         self._core.check_ask(message, timeout)
         return self._core.ask_blocking(message, timeout)  # type: ignore[no-any-return]
+
+    def _ask_later(self, message: Request[R]) -> Callable[[], R]:
+        """Hand ``message`` over now (checked as :meth:`ask` checks it); the returned call
+        waits for its reply. For this package's own pipelining (``replay`` reads the next
+        batch while the last one projects)."""
+        self._core.check_ask(message, None)
+        wait: Callable[[], R] = self._core.ask_later(message)
+        return wait
 
     def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting; a failure is logged and stops nothing.

@@ -12,6 +12,7 @@ The tree::
     ├── UnknownSession      a write that needs an existing session
     ├── LifecycleConflict   a checkpoint begun while another lifecycle operation runs
     ├── WriterStopped       the writer refused further work after an unclassified failure
+    ├── WorkerLost          the projection worker process died twice on one message
     ├── AskTimeout          an ask got no reply within its timeout (also a TimeoutError)
     ├── StoreClosed         a message after ``close()``
     ├── StoreLocked         another process holds the store for writing
@@ -42,6 +43,7 @@ __all__ = [
     "StoreLocked",
     "UnknownRelayKind",
     "UnknownSession",
+    "WorkerLost",
     "WriterStopped",
 ]
 
@@ -203,6 +205,14 @@ class LifecycleConflict(StoreError):
 
 class WriterStopped(StoreError):
     """The writer refused work after a failure it could not classify."""
+
+
+class WorkerLost(StoreError):
+    """The projection worker process died twice while projecting one message.
+
+    Every page committed before it stays committed; the session reloads from the store
+    with its next event (a new worker is started for it).
+    """
 
 
 class AskTimeout(StoreError, TimeoutError):

@@ -61,6 +61,9 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     (a first event, or one after its projector was stopped to stay within
     ``max_projectors`` or for idling). Growing as fast as messages arrive means the live
     set is thrashing: raise ``max_projectors``."""
+    worker_restarts: int = 0
+    """Projection worker processes started again after one died (``projection="process"``);
+    each restart reloads the live sessions from the store."""
 
 
 class StoreStats(msgspec.Struct, frozen=True, kw_only=True):

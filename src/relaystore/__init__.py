@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         StoreLocked,
         UnknownRelayKind,
         UnknownSession,
+        WorkerLost,
         WriterStopped,
     )
     from relaystore.domain.materialized import MaterializedSession
@@ -212,6 +213,7 @@ __all__ = [
     "UnknownRelayKind",
     "UnknownSession",
     "UsagePage",
+    "WorkerLost",
     "Workspace",
     "WorkspaceList",
     "WriterStopped",
@@ -252,6 +254,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "StoreLocked",
         "UnknownRelayKind",
         "UnknownSession",
+        "WorkerLost",
         "WriterStopped",
     ),
     "relaystore.domain.materialized": ("MaterializedSession",),

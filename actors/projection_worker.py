@@ -1,0 +1,564 @@
+"""Projection in a worker process: the projectors' Python work off the embedder's interpreter.
+
+With ``EventStore.open(projection="process")`` each session's projector actor is a thin
+proxy (:class:`RemoteProjection`): it hands its message to the store's worker process
+(:class:`ProjectionWorker`), which runs the session's
+:class:`~relaystore.actors.projector.ProjectorCore` (the same code the thread path runs:
+digests, the chain rule, the projection, folding pages) and calls back over a pipe for
+what only the embedding process has: the writer, which commits each page it sends
+(pages stay pipelined, one in flight, as in the thread path; each is sealed first, so
+its events cross as their packed relay log row), and the readers, which load the
+session's projection. A store runs one worker per core (:class:`WorkerPool`, at most
+:data:`POOL_LIMIT`); each projector is given the least busy one when it starts. The writer stays the single owner of the write
+connection; the worker process opens no store connection at all.
+
+A conversation is strictly request and reply, one message at a time: the proxy sends
+:class:`Observe` (the events as msgpack) or :class:`Run`, the worker answers its callbacks' requests with :class:`PageOut` (a page for
+the writer, not waited on) or :class:`Call` (answered by one :class:`Reply`), and ends
+with :class:`Done`. One conversation holds the worker at a time, so a session's events
+are projected in order and the worker's projections mirror the live projectors: when a
+projector stops, the worker drops its session's projection before its next conversation
+(:class:`Forget`).
+
+Guarantees: an ask returns after its pages committed, as in the thread path. If the
+worker process dies (SIGKILL, a crash), the proxy waits for every page it already handed
+to the writer, starts a new worker and sends the message again once; the new worker
+loads the session from the store, so events whose pages committed are re-deliveries it
+leaves alone (nothing is applied twice) and the report counts them as the first attempt
+applied them. A second death while projecting the same message raises
+:class:`~relaystore.domain.errors.WorkerLost`; every page committed before it stays
+committed. The worker exits when the store closes its pipe (or the embedding process
+dies), and ignores SIGINT so a terminal's Ctrl-C reaches the embedder only.
+
+The child is started with ``python -P -c`` (``sys.executable``): it imports relaystore,
+never the embedder's ``__main__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from relaystore.actors.projector import (
+    PageCommit,
+    PagedLoader,
+    PageSender,
+    ProjectorCore,
+    SessionLoader,
+)
+from relaystore.domain.errors import StoreClosed, StoreError, WorkerLost
+from relaystore.domain.materialized import MaterializedSession, TranscriptItem
+from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
+from relaystore.domain.projection import PageDelta
+from relaystore.domain.projection.index import ColdEntry
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
+
+__all__ = [
+    "POOL_LIMIT",
+    "ProjectionWorker",
+    "RemoteProjection",
+    "WorkerPool",
+    "decode_events",
+    "encode_events",
+    "main",
+]
+
+logger = logging.getLogger(__name__)
+
+_STOP_SECONDS = 5.0
+"""How long closing waits for the worker to exit before it is killed."""
+
+
+# -- the pipe's messages ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The first message a worker gets: how to build its projectors."""
+
+    hold_unknown: bool
+    """The store keeps a relay log: keep lines of unknown kinds, and log every page."""
+    limit: int
+    """The most sessions it keeps a projection of (the store's ``max_projectors``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Project ``message`` (an ``ObserveRelayEvents`` or a ``Reproject``) for its session."""
+
+    session_id: str
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Observe:
+    """Project relay events for their session: an ``ObserveRelayEvents`` whose events
+    cross as msgpack (:func:`encode_events`), which costs the embedding process a
+    twentieth of pickling them."""
+
+    session_id: str
+    events: bytes
+
+
+_OnWire = tuple[list[RelayEvent | None], list[tuple[int, RelayLine]]]
+"""Events on the pipe: the decoded events in order (None where a line of an unknown kind
+stands) and those lines by position."""
+
+_EVENTS = msgspec.msgpack.Decoder(_OnWire)
+
+
+def encode_events(events: list[RelayEvent | RelayLine]) -> bytes:
+    """``events`` as :class:`Observe` carries them."""
+    lines = [(at, event) for at, event in enumerate(events) if isinstance(event, RelayLine)]
+    decoded = events if not lines else [e if isinstance(e, RelayEvent) else None for e in events]
+    return msgspec.msgpack.encode((decoded, lines))
+
+
+def decode_events(data: bytes) -> list[RelayEvent | RelayLine]:
+    """The events :func:`encode_events` encoded, in order."""
+    decoded, lines = _EVENTS.decode(data)
+    events: list[RelayEvent | RelayLine | None] = list(decoded)
+    for at, line in lines:
+        events[at] = line
+    return events  # type: ignore[return-value]  # every None was a line's place
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Drop the session's projection: its projector stopped."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PageOut:
+    """A page for the writer, not waited on (``Call("wait", number)`` waits)."""
+
+    number: int
+    page: PageDelta
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A callback the worker needs the embedding process for; one :class:`Reply` answers."""
+
+    what: Literal["wait", "ask", "load", "load_paged"]
+    argument: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to a :class:`Call` (``error`` set: it raised)."""
+
+    value: Any
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The end of a conversation: the message's reply, or the error it raised."""
+
+    value: Any
+    error: BaseException | None = None
+
+
+def _sendable(error: BaseException) -> BaseException:
+    """``error`` if it pickles, else a plain error with its text (a bug's exception may
+    hold what cannot cross the pipe)."""
+    try:
+        pickle.dumps(error)
+    except Exception:  # noqa: BLE001 - whatever pickling raises, send the text instead
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
+# -- the worker process -----------------------------------------------------------------
+
+
+class _Serving:
+    """The worker process's side: projections by session and the callbacks over the pipe."""
+
+    def __init__(self, connection: Connection, start: Start) -> None:
+        self._connection = connection
+        self._start = start
+        self._cores: OrderedDict[str, ProjectorCore] = OrderedDict()
+        self._pages = 0
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message = self._connection.recv()
+            except EOFError:
+                return  # the store closed (or its process died)
+            if isinstance(message, Forget):
+                core = self._cores.pop(message.session_id, None)
+                if core is not None:
+                    core.close()
+            elif isinstance(message, Observe):
+                events = decode_events(message.events)
+                self._run(
+                    message.session_id,
+                    ObserveRelayEvents(session_id=message.session_id, events=events),
+                )
+            elif isinstance(message, Run):
+                self._run(message.session_id, message.message)
+
+    def _run(self, session_id: str, message: Any) -> None:
+        core = self._cores.pop(session_id, None) or self._core(session_id)
+        self._cores[session_id] = core  # the most recently used
+        while len(self._cores) > self._start.limit:  # the store forgets first; a bound
+            self._cores.popitem(last=False)[1].close()
+        try:
+            value = core.handle(message)
+        except Exception as exc:  # noqa: BLE001 - the proxy raises it, as the thread path does
+            done = Done(None, _sendable(exc))
+        else:
+            done = Done(value)
+        self._connection.send(done)
+
+    def _core(self, session_id: str) -> ProjectorCore:
+        return ProjectorCore(
+            session_id,
+            load=self._load,
+            send_page=self._send_page,
+            ask=self._ask,
+            hold_unknown=self._start.hold_unknown,
+            load_paged=self._load_paged,
+        )
+
+    def _call(self, what: Literal["wait", "ask", "load", "load_paged"], argument: Any) -> Any:
+        self._connection.send(Call(what, argument))
+        reply: Reply = self._connection.recv()
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    def _load(self, session_id: str) -> MaterializedSession:
+        session: MaterializedSession = self._call("load", session_id)
+        return session
+
+    def _load_paged(
+        self, session_id: str
+    ) -> tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]:
+        session, entries = self._call("load_paged", session_id)
+        return session, iter(entries)
+
+    def _ask(self, message: Any) -> Any:
+        return self._call("ask", message)
+
+    def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
+        self._pages += 1
+        number = self._pages
+        page.seal(log=self._start.hold_unknown)
+        self._connection.send(PageOut(number, page))
+
+        def wait() -> tuple[RelayCursor, int]:
+            committed: tuple[RelayCursor, int] = self._call("wait", number)
+            return committed
+
+        return wait
+
+
+def main(fd: int) -> None:
+    """The worker process: serve the store on the connection at file descriptor ``fd``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    connection = Connection(fd)
+    start = connection.recv()
+    if not isinstance(start, Start):
+        raise SystemExit(f"relaystore projection worker: expected Start, got {start!r}")
+    _Serving(connection, start).serve()
+
+
+# -- the embedding process's side -------------------------------------------------------
+
+
+class _Died(Exception):
+    """The worker's pipe broke mid-conversation."""
+
+
+class _Pipe:
+    """The worker's connection for one conversation: a broken pipe raises :class:`_Died`
+    (and the worker is reaped), anything else passes."""
+
+    def __init__(self, connection: Connection, broken: Callable[[], None]) -> None:
+        self._connection = connection
+        self._broken = broken
+
+    def send(self, message: object) -> None:
+        try:
+            self._connection.send(message)
+        except OSError as exc:
+            self._broken()
+            raise _Died(str(exc) or type(exc).__name__) from exc
+
+    def recv(self) -> Any:
+        try:
+            return self._connection.recv()
+        except (EOFError, OSError) as exc:
+            self._broken()
+            raise _Died(str(exc) or "the worker closed its pipe") from exc
+
+
+class ProjectionWorker:
+    """A worker process projecting the store's sessions, started when first needed and
+    started again after it dies; one conversation at a time (see the module doc).
+
+    Owns the process, its pipe and the sessions to forget (at most one per projector
+    that stopped since the last conversation).
+    """
+
+    def __init__(self, *, hold_unknown: bool, limit: int) -> None:
+        self._start = Start(hold_unknown=hold_unknown, limit=limit)
+        self._lock = threading.Lock()
+        self._forget_lock = threading.Lock()
+        self._forget: set[str] = set()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._connection: Connection | None = None
+        self._closed = False
+        self.restarts = 0
+        """How many times a worker was started again after it died."""
+
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id (None before it is first needed)."""
+        return None if self._process is None else self._process.pid
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's projection before the next conversation."""
+        with self._forget_lock:
+            self._forget.add(session_id)
+
+    @contextlib.contextmanager
+    def conversation(self) -> Iterator[_Pipe]:
+        """Hold the worker (started if needed) for one conversation."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed()
+            pipe = _Pipe(self._connection or self._spawn(), self._reap)
+            with self._forget_lock:
+                forget, self._forget = self._forget, set()
+            for session_id in forget:
+                pipe.send(Forget(session_id))
+            yield pipe
+
+    def replaced(self) -> None:
+        """Count a worker started again after it died (the next conversation starts it)."""
+        self.restarts += 1
+
+    def close(self) -> None:
+        """Close the pipe (the worker exits), wait for it, kill it if it does not exit."""
+        with self._lock:
+            self._closed = True
+            self._reap()
+
+    @staticmethod
+    def command(fd: int) -> list[str]:
+        """The worker's command line: this interpreter, serving the pipe at ``fd``
+        (``-P``: no script directory on its path, so it imports relaystore, never the
+        embedder's modules)."""
+        return [
+            sys.executable,
+            "-P",
+            "-c",
+            "import sys; from relaystore.actors.projection_worker import main; "
+            "main(int(sys.argv[1]))",
+            str(fd),
+        ]
+
+    def _spawn(self) -> Connection:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            env = dict(os.environ)
+            package = str(Path(__file__).resolve().parent.parent.parent)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (package, env.get("PYTHONPATH")) if p)
+            self._process = subprocess.Popen(
+                self.command(theirs.fileno()),
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+            connection = Connection(ours.detach())
+        self._connection = connection
+        _Pipe(connection, self._reap).send(self._start)
+        logger.info("started projection worker %d", self._process.pid)
+        return connection
+
+    def _reap(self) -> None:
+        connection, self._connection = self._connection, None
+        process, self._process = self._process, None
+        if connection is not None:
+            connection.close()
+        if process is not None:
+            try:
+                process.wait(_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+POOL_LIMIT = 4
+"""The most worker processes a store starts (one per core up to this)."""
+
+
+class WorkerPool:
+    """A store's projection workers, one per core (at most :data:`POOL_LIMIT`). A
+    projector is given the worker with the fewest projectors when it starts and keeps it
+    until it stops (its session's projection lives there meanwhile). One worker waits
+    while the writer commits its session's last page; another projects meanwhile."""
+
+    def __init__(self, *, hold_unknown: bool, limit: int, size: int | None = None) -> None:
+        count = size or max(1, min(POOL_LIMIT, os.cpu_count() or 1))
+        self._workers = tuple(
+            ProjectionWorker(hold_unknown=hold_unknown, limit=limit) for _ in range(count)
+        )
+        self._lock = threading.Lock()
+        self._attached = [0] * count
+        """Projectors on each worker."""
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def attach(self) -> int:
+        """A worker for a projector starting: the one with the fewest (its index)."""
+        with self._lock:
+            index = min(range(len(self._workers)), key=self._attached.__getitem__)
+            self._attached[index] += 1
+            return index
+
+    def worker(self, index: int) -> ProjectionWorker:
+        """The worker :meth:`attach` gave."""
+        return self._workers[index]
+
+    def detach(self, index: int) -> None:
+        """A projector on worker ``index`` stopped."""
+        with self._lock:
+            self._attached[index] -= 1
+
+    @property
+    def restarts(self) -> int:
+        """Workers started again after one died, over the pool."""
+        return sum(worker.restarts for worker in self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        """The running workers' process ids."""
+        return [pid for worker in self._workers if (pid := worker.pid) is not None]
+
+    def close(self) -> None:
+        """Close every worker (see :meth:`ProjectionWorker.close`)."""
+        for worker in self._workers:
+            worker.close()
+
+
+class RemoteProjection:
+    """A projector actor's :class:`~relaystore.actors.projector.Projection` run by the
+    store's worker process: the proxy side of a conversation (see the module doc)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        pool: WorkerPool,
+        *,
+        load: SessionLoader,
+        send_page: PageSender,
+        ask: Callable[[Any], Any],
+        load_paged: PagedLoader,
+    ) -> None:
+        self._session_id = session_id
+        self._pool = pool
+        self._index = pool.attach()
+        self._worker = pool.worker(self._index)
+        self._load = load
+        self._send_page = send_page
+        self._ask = ask
+        self._load_paged = load_paged
+
+    def handle(self, message: Any) -> Any:
+        committed: list[int] = []
+        try:
+            return self._converse(message, committed)
+        except _Died as first:
+            logger.warning(
+                "projection worker died projecting session %s (%s); starting another",
+                self._session_id,
+                first,
+            )
+            self._worker.replaced()
+        applied_before = sum(committed)
+        try:
+            value = self._converse(message, [])
+        except _Died as second:
+            raise WorkerLost(
+                f"the projection worker died twice projecting this message ({second}); "
+                "every page committed before stays committed",
+                session_id=self._session_id,
+            ) from None
+        if isinstance(message, ObserveRelayEvents) and isinstance(value, ProjectionReport):
+            # The new worker found the first attempt's committed pages already applied.
+            moved = min(applied_before, value.already_applied)
+            value = msgspec.structs.replace(
+                value,
+                applied=value.applied + moved,
+                already_applied=value.already_applied - moved,
+            )
+        return value
+
+    def close(self) -> None:
+        self._worker.forget(self._session_id)
+        self._pool.detach(self._index)
+
+    def _converse(self, message: Any, committed: list[int]) -> Any:
+        """One conversation; ``committed`` gets the applied count of each page that
+        committed (also when the worker dies)."""
+        pending: dict[int, PageCommit] = {}
+        try:
+            with self._worker.conversation() as connection:
+                if isinstance(message, ObserveRelayEvents):
+                    connection.send(Observe(self._session_id, encode_events(message.events)))
+                else:
+                    connection.send(Run(self._session_id, message))
+                while True:
+                    out = connection.recv()
+                    if isinstance(out, PageOut):
+                        pending[out.number] = self._send_page(self._session_id, out.page)
+                    elif isinstance(out, Call):
+                        connection.send(self._answer(out, pending, committed))
+                    elif isinstance(out, Done):
+                        if out.error is not None:
+                            raise out.error
+                        return out.value
+        except _Died:
+            for wait in pending.values():  # settle what the writer was handed
+                with contextlib.suppress(StoreError):
+                    committed.append(wait()[1])
+            raise
+
+    def _answer(self, call: Call, pending: dict[int, PageCommit], committed: list[int]) -> Reply:
+        try:
+            if call.what == "wait":
+                stored, applied = pending.pop(call.argument)()
+                committed.append(applied)
+                return Reply((stored, applied))
+            if call.what == "ask":
+                return Reply(self._ask(call.argument))
+            if call.what == "load":
+                return Reply(self._load(call.argument))
+            session, entries = self._load_paged(call.argument)
+            return Reply((session, list(entries)))
+        except Exception as exc:  # noqa: BLE001 - raised in the worker, as in the thread path
+            return Reply(None, _sendable(exc))

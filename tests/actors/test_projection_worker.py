@@ -1,0 +1,300 @@
+"""Projection in a worker process (``EventStore.open(projection="process")``).
+
+What an embedder relies on: the store it gets is byte for byte the store the thread path
+writes (projection, feed, relay log); a refused event is refused where the thread path
+refuses it, with every complete page before it committed; a worker killed with SIGKILL
+mid-message loses nothing acknowledged and applies nothing twice; a worker that keeps
+dying is a typed error; closing the store ends the worker; the worker never imports the
+embedder's ``__main__``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relaystore import EventStore
+from relaystore.actors import projection_worker
+from relaystore.actors.journal import resolve_source
+from relaystore.actors.projection_worker import decode_events, encode_events
+from relaystore.actors.replay import replay_source
+from relaystore.domain.errors import InvalidInput, RelayChainError, WorkerLost
+from relaystore.domain.messages import (
+    LoadApiEvents,
+    LoadMaterializedSession,
+    LoadRelayLog,
+    ObserveRelayEvents,
+    ProjectionReport,
+    Reproject,
+    SaveSession,
+)
+from relaystore.domain.relay import RelayEvent, RelayLine, encode_relay_event
+from relaystore.domain.wire import encode
+from relaystore.testing import JournalBuilder, example_session
+from tests.actors.journal_factory import conversation, write_journal
+
+SESSION = "session-1"
+FUTURE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'
+
+
+def _open(path: Path, projection: str, **options: Any) -> EventStore:
+    return EventStore.open(path, projection=projection, **options)  # type: ignore[arg-type]
+
+
+def _pids(store: EventStore) -> list[int]:
+    """The store's running worker processes (test access to the pool)."""
+    pool = store._core._workers  # the test needs the processes to kill
+    assert pool is not None
+    return pool.pids
+
+
+def _snapshot(store: EventStore, *sessions: str) -> tuple[list[bytes], list[bytes], list[int]]:
+    """Every session's stored projection, the whole feed and every logged ordinal."""
+    projections, logged = [], []
+    for session_id in sessions:
+        stored = store.ask(LoadMaterializedSession(session_id=session_id))
+        assert stored is not None
+        projections.append(encode(stored))
+        log = store.ask(LoadRelayLog(session_id=session_id))
+        assert log is not None
+        logged.extend(event.ordinal for event in log.events())
+    page = store.ask(LoadApiEvents(after_seq=0, limit=100_000))
+    return projections, [encode(event) for event in page.events], logged
+
+
+def _ingest(store: EventStore, session_id: str, events: list[Any], chunk: int) -> int:
+    applied = 0
+    for start in range(0, len(events), chunk):
+        report = store.ask(
+            ObserveRelayEvents(session_id=session_id, events=events[start : start + chunk])
+        )
+        applied += report.applied
+    return applied
+
+
+def _saved(store: EventStore, *sessions: str) -> EventStore:
+    for session_id in sessions:
+        store.ask(SaveSession(record=example_session(session_id)))
+    return store
+
+
+@pytest.mark.parametrize("chunk", [1, 37, 128, 600])
+def test_a_process_projects_exactly_what_the_thread_path_does(tmp_path: Path, chunk: int) -> None:
+    events = conversation(700)
+    snapshots = []
+    for mode in ("thread", "process"):
+        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode), SESSION) as store:
+            assert _ingest(store, SESSION, events, chunk) == len(events)
+            again = store.ask(ObserveRelayEvents(session_id=SESSION, events=events[-50:]))
+            assert (again.applied, again.already_applied) == (0, 50)
+            snapshots.append(_snapshot(store, SESSION))
+            assert store.metrics().worker_restarts == 0
+    assert snapshots[0] == snapshots[1]
+    assert snapshots[1][2] == list(range(1, len(events) + 1))
+
+
+def test_sessions_spread_over_the_pool_and_survive_their_projectors_stopping(
+    tmp_path: Path,
+) -> None:
+    """Three sessions, interleaved, with room for one projector: every message reloads its
+    session (the worker forgets the stopped ones) and the store still equals the thread
+    path's."""
+    sessions = ["s-a", "s-b", "s-c"]
+    events = conversation(400)
+    snapshots = []
+    for mode in ("thread", "process"):
+        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode, max_projectors=1), *sessions) as s:
+            for start in range(0, len(events), 50):
+                for session_id in sessions:
+                    s.ask(
+                        ObserveRelayEvents(session_id=session_id, events=events[start : start + 50])
+                    )
+            assert s.metrics().projector_loads >= 3 * len(events) // 50
+            snapshots.append(_snapshot(s, *sessions))
+    assert snapshots[0] == snapshots[1]
+
+
+def test_a_replay_in_a_process_is_refused_where_the_thread_path_refuses_it(
+    tmp_path: Path,
+) -> None:
+    events = conversation(600)
+    bad = 300
+    lines = [encode_relay_event(event) for event in events]
+    lines[bad - 1] = lines[bad - 1].replace(events[bad - 1].digest.encode(), b"0" * 64)
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    outcomes = []
+    for mode in ("thread", "process"):
+        with _open(tmp_path / f"{mode}.sqlite3", mode) as store:
+            with pytest.raises(RelayChainError) as refused:
+                replay_source(store, resolve_source(journal, session_id=SESSION))
+            stored = store.ask(LoadMaterializedSession(session_id=SESSION))
+            assert stored is not None
+            error = refused.value
+            outcomes.append(
+                (type(error), error.fault, error.path, error.line, error.ordinal, stored.frontier)
+            )
+    assert outcomes[0] == outcomes[1]
+    _, _, path, line, ordinal, frontier = outcomes[1]
+    assert (path, line, ordinal) == (str(journal), bad, bad)
+    assert frontier is not None
+    assert frontier.ordinal == 256  # every complete page before it
+
+
+def test_a_worker_killed_mid_message_loses_nothing_and_applies_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    events = conversation(3000)
+    with _saved(_open(tmp_path / "thread.sqlite3", "thread"), SESSION) as store:
+        store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+        expected = _snapshot(store, SESSION)
+    with _saved(_open(tmp_path / "process.sqlite3", "process"), SESSION) as store:
+        store.ask(ObserveRelayEvents(session_id=SESSION, events=events[:10]))
+        (victim,) = _pids(store)
+        reports: list[ProjectionReport] = []
+        asking = threading.Thread(
+            target=lambda: reports.append(
+                store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+            )
+        )
+        asking.start()
+        deadline = time.monotonic() + 30
+        while store.metrics().relay_events_applied <= 10 + 128:  # a page committed
+            assert time.monotonic() < deadline
+            assert asking.is_alive()
+            time.sleep(0.001)
+        os.kill(victim, signal.SIGKILL)
+        asking.join(60)
+        assert not asking.is_alive()
+        (report,) = reports
+        assert (report.applied, report.already_applied) == (len(events) - 10, 10)
+        assert report.frontier_ordinal == len(events)
+        assert store.metrics().worker_restarts == 1
+        assert victim not in _pids(store)
+        assert _snapshot(store, SESSION) == expected
+
+
+def test_a_worker_killed_between_messages_is_replaced_by_the_next(tmp_path: Path) -> None:
+    events = conversation(500)
+    with _saved(_open(tmp_path / "thread.sqlite3", "thread"), SESSION) as store:
+        _ingest(store, SESSION, events, 100)
+        expected = _snapshot(store, SESSION)
+    with _saved(_open(tmp_path / "process.sqlite3", "process"), SESSION) as store:
+        _ingest(store, SESSION, events[:250], 100)
+        (victim,) = _pids(store)
+        os.kill(victim, signal.SIGKILL)
+        assert _ingest(store, SESSION, events, 100) == 250
+        assert store.metrics().worker_restarts == 1
+        assert _snapshot(store, SESSION) == expected
+
+
+def test_a_worker_that_keeps_dying_is_a_typed_error_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        projection_worker.ProjectionWorker,
+        "command",
+        staticmethod(lambda fd: [sys.executable, "-c", "raise SystemExit(3)"]),
+    )
+    with _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store:
+        with pytest.raises(WorkerLost) as lost:
+            store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
+        assert lost.value.session_id == SESSION
+        assert "died twice" in str(lost.value)
+        stored = store.ask(LoadMaterializedSession(session_id=SESSION))
+        assert stored is not None
+        assert stored.kept_frontier.ordinal == 0
+        assert store.latest_seq == 0
+        assert store.metrics().worker_restarts == 1
+
+
+def test_closing_the_store_ends_its_workers(tmp_path: Path) -> None:
+    store = _saved(_open(tmp_path / "store.sqlite3", "process"), "s-a", "s-b")
+    store.ask(ObserveRelayEvents(session_id="s-a", events=conversation(20)))
+    store.ask(ObserveRelayEvents(session_id="s-b", events=conversation(20)))
+    pids = _pids(store)
+    assert len(pids) == min(2, len(store._core._workers))
+    store.close()
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more
+    assert _pids(store) == []
+
+
+def test_the_worker_does_not_import_the_embedders_main(tmp_path: Path) -> None:
+    marker = tmp_path / "imports.txt"
+    script = tmp_path / "embedder.py"
+    write_journal(tmp_path / "journal.jsonl", conversation(300))
+    script.write_text(
+        "import sys\n"
+        f"open({str(marker)!r}, 'a').write('imported\\n')\n"
+        "from relaystore import EventStore\n"
+        "from relaystore.actors.journal import resolve_source\n"
+        "from relaystore.actors.replay import replay_source\n"
+        f"with EventStore.open({str(tmp_path / 'store.sqlite3')!r}, projection='process') as s:\n"
+        f"    r = replay_source(s, resolve_source({str(tmp_path / 'journal.jsonl')!r}, "
+        "session_id='s'))\n"
+        "    print(r.applied)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "300"
+    assert marker.read_text() == "imported\n"
+
+
+def test_a_newer_workers_line_is_held_in_a_process_as_in_a_thread(tmp_path: Path) -> None:
+    before = JournalBuilder()
+    before.prompt_turn("Hello")
+    future = before.newer_line(FUTURE)
+    after = JournalBuilder(after=future.cursor, start_ms=before.next_ms + 10)
+    after.prompt_turn("After")
+    events: list[RelayEvent | RelayLine] = [*before.events, future, *after.events]
+    outcomes = []
+    for mode in ("thread", "process"):
+        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode), SESSION) as store:
+            report = store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+            assert report.behind is not None
+            assert report.behind.ordinal == future.ordinal
+            outcomes.append((report, _snapshot(store, SESSION)))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][0].held == 1 + len(after.events)
+
+
+def test_reproject_in_a_process_equals_the_thread_path(tmp_path: Path) -> None:
+    events = conversation(400)
+    outcomes = []
+    for mode in ("thread", "process"):
+        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode), SESSION) as store:
+            _ingest(store, SESSION, events, 128)
+            report = store.ask(Reproject(session_id=SESSION))
+            more = store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(450)))
+            assert more.applied == 50
+            outcomes.append((report, _snapshot(store, SESSION)))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_events_cross_the_pipe_unchanged_in_order() -> None:
+    before = JournalBuilder()
+    before.prompt_turn("Hello")
+    future = before.newer_line(FUTURE)
+    after = JournalBuilder(after=future.cursor)
+    after.prompt_turn("After")
+    mixed: list[RelayEvent | RelayLine] = [future, *before.events, future, *after.events]
+    assert decode_events(encode_events(mixed)) == mixed
+    assert decode_events(encode_events(before.events)) == before.events
+    assert decode_events(encode_events([])) == []
+
+
+def test_open_refuses_an_unknown_projection_mode(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="projection must be one of thread, process"):
+        _open(tmp_path / "store.sqlite3", "fork")
