@@ -241,6 +241,12 @@ def _parser() -> argparse.ArgumentParser:
         help="start a session whose journal lost its earlier segments at its first event",
     )
     replay.add_argument(
+        "--projection",
+        choices=("thread", "process"),
+        default="process",
+        help="project in worker processes (default) or in this process's threads",
+    )
+    replay.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -486,7 +492,7 @@ def _replay(args: argparse.Namespace) -> int:
     started = time.monotonic()
     sources = _sources(args)
     sessions: dict[str, _SessionTotals] = {}
-    with EventStore.open(args.db) as store:
+    with EventStore.open(args.db, projection=args.projection) as store:
         for path in sources:
             source = resolve_source(path, session_id=args.session)
             progress = _Progress(args.progress, source.size_bytes, source.session_id)

@@ -54,6 +54,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from relaystore.actors.envelope import Unanswerable
 from relaystore.actors.projector import (
     PageCommit,
     PagedLoader,
@@ -63,7 +64,7 @@ from relaystore.actors.projector import (
 )
 from relaystore.domain.errors import StoreClosed, StoreError, WorkerLost
 from relaystore.domain.materialized import MaterializedSession, TranscriptItem
-from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
+from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
 from relaystore.domain.projection import PageDelta
 from relaystore.domain.projection.index import ColdEntry
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
@@ -202,9 +203,14 @@ class _Serving:
     def serve(self) -> None:
         while True:
             try:
-                message = self._connection.recv()
+                data = self._connection.recv_bytes()
             except EOFError:
                 return  # the store closed (or its process died)
+            try:
+                message = pickle.loads(data)
+            except Exception as exc:  # noqa: BLE001 - a conversation waits: answer it
+                self._connection.send(Done(None, _sendable(exc)))
+                continue
             if isinstance(message, Forget):
                 core = self._cores.pop(message.session_id, None)
                 if core is not None:
@@ -384,8 +390,9 @@ class ProjectionWorker:
         ours, theirs = socket.socketpair()
         with ours, theirs:
             env = dict(os.environ)
-            package = str(Path(__file__).resolve().parent.parent.parent)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (package, env.get("PYTHONPATH")) if p)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (_package_root(), env.get("PYTHONPATH")) if p
+            )
             self._process = subprocess.Popen(
                 self.command(theirs.fileno()),
                 pass_fds=(theirs.fileno(),),
@@ -465,6 +472,12 @@ class WorkerPool:
             worker.close()
 
 
+def _package_root() -> str:
+    """The folder this ``relaystore`` was imported from (symlinks kept: an editable
+    install's link tree), first on the worker's path so it imports the same build."""
+    return str(Path(sys.modules["relaystore"].__file__ or ".").parent.parent)
+
+
 class RemoteProjection:
     """A projector actor's :class:`~relaystore.actors.projector.Projection` run by the
     store's worker process: the proxy side of a conversation (see the module doc)."""
@@ -489,6 +502,8 @@ class RemoteProjection:
         self._load_paged = load_paged
 
     def handle(self, message: Any) -> Any:
+        if not isinstance(message, ObserveRelayEvents | Reproject):
+            raise Unanswerable("projector", message)
         committed: list[int] = []
         try:
             return self._converse(message, committed)

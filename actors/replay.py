@@ -41,7 +41,6 @@ from relaystore.domain.materialized import ProjectionBehind
 from relaystore.domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
-    ObserveRelayEvents,
     ProjectionReport,
     SaveSession,
     SeedProjection,
@@ -309,7 +308,7 @@ def _submit(
     batch: list[RelayEvent | RelayLine],
     where: dict[int, Location],
 ) -> Callable[[], None]:
-    wait = store._ask_later(ObserveRelayEvents(session_id=report.session_id, events=batch))
+    wait = store._observe_decoded(report.session_id, batch)
     return lambda: _count(wait, report, batch, where)
 
 

@@ -21,7 +21,13 @@ from typing import Any, TypeVar
 from relaystore.actors.core import FollowPager, ProjectionMode, Settings, StoreCore
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
 from relaystore.domain.errors import StoreClosed
-from relaystore.domain.messages import LoadApiEvents, Request
+from relaystore.domain.messages import (
+    LoadApiEvents,
+    ObserveRelayEvents,
+    ProjectionReport,
+    Request,
+)
+from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.reports import StoreMetrics
 from relaystore.storage.connection import Synchronous
 
@@ -119,12 +125,17 @@ class EventStore:
         self._core.check_ask(message, timeout)
         return self._core.ask_blocking(message, timeout)  # type: ignore[no-any-return]
 
-    def _ask_later(self, message: Request[R]) -> Callable[[], R]:
-        """Hand ``message`` over now (checked as :meth:`ask` checks it); the returned call
-        waits for its reply. For this package's own pipelining (``replay`` reads the next
-        batch while the last one projects)."""
-        self._core.check_ask(message, None)
-        wait: Callable[[], R] = self._core.ask_later(message)
+    def _observe_decoded(
+        self, session_id: str, events: list[RelayEvent | RelayLine]
+    ) -> Callable[[], ProjectionReport]:
+        """Hand ``events`` to the session's projector now; the returned call waits for the
+        report. For ``replay``, which reads the next batch while the last one projects:
+        its events come from the journal decoder, which typed every field, and its
+        session id was checked by its first ask, so they are not validated again."""
+        self._core.check_open()
+        wait: Callable[[], ProjectionReport] = self._core.ask_later(
+            ObserveRelayEvents(session_id=session_id, events=events)
+        )
         return wait
 
     def tell(self, message: Request[Any]) -> None:

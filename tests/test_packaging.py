@@ -124,11 +124,17 @@ def test_relaystore_works_beside_a_neighbour_with_the_old_layer_names(
         assert (domain.OWNER, storage.OWNER, actors.OWNER) == ("neighbour",) * 3
         import relaystore
         assert relaystore.__file__.startswith({str(target)!r}), relaystore.__file__
-        from relaystore import EventStore, LoadState, SaveSession
-        from relaystore.testing import example_session
+        from relaystore import EventStore, LoadState, ObserveRelayEvents, SaveSession
+        from relaystore.testing import JournalBuilder, example_session
         with EventStore.open({str(tmp_path / "store.sqlite3")!r}) as store:
             store.ask(SaveSession(record=example_session("s-1")))
             assert list(store.ask(LoadState()).sessions) == ["s-1"]
+        # The projection worker imports this relaystore, not the neighbour's layers.
+        journal = JournalBuilder()
+        journal.prompt_turn("Hello")
+        with EventStore.open({str(tmp_path / "store.sqlite3")!r}, projection="process") as store:
+            report = store.ask(ObserveRelayEvents(session_id="s-1", events=journal.events))
+            assert report.applied == len(journal.events), report
         print("ok")
         """
     )

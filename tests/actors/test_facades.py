@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 import pytest
 
@@ -299,8 +299,11 @@ class Stranger:
     """A message no actor takes."""
 
 
-def test_every_actor_answers_a_message_it_does_not_take_with_an_error(tmp_path: Path) -> None:
-    with EventStore.open(tmp_path / "s.sqlite3") as store:
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_every_actor_answers_a_message_it_does_not_take_with_an_error(
+    tmp_path: Path, projection: Literal["thread", "process"]
+) -> None:
+    with EventStore.open(tmp_path / "s.sqlite3", projection=projection) as store:
         core = store._core
         assert core.writer is not None
         actors = {
