@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,10 +50,16 @@ from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
-__all__ = ["BATCH", "ReplayReport", "minimal_record", "replay_source"]
+__all__ = ["AHEAD", "BATCH", "ReplayReport", "minimal_record", "replay_source"]
 
 BATCH = 4 * PAGE_SIZE
 """Events per ``ObserveRelayEvents``: a whole number of pages, so pages stay aligned."""
+
+AHEAD = 2
+"""Batches handed to the projector before the oldest is waited for. A batch sent after
+one that fails cannot apply anything: its first event is past the failure, a gap from
+the committed frontier, so the first failure is the one reported. With two, a projection
+worker finds the next batch waiting when it finishes one."""
 
 
 logger = logging.getLogger(__name__)
@@ -165,14 +172,13 @@ def replay_source(
     batch: list[RelayEvent | RelayLine] = []
     where: dict[int, Location] = {}
     events = iter(reader)
-    flight: Callable[[], None] | None = None
-    """The batch handed over last, projecting while the next one is read."""
+    flights: deque[Callable[[], None]] = deque()
+    """The batches handed over and not yet waited for, oldest first: they project while
+    the next one is read."""
 
-    def land() -> None:
-        nonlocal flight
-        if flight is not None:
-            settle, flight = flight, None
-            settle()
+    def land(keep: int = 0) -> None:
+        while len(flights) > keep:
+            flights.popleft()()
             if on_batch is not None:
                 on_batch(report)
 
@@ -201,8 +207,8 @@ def replay_source(
             batch.append(event)
             where[event.ordinal] = location
             if len(batch) == BATCH:
-                land()
-                flight = sender.submit(batch, where)
+                land(keep=AHEAD - 1)
+                flights.append(sender.submit(batch, where))
                 batch, where = [], {}
         land()
         if batch:
