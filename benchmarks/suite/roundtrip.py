@@ -15,6 +15,10 @@ call; the median of the rounds). The stages, interleaved and repeated (5 rounds;
 * ``ask OFF`` / ``ask FULL``: ``EventStore.ask`` of the same message on a store opened
   at ``synchronous=OFF`` / ``FULL`` (the whole path: validation, hand-over, the writer
   actor's batch, commit, reply);
+* ``observe thread`` / ``observe process``: ``EventStore.ask`` of an
+  ``ObserveRelayEvents`` of one relay event at ``FULL``, projected in the projector's
+  thread or (``projection="process"``) in a worker process: what a worker process
+  adds to one small message;
 * ``apsw OFF`` / ``apsw FULL``: a bare apsw ``BEGIN IMMEDIATE`` / ``INSERT`` of a
   ~100-byte row / ``COMMIT`` on a plain WAL table: what the peer library pays for one
   event, and its floor without fsync.
@@ -40,15 +44,18 @@ from typing import Any
 import apsw
 import pykka
 
+from relaystore.actors.journal import read_journal
 from relaystore.actors.store import EventStore
 from relaystore.actors.writer import perform
 from relaystore.domain.api_events import ApiActivityState
-from relaystore.domain.messages import RecordActivities, SaveSession
+from relaystore.domain.messages import ObserveRelayEvents, RecordActivities, SaveSession
+from relaystore.domain.relay import RelayEvent
 from relaystore.domain.validation import validate_message
 from relaystore.storage.batch import Batch
 from relaystore.storage.connection import open_writer
 from relaystore.testing import example_session
 from suite.common import Context, Figure, log, median
+from suite.journal import write_journal
 
 NAME = "roundtrip"
 
@@ -62,6 +69,8 @@ STAGES = (
     "batch FULL",
     "ask FULL",
     "apsw FULL",
+    "observe thread",
+    "observe process",
 )
 
 _STATES = [
@@ -71,6 +80,21 @@ _STATES = [
     for i in range(2)
 ]
 _SESSION = "roundtrip-session"
+
+
+EVENTS_PER_STAGE = 12_000
+"""Relay events each ``observe`` stage may use (one per call; far more than a stage's
+calls at the slowest measured ask)."""
+
+
+def _events(ctx: Context, count: int) -> list[RelayEvent]:
+    def build() -> list[RelayEvent]:
+        path = ctx.scratch / f"roundtrip-{count}.jsonl"
+        write_journal(path, count)
+        return [event for event, _ in read_journal(path)]
+
+    events: list[RelayEvent] = ctx.shared(f"roundtrip-events-{count}", build)
+    return events
 
 
 def _message(i: int) -> RecordActivities:
@@ -170,6 +194,18 @@ def ask(path: Path, synchronous: str, seconds: float) -> float:
         return rate
 
 
+def observe(path: Path, projection: str, seconds: float, events: list[RelayEvent]) -> float:
+    """``EventStore.ask`` of an ``ObserveRelayEvents`` of one event at FULL, projected in
+    the projector's thread or in a worker process."""
+    with EventStore.open(path, projection=projection) as store:  # type: ignore[arg-type]
+        store.ask(SaveSession(record=example_session(_SESSION, "bench")))
+        feed = iter(events)
+        return _per_call(
+            seconds,
+            lambda _i: store.ask(ObserveRelayEvents(session_id=_SESSION, events=[next(feed)])),
+        )
+
+
 def bare_apsw(path: Path, synchronous: str, seconds: float) -> float:
     """BEGIN IMMEDIATE / INSERT / COMMIT on a plain WAL table."""
     db = apsw.Connection(str(path))
@@ -189,8 +225,12 @@ def bare_apsw(path: Path, synchronous: str, seconds: float) -> float:
         db.close()
 
 
-def measure(stage: str, stem: Path, seconds: float) -> float:
+def measure(stage: str, stem: Path, seconds: float, events: list[RelayEvent]) -> float:
     """µs per call of one stage (its stores are files named after ``stem``)."""
+    if stage.startswith("observe"):
+        return observe(
+            Path(f"{stem}-{stage.replace(' ', '-')}.sqlite3"), stage.split()[1], seconds, events
+        )
     if stage == "queue hop":
         return queue_hop(seconds)
     if stage == "pykka ask":
@@ -212,12 +252,13 @@ def run(ctx: Context) -> list[Figure]:
     rounds = ctx.scale(5, 3)
     seconds = ctx.scale(10, 3) / 10
     samples: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    events = _events(ctx, EVENTS_PER_STAGE)
     for r in range(rounds):
         stem = ctx.scratch / f"roundtrip-{r}"
         # Rotate the order each round so no stage always runs first or last.
         order = STAGES[r % len(STAGES) :] + STAGES[: r % len(STAGES)]
         for stage in order:
-            samples[stage].append(measure(stage, stem, seconds))
+            samples[stage].append(measure(stage, stem, seconds, events))
         log(
             f"roundtrip round {r + 1}/{rounds}: "
             + ", ".join(f"{stage} {samples[stage][-1]:.1f}" for stage in STAGES)
@@ -241,6 +282,12 @@ def run(ctx: Context) -> list[Figure]:
         ("ask FULL", "EventStore.ask(RecordActivities), synchronous=FULL", "apsw FULL"),
         ("batch FULL", "the writer's Batch alone (no actor), synchronous=FULL", "apsw FULL"),
         ("apsw FULL", "bare apsw BEGIN IMMEDIATE/INSERT/COMMIT, synchronous=FULL", "apsw OFF"),
+        (
+            "observe process",
+            'EventStore.ask(ObserveRelayEvents of 1 event), FULL, projection="process"',
+            "observe thread",
+        ),
+        ("observe thread", "EventStore.ask(ObserveRelayEvents of 1 event), FULL", "ask FULL"),
     ]
     figures = []
     for stage, name, baseline in rows:
