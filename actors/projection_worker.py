@@ -281,13 +281,33 @@ class _Serving:
 
 
 def main(fd: int) -> None:
-    """The worker process: serve the store on the connection at file descriptor ``fd``."""
+    """The worker process: serve the store on the connection at file descriptor ``fd``.
+
+    A failure outside a conversation (which answers with its error) ends the worker with
+    one line on stderr and status 70, never a traceback: the store starts another.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    connection = Connection(fd)
-    start = connection.recv()
-    if not isinstance(start, Start):
-        raise SystemExit(f"relaystore projection worker: expected Start, got {start!r}")
-    _Serving(connection, start).serve()
+    try:
+        connection = Connection(fd)
+        start = connection.recv()
+        if not isinstance(start, Start):
+            raise TypeError(f"expected Start, got {type(start).__name__}")
+        _Serving(connection, start).serve()
+    except Exception as exc:  # noqa: BLE001 - one line, not a traceback, on the CLI
+        sys.stderr.write(f"relaystore projection worker: {type(exc).__name__}: {exc}\n")
+        raise SystemExit(70) from None
+
+
+_BOOT = """\
+import sys
+try:
+    from relaystore.actors.projection_worker import main
+except BaseException as exc:
+    sys.stderr.write(f"relaystore projection worker: cannot import relaystore: {exc}\\n")
+    raise SystemExit(70) from None
+main(int(sys.argv[1]))
+"""
+"""The worker's program (``python -P -c``): an import failure is one line, too."""
 
 
 # -- the embedding process's side -------------------------------------------------------
@@ -301,23 +321,22 @@ class _Pipe:
     """The worker's connection for one conversation: a broken pipe raises :class:`_Died`
     (and the worker is reaped), anything else passes."""
 
-    def __init__(self, connection: Connection, broken: Callable[[], None]) -> None:
+    def __init__(self, connection: Connection, broken: Callable[[], str]) -> None:
         self._connection = connection
         self._broken = broken
+        """Reaps the worker; says how it ended."""
 
     def send(self, message: object) -> None:
         try:
             self._connection.send(message)
         except OSError as exc:
-            self._broken()
-            raise _Died(str(exc) or type(exc).__name__) from exc
+            raise _Died(f"{exc or type(exc).__name__}; the worker {self._broken()}") from exc
 
     def recv(self) -> Any:
         try:
             return self._connection.recv()
         except (EOFError, OSError) as exc:
-            self._broken()
-            raise _Died(str(exc) or "the worker closed its pipe") from exc
+            raise _Died(f"{exc or 'its pipe closed'}; the worker {self._broken()}") from exc
 
 
 class ProjectionWorker:
@@ -377,14 +396,7 @@ class ProjectionWorker:
         """The worker's command line: this interpreter, serving the pipe at ``fd``
         (``-P``: no script directory on its path, so it imports relaystore, never the
         embedder's modules)."""
-        return [
-            sys.executable,
-            "-P",
-            "-c",
-            "import sys; from relaystore.actors.projection_worker import main; "
-            "main(int(sys.argv[1]))",
-            str(fd),
-        ]
+        return [sys.executable, "-P", "-c", _BOOT, str(fd)]
 
     def _spawn(self) -> Connection:
         ours, theirs = socket.socketpair()
@@ -393,29 +405,36 @@ class ProjectionWorker:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (_package_root(), env.get("PYTHONPATH")) if p
             )
-            self._process = subprocess.Popen(
-                self.command(theirs.fileno()),
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
+            try:
+                self._process = subprocess.Popen(
+                    self.command(theirs.fileno()),
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                )
+            except OSError as exc:
+                raise WorkerLost(f"the projection worker could not start: {exc}") from None
             connection = Connection(ours.detach())
         self._connection = connection
         _Pipe(connection, self._reap).send(self._start)
         logger.info("started projection worker %d", self._process.pid)
         return connection
 
-    def _reap(self) -> None:
+    def _reap(self) -> str:
+        """Close the pipe and wait for the worker (killed if it does not exit); how it
+        ended."""
         connection, self._connection = self._connection, None
         process, self._process = self._process, None
         if connection is not None:
             connection.close()
-        if process is not None:
-            try:
-                process.wait(_STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process is None:
+            return "was not running"
+        try:
+            status = process.wait(_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            status = process.wait()
+        return f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
 
 
 POOL_LIMIT = 4

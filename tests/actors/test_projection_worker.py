@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from relaystore import EventStore
-from relaystore.actors import projection_worker
+from relaystore.actors import cli, projection_worker
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.projection_worker import decode_events, encode_events
 from relaystore.actors.replay import replay_source
@@ -211,6 +211,7 @@ def test_a_worker_that_keeps_dying_is_a_typed_error_and_writes_nothing(
             store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
         assert lost.value.session_id == SESSION
         assert "died twice" in str(lost.value)
+        assert "exited with status 3" in str(lost.value)
         stored = store.ask(LoadMaterializedSession(session_id=SESSION))
         assert stored is not None
         assert stored.kept_frontier.ordinal == 0
@@ -300,3 +301,43 @@ def test_events_cross_the_pipe_unchanged_in_order() -> None:
 def test_open_refuses_an_unknown_projection_mode(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="projection must be one of thread, process"):
         _open(tmp_path / "store.sqlite3", "fork")
+
+
+def test_a_worker_that_cannot_start_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = str(tmp_path / "no-such-python")
+    monkeypatch.setattr(
+        projection_worker.ProjectionWorker, "command", staticmethod(lambda fd: [missing])
+    )
+    with _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store:
+        with pytest.raises(WorkerLost, match="the projection worker could not start"):
+            store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
+        assert store.latest_seq == 0
+
+
+def test_replay_says_in_one_line_that_its_worker_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worker's own failure is one line (``main`` and its boot), and the command's
+    refusal another: never a traceback."""
+    monkeypatch.setattr(
+        projection_worker.ProjectionWorker,
+        "command",
+        staticmethod(
+            lambda fd: [
+                sys.executable,
+                "-c",
+                projection_worker._BOOT.replace("main(", "main(-1 *"),
+                str(fd),
+            ]
+        ),
+    )
+    journal = write_journal(tmp_path / "journal.jsonl", conversation(50))
+    status = cli.main(["--db", str(tmp_path / "store.sqlite3"), "replay", str(journal)])
+    err = capfd.readouterr().err  # the workers' stderr too
+    assert status == 1
+    assert "Traceback" not in err
+    assert "relaystore projection worker: ValueError: invalid handle" in err
+    assert "the projection worker died twice" in err
+    assert "exited with status 70" in err
