@@ -10,6 +10,7 @@ embedder's ``__main__``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from relaystore.actors import cli, projection_worker
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.projection_worker import decode_events, encode_events
 from relaystore.actors.replay import replay_source
+from relaystore.aio import AsyncEventStore
 from relaystore.domain.errors import InvalidInput, RelayChainError, WorkerLost
 from relaystore.domain.messages import (
     LoadApiEvents,
@@ -52,8 +54,7 @@ def _open(path: Path, projection: str, **options: Any) -> EventStore:
 def _pids(store: EventStore) -> list[int]:
     """The store's running worker processes (test access to the pool)."""
     pool = store._core._workers  # the test needs the processes to kill
-    assert pool is not None
-    return pool.pids
+    return [] if pool is None else pool.pids
 
 
 def _snapshot(store: EventStore, *sessions: str) -> tuple[list[bytes], list[bytes], list[int]]:
@@ -341,3 +342,19 @@ def test_replay_says_in_one_line_that_its_worker_died(
     assert "relaystore projection worker: ValueError: invalid handle" in err
     assert "the projection worker died twice" in err
     assert "exited with status 70" in err
+
+
+def test_the_async_facade_projects_in_a_process_too(tmp_path: Path) -> None:
+    events = conversation(300)
+
+    async def ingest(mode: str) -> tuple[list[bytes], list[bytes], list[int]]:
+        path = tmp_path / f"{mode}.sqlite3"
+        async with AsyncEventStore.open(path, projection=mode) as store:  # type: ignore[arg-type]
+            await store.ask(SaveSession(record=example_session(SESSION)))
+            for start in range(0, len(events), 64):
+                chunk = events[start : start + 64]
+                await store.ask(ObserveRelayEvents(session_id=SESSION, events=chunk))
+            assert len(_pids(store.sync)) == (mode == "process")  # one session, one worker
+            return await asyncio.to_thread(_snapshot, store.sync, SESSION)
+
+    assert asyncio.run(ingest("process")) == asyncio.run(ingest("thread"))
