@@ -441,6 +441,14 @@ POOL_LIMIT = 4
 """The most worker processes a store starts (one per core up to this)."""
 
 
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class WorkerPool:
     """A store's projection workers, one per core (at most :data:`POOL_LIMIT`). A
     projector is given the worker with the fewest projectors when it starts and keeps it
@@ -448,7 +456,7 @@ class WorkerPool:
     while the writer commits its session's last page; another projects meanwhile."""
 
     def __init__(self, *, hold_unknown: bool, limit: int, size: int | None = None) -> None:
-        count = size or max(1, min(POOL_LIMIT, os.cpu_count() or 1))
+        count = size or max(1, min(POOL_LIMIT, _cores()))
         self._workers = tuple(
             ProjectionWorker(hold_unknown=hold_unknown, limit=limit) for _ in range(count)
         )
