@@ -28,10 +28,8 @@ import apsw
 
 from relaystore.domain.errors import StoreBusy, StoreError, WriterStopped
 from relaystore.storage.connection import WriterConnection
-from relaystore.storage.paging import load_latest_seq
+from relaystore.storage.paging import LATEST_SEQ, load_latest_seq
 from relaystore.storage.transaction import store_error
-
-_LATEST = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
 
 __all__ = ["Batch", "BatchLost"]
 
@@ -120,7 +118,7 @@ class Batch:
             except StoreError as exc:
                 raise BatchLost(f"reading the newest seq failed after a rollback ({exc})") from exc
         try:
-            row = self._connection.execute(_LATEST).fetchone()
+            row = self._connection.execute(LATEST_SEQ).fetchone()
             self._connection.execute("COMMIT")
         except apsw.Error as exc:
             self._rollback()

@@ -48,6 +48,7 @@ from relaystore.storage.events import api_event_from_row, api_events_from_rows
 from relaystore.storage.transaction import transaction
 
 __all__ = [
+    "LATEST_SEQ",
     "MAX_PAGE_LIMIT",
     "clamp_limit",
     "load_api_events",
@@ -62,7 +63,8 @@ _Rows = list[tuple[Any, ...]]
 MAX_PAGE_LIMIT = 1000
 """The most events one page holds."""
 
-_LATEST = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
+LATEST_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
+"""The newest API event seq ever committed (no row: none yet), read in a transaction."""
 _EVENT_COLUMNS = "e.seq, e.session_id, e.recorded_at_ms, e.body"
 # A raw event: its seq; the body's head up to and including '","data":' followed by its
 # last character (which name the kind and show that the body has the layout relaystore
@@ -121,7 +123,7 @@ def clamp_limit(limit: int) -> int:
 def load_latest_seq(connection: apsw.Connection) -> int:
     """The highest seq ever committed (0 before the first event)."""
     with transaction(connection, "read the latest API event seq"):
-        value = connection.execute(_LATEST).get
+        value = connection.execute(LATEST_SEQ).get
     return int(value) if value is not None else 0
 
 
@@ -212,7 +214,7 @@ def _read_page(
     session_id, workspace_id = wanted.session_id, wanted.workspace_id
     by_session, by_workspace = session_id is not None, workspace_id is not None
     with transaction(connection, action):
-        value = connection.execute(_LATEST).get
+        value = connection.execute(LATEST_SEQ).get
         latest = int(value) if value is not None else 0
         cursor = latest if after_seq is None else after_seq
         bindings: list[object] = []
