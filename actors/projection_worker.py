@@ -147,6 +147,11 @@ class Forget:
 
 
 @dataclass(frozen=True, slots=True)
+class Census:
+    """How many sessions' projections the worker holds (answered by :class:`Done`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class PageOut:
     """A page for the writer, not waited on (``Call("wait", number)`` waits)."""
 
@@ -223,6 +228,8 @@ class _Serving:
                 )
             elif isinstance(message, Run):
                 self._run(message.session_id, message.message)
+            elif isinstance(message, Census):
+                self._connection.send(Done(len(self._cores)))
 
     def _run(self, session_id: str, message: Any) -> None:
         core = self._cores.pop(session_id, None) or self._core(session_id)
@@ -343,8 +350,8 @@ class ProjectionWorker:
     """A worker process projecting the store's sessions, started when first needed and
     started again after it dies; one conversation at a time (see the module doc).
 
-    Owns the process, its pipe and the sessions to forget (at most one per projector
-    that stopped since the last conversation).
+    Owns the process, its pipe and the sessions to forget (those whose projector
+    stopped while a conversation held the worker: at most the live projectors).
     """
 
     def __init__(self, *, hold_unknown: bool, limit: int) -> None:
@@ -364,7 +371,16 @@ class ProjectionWorker:
         return None if self._process is None else self._process.pid
 
     def forget(self, session_id: str) -> None:
-        """Drop the session's projection before the next conversation."""
+        """Drop the session's projection: now when no conversation holds the worker,
+        else before the next one."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._connection is not None:
+                    with contextlib.suppress(_Died):  # a dead worker holds nothing
+                        _Pipe(self._connection, self._reap).send(Forget(session_id))
+            finally:
+                self._lock.release()
+            return
         with self._forget_lock:
             self._forget.add(session_id)
 
@@ -380,6 +396,16 @@ class ProjectionWorker:
             for session_id in forget:
                 pipe.send(Forget(session_id))
             yield pipe
+
+    def held(self) -> int:
+        """How many sessions' projections the worker holds (0 when it is not running)."""
+        if self._connection is None:
+            return 0
+        with self.conversation() as pipe:
+            pipe.send(Census())
+            done: Done = pipe.recv()
+        count: int = done.value
+        return count
 
     def replaced(self) -> None:
         """Count a worker started again after it died (the next conversation starts it)."""
@@ -487,6 +513,11 @@ class WorkerPool:
     def restarts(self) -> int:
         """Workers started again after one died, over the pool."""
         return sum(worker.restarts for worker in self._workers)
+
+    def held(self) -> int:
+        """Sessions' projections held over the pool (never more than the live
+        projectors: a stopped projector's session is forgotten)."""
+        return sum(worker.held() for worker in self._workers)
 
     @property
     def pids(self) -> list[int]:

@@ -119,6 +119,9 @@ def test_sessions_spread_over_the_pool_and_survive_their_projectors_stopping(
                         ObserveRelayEvents(session_id=session_id, events=events[start : start + 50])
                     )
             assert s.metrics().projector_loads >= 3 * len(events) // 50
+            if mode == "process":  # the workers forgot every stopped projector's session
+                assert s._core._workers is not None
+                assert s._core._workers.held() == 1
             snapshots.append(_snapshot(s, *sessions))
     assert snapshots[0] == snapshots[1]
 
