@@ -9,16 +9,18 @@ what only the embedding process has: the writer, which commits each page it send
 (pages stay pipelined, one in flight, as in the thread path; each is sealed first, so
 its events cross as their packed relay log row), and the readers, which load the
 session's projection. A store runs one worker per core (:class:`WorkerPool`, at most
-:data:`POOL_LIMIT`); each projector is given the least busy one when it starts. The writer stays the single owner of the write
-connection; the worker process opens no store connection at all.
+:data:`POOL_LIMIT`); each projector is given the least busy one when it starts. The
+writer stays the single owner of the write connection; the worker process opens no
+store connection at all.
 
 A conversation is strictly request and reply, one message at a time: the proxy sends
-:class:`Observe` (the events as msgpack) or :class:`Run`, the worker answers its callbacks' requests with :class:`PageOut` (a page for
-the writer, not waited on) or :class:`Call` (answered by one :class:`Reply`), and ends
-with :class:`Done`. One conversation holds the worker at a time, so a session's events
-are projected in order and the worker's projections mirror the live projectors: when a
-projector stops, the worker drops its session's projection before its next conversation
-(:class:`Forget`).
+:class:`Observe` (the events as msgpack) or :class:`Run`, the worker answers its
+callbacks' requests with :class:`PageOut` (a page for the writer, not waited on) or
+:class:`Call` (answered by one :class:`Reply`), and ends with :class:`Done`. One
+conversation holds the worker at a time, so a session's events are projected in order
+and the worker's projections mirror the live projectors: when a projector stops, the
+worker drops its session's projection (:class:`Forget`: at once, or after the
+conversation under way).
 
 Guarantees: an ask returns after its pages committed, as in the thread path. If the
 worker process dies (SIGKILL, a crash), the proxy waits for every page it already handed
@@ -220,23 +222,23 @@ class _Serving:
                 core = self._cores.pop(message.session_id, None)
                 if core is not None:
                     core.close()
-            elif isinstance(message, Observe):
-                events = decode_events(message.events)
-                self._run(
-                    message.session_id,
-                    ObserveRelayEvents(session_id=message.session_id, events=events),
-                )
-            elif isinstance(message, Run):
-                self._run(message.session_id, message.message)
+            elif isinstance(message, Observe | Run):
+                self._run(message)
             elif isinstance(message, Census):
                 self._connection.send(Done(len(self._cores)))
 
-    def _run(self, session_id: str, message: Any) -> None:
+    def _run(self, run: Observe | Run) -> None:
+        session_id = run.session_id
         core = self._cores.pop(session_id, None) or self._core(session_id)
         self._cores[session_id] = core  # the most recently used
         while len(self._cores) > self._start.limit:  # the store forgets first; a bound
             self._cores.popitem(last=False)[1].close()
         try:
+            if isinstance(run, Observe):
+                events = decode_events(run.events)
+                message: Any = ObserveRelayEvents(session_id=session_id, events=events)
+            else:
+                message = run.message
             value = core.handle(message)
         except Exception as exc:  # noqa: BLE001 - the proxy raises it, as the thread path does
             done = Done(None, _sendable(exc))
