@@ -12,7 +12,9 @@ work does not grow with the number of live sessions. Aim: at least 0.85.
 One more row feeds 300 sessions with the **default** ``max_projectors`` (256; with
 ``--quick``, 100 sessions over 85): round robin over more sessions than the cap is
 plain LRU eviction's worst case (every event reloads its session), so the row measures
-the eviction policy and the cost of a reload. Same baseline, same aim.
+the eviction policy and the cost of a reload. Same baseline, same aim. The last row is
+that one with ``projection="process"`` (its baseline still the thread path): each
+reload and each small message crosses the worker's pipe.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import inspect
 import time
 from pathlib import Path
 
+from relaystore.actors.core import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.relay import RelayEvent
@@ -41,14 +44,21 @@ def _feed(store: EventStore, session_id: str, events: list[RelayEvent]) -> None:
 
 
 def measure(
-    path: Path, sessions: int, items: int, measured_turns: int, max_projectors: int | None = None
+    path: Path,
+    sessions: int,
+    items: int,
+    measured_turns: int,
+    max_projectors: int | None = None,
+    projection: ProjectionMode = "thread",
 ) -> tuple[float, int]:
     """Relay events/s of the measured phase, ``measured_turns`` turns in total, round
     robin, and how many projectors it started (sessions reloaded). ``max_projectors``:
     None keeps every session's projector."""
     builders = {f"s-{n}": JournalBuilder() for n in range(sessions)}
     cap = sessions + 1 if max_projectors is None else max_projectors
-    with EventStore.open(path, max_projectors=cap, synchronous="FULL") as store:
+    with EventStore.open(
+        path, max_projectors=cap, synchronous="FULL", projection=projection
+    ) as store:
         for session_id, builder in builders.items():
             store.ask(SaveSession(record=example_session(session_id, "bench")))
             warm: list[RelayEvent] = []
@@ -74,18 +84,23 @@ def measure(
 
 def run(ctx: Context) -> list[Figure]:
     items = ctx.scale(400, 100)
-    counts: list[tuple[int, int | None]] = (
-        [(300, None), (1000, None), (300, DEFAULT_MAX_PROJECTORS)]
+    counts: list[tuple[int, int | None, ProjectionMode]] = (
+        [
+            (300, None, "thread"),
+            (1000, None, "thread"),
+            (300, DEFAULT_MAX_PROJECTORS, "thread"),
+            (300, DEFAULT_MAX_PROJECTORS, "process"),
+        ]
         if not ctx.quick
-        else [(100, None), (100, 85)]
+        else [(100, None, "thread"), (100, 85, "thread"), (100, 85, "process")]
     )
     figures = []
-    for sessions, cap in counts:
+    for sessions, cap, projection in counts:
         turns = sessions * ctx.scale(3, 2)
         rates = []
         base_rates = []
         loads = []
-        tag = "" if cap is None else f"-cap{cap}"
+        tag = ("" if cap is None else f"-cap{cap}") + ("" if projection == "thread" else "-p")
         for r in range(ctx.scale(2, 1)):
             base_rates.append(
                 measure(
@@ -93,7 +108,12 @@ def run(ctx: Context) -> list[Figure]:
                 )[0]
             )
             rate, reloads = measure(
-                ctx.scratch / f"sessions-{sessions}{tag}-{r}.sqlite3", sessions, items, turns, cap
+                ctx.scratch / f"sessions-{sessions}{tag}-{r}.sqlite3",
+                sessions,
+                items,
+                turns,
+                cap,
+                projection,
             )
             rates.append(rate)
             loads.append(reloads)
@@ -105,6 +125,8 @@ def run(ctx: Context) -> list[Figure]:
         name = f"{sessions} sessions interleaved, transcripts of {items} items"
         if cap is not None:
             name += f", max_projectors={cap}"
+        if projection != "thread":
+            name += f', projection="{projection}"'
         figures.append(
             Figure(
                 NAME,
@@ -115,7 +137,13 @@ def run(ctx: Context) -> list[Figure]:
                 base,
                 aim=f">= {AIM}",
                 ok=rate / base >= AIM,
-                details={"turns": turns, "rounds": len(rates), "projector_loads": loads},
+                details={
+                    "turns": turns,
+                    "rounds": len(rates),
+                    "projector_loads": loads,
+                    "projection": projection,
+                    "baseline_projection": "thread",
+                },
             )
         )
     return figures
