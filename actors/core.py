@@ -18,8 +18,8 @@
   :class:`~relaystore.actors.wal_watch.WalWatcher`);
 * **metrics** and the projectors' wiring to the writer: in their own threads, or with
   ``projection="process"`` through the store's
-  :class:`~relaystore.actors.projection_worker.WorkerPool` (started with the first
-  relay event, closed with the store).
+  :class:`~relaystore.actors.projection_worker.WorkerPool` (started when the store
+  opens, closed with it).
 
 The two facades compose one core and differ only where blocking and awaiting differ:
 ``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
@@ -342,6 +342,8 @@ class StoreCore:
             for ref in started:
                 _stop(ref)
             raise
+        if self._workers is not None:
+            self._workers.warm()  # they import while the embedder goes on
         atexit.register(self.close)
         logger.info(
             "opened %s%s at seq %d",

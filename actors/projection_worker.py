@@ -349,8 +349,9 @@ class _Pipe:
 
 
 class ProjectionWorker:
-    """A worker process projecting the store's sessions, started when first needed and
-    started again after it dies; one conversation at a time (see the module doc).
+    """A worker process projecting the store's sessions, started when the store opens
+    (:meth:`warm`) or when first needed, and again after it dies; one conversation at a
+    time (see the module doc).
 
     Owns the process, its pipe and the sessions to forget (those whose projector
     stopped while a conversation held the worker: at most the live projectors).
@@ -398,6 +399,18 @@ class ProjectionWorker:
             for session_id in forget:
                 pipe.send(Forget(session_id))
             yield pipe
+
+    def warm(self) -> None:
+        """Start the worker now if it is not running (it imports while the store opens
+        and reads its first input); one that cannot start is left to the first message,
+        which raises :class:`~relaystore.domain.errors.WorkerLost`."""
+        with self._lock:
+            if self._closed or self._connection is not None:
+                return
+            try:
+                self._spawn()
+            except (WorkerLost, _Died) as exc:
+                logger.warning("projection worker did not start: %s", exc)
 
     def held(self) -> int:
         """How many sessions' projections the worker holds (0 when it is not running)."""
@@ -515,6 +528,11 @@ class WorkerPool:
     def restarts(self) -> int:
         """Workers started again after one died, over the pool."""
         return sum(worker.restarts for worker in self._workers)
+
+    def warm(self) -> None:
+        """Start every worker now (see :meth:`ProjectionWorker.warm`)."""
+        for worker in self._workers:
+            worker.warm()
 
     def held(self) -> int:
         """Sessions' projections held over the pool (never more than the live

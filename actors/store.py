@@ -74,7 +74,7 @@ class EventStore:
         ``reproject`` and ``audit`` rebuild from); turn it off to store only what is
         derived (a session projected while it is off can no longer be reprojected).
         ``projection="process"`` projects in a worker process (digests, the chain rule,
-        the projection and its pages), started with the first relay event and again if
+        the projection and its pages), started when the store opens and again if
         it dies, so that work leaves this interpreter; the writer here still commits
         every page. ``"thread"`` projects in each projector's thread.
         """
