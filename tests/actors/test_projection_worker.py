@@ -345,7 +345,8 @@ def test_replay_says_in_one_line_that_its_worker_died(
         ),
     )
     journal = write_journal(tmp_path / "journal.jsonl", conversation(50))
-    status = cli.main(["--db", str(tmp_path / "store.sqlite3"), "replay", str(journal)])
+    db = str(tmp_path / "store.sqlite3")
+    status = cli.main(["--db", db, "replay", "--projection", "process", str(journal)])
     err = capfd.readouterr().err  # the workers' stderr too
     assert status == 1
     assert "Traceback" not in err
