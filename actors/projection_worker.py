@@ -440,6 +440,12 @@ class ProjectionWorker:
         return [sys.executable, "-P", "-c", _BOOT, str(fd)]
 
     def _spawn(self) -> Connection:
+        if not sys.executable:
+            raise WorkerLost(
+                "the projection worker could not start: this interpreter does not know its "
+                "Python executable (sys.executable is empty); open the store with "
+                'projection="thread"'
+            )
         ours, theirs = socket.socketpair()
         with ours, theirs:
             env = dict(os.environ)

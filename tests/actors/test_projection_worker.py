@@ -369,3 +369,16 @@ def test_the_async_facade_projects_in_a_process_too(tmp_path: Path) -> None:
             return await asyncio.to_thread(_snapshot, store.sync, SESSION)
 
     assert asyncio.run(ingest("process")) == asyncio.run(ingest("thread"))
+
+
+def test_an_interpreter_without_an_executable_gets_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded interpreter (sys.executable empty) cannot start a worker: the store
+    still opens, and the first message says what to do."""
+    monkeypatch.setattr(sys, "executable", "")
+    with (
+        _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store,
+        pytest.raises(WorkerLost, match='projection="thread"'),
+    ):
+        store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
