@@ -10,8 +10,8 @@ import pytest
 
 from relaystore.domain.api_events import ApiActivityDetails, ApiActivityKind, ApiActivityState
 from relaystore.domain.errors import InvalidInput
-from relaystore.domain.messages import RecordActivities
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
+from relaystore.domain.messages import RecordActivities
 from relaystore.domain.validation import validate_message
 
 
