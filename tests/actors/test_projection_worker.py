@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from relaystore import EventStore
@@ -73,8 +74,14 @@ def _snapshot(store: EventStore, *sessions: str) -> tuple[list[bytes], list[byte
         log = store.ask(LoadRelayLog(session_id=session_id))
         assert log is not None
         logged.extend(event.ordinal for event in log.events())
-    page = store.ask(LoadApiEvents(after_seq=0, limit=100_000))
-    return projections, [encode(event) for event in page.events], logged
+    feed: list[bytes] = []
+    after = 0
+    while True:  # a page holds at most 1,000 events
+        page = store.ask(LoadApiEvents(after_seq=after, limit=1000))
+        feed.extend(encode(event) for event in page.events)
+        if not page.events:
+            return projections, feed, logged
+        after = page.next_after_seq
 
 
 def _ingest(store: EventStore, session_id: str, events: list[Any], chunk: int) -> int:
@@ -382,3 +389,61 @@ def test_an_interpreter_without_an_executable_gets_a_typed_error(
         pytest.raises(WorkerLost, match='projection="thread"'),
     ):
         store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
+
+
+@pytest.mark.usefixtures("one_worker")
+def test_a_worker_killed_again_and_again_while_sessions_ingest_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Three sessions fed from three threads through one worker, killed three times (each
+    kill once the last one was recovered from): every ask succeeds, every event is
+    applied once, and each session's projection, feed and log equal the thread path's."""
+    sessions = ["s-a", "s-b", "s-c"]
+    events = conversation(2000)
+    with _saved(_open(tmp_path / "thread.sqlite3", "thread"), *sessions) as store:
+        for session_id in sessions:
+            _ingest(store, session_id, events, 100)
+        expected = _snapshot(store, *sessions)
+    with _saved(_open(tmp_path / "process.sqlite3", "process"), *sessions) as store:
+        applied: dict[str, int] = {}
+        failures: list[BaseException] = []
+
+        def feed(session_id: str) -> None:
+            try:
+                applied[session_id] = _ingest(store, session_id, events, 100)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        feeders = [threading.Thread(target=feed, args=(sid,)) for sid in sessions]
+        for thread in feeders:
+            thread.start()
+        deadline = time.monotonic() + 60
+        for kill in range(1, 4):  # at a quarter, a half and three quarters of the events
+            while store.metrics().relay_events_applied < kill * len(events) * 3 // 4:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            (victim,) = _pids(store)
+            os.kill(victim, signal.SIGKILL)
+            while store.metrics().worker_restarts < kill:
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+        for thread in feeders:
+            thread.join(60)
+        assert failures == []
+        assert applied == {session_id: len(events) for session_id in sessions}
+        assert store.metrics().worker_restarts == 3
+        assert _by_session(_snapshot(store, *sessions)) == _by_session(expected)
+
+
+def _by_session(
+    snapshot: tuple[list[bytes], list[bytes], list[int]],
+) -> tuple[list[bytes], dict[str, list[bytes]], list[int]]:
+    """A snapshot with its feed per session, without seqs: sessions fed at once
+    interleave in the feed in any order, each in its own."""
+    projections, feed, logged = snapshot
+    per_session: dict[str, list[bytes]] = {}
+    for line in feed:
+        event = msgspec.json.decode(line)
+        del event["seq"]
+        per_session.setdefault(event["session_id"], []).append(encode(event))
+    return projections, per_session, logged
