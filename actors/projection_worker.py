@@ -502,8 +502,8 @@ class WorkerPool:
     until it stops (its session's projection lives there meanwhile). One worker waits
     while the writer commits its session's last page; another projects meanwhile."""
 
-    def __init__(self, *, hold_unknown: bool, limit: int, size: int | None = None) -> None:
-        count = size or max(1, min(POOL_LIMIT, _cores()))
+    def __init__(self, *, hold_unknown: bool, limit: int) -> None:
+        count = max(1, min(POOL_LIMIT, _cores()))
         self._workers = tuple(
             ProjectionWorker(hold_unknown=hold_unknown, limit=limit) for _ in range(count)
         )
