@@ -65,6 +65,8 @@ def _published(connection: apsw.Connection, session_ids: list[str]) -> dict[str,
     """What was last published for each of ``session_ids`` that exists (``""``: none
     yet); a session that does not exist is left out. One statement however many: per
     session, 100 cost 319 µs against 41 read at once (one costs 3.1 against 5.8)."""
+    if not session_ids:
+        return {}
     if len(session_ids) == 1:
         row = connection.execute(_PUBLISHED, (session_ids[0],)).fetchone()
         return {} if row is None else {session_ids[0]: row[0] or ""}

@@ -158,3 +158,9 @@ def test_a_batch_over_many_sessions_reads_and_writes_each_ones_last_activity(
         "b": encode(busy).decode(),
         "c": encode(idle).decode(),
     }
+
+
+def test_an_empty_batch_publishes_nothing(session_db: apsw.Connection) -> None:
+    record_activities(session_db, [], 1)
+    assert scan(session_db) == []
+    assert count_rows(session_db, "api_session_activity") == 0
