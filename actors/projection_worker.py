@@ -16,7 +16,10 @@ store connection at all.
 A conversation is strictly request and reply, one message at a time: the proxy sends
 :class:`Observe` (the events as msgpack) or :class:`Run`, the worker answers its
 callbacks' requests with :class:`PageOut` (a page for the writer, not waited on) or
-:class:`Call` (answered by one :class:`Reply`), and ends with :class:`Done`. One
+:class:`Call` (answered by one :class:`Reply`), and ends with :class:`Done`, which
+carries the message's last page: the proxy commits it and the reply stands only if it
+committed as sent (else the message runs again, see :class:`Done`), so a one-page
+message crosses the pipe twice. One
 conversation holds the worker at a time, so a session's events are projected in order
 and the worker's projections mirror the live projectors: when a projector stops, the
 worker drops its session's projection (:class:`Forget`: at once, or after the
@@ -64,7 +67,7 @@ from relaystore.actors.projector import (
     ProjectorCore,
     SessionLoader,
 )
-from relaystore.domain.errors import StoreClosed, StoreError, WorkerLost
+from relaystore.domain.errors import RelayChainError, StoreClosed, StoreError, WorkerLost
 from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
 from relaystore.domain.projection import PageDelta
@@ -106,6 +109,8 @@ class Run:
 
     session_id: str
     message: Any
+    defer: bool = True
+    """Hand the message's last page back with :class:`Done` (see there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,8 @@ class Observe:
 
     session_id: str
     events: bytes
+    defer: bool = True
+    """Hand the message's last page back with :class:`Done` (see there)."""
 
 
 _OnWire = tuple[list[RelayEvent | None], list[tuple[int, RelayLine]]]
@@ -179,10 +186,20 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The end of a conversation: the message's reply, or the error it raised."""
+    """The end of a conversation: the message's reply, or the error it raised.
+
+    With ``page`` set (the message was sent with ``defer``), the reply assumed that page,
+    the message's last, committed as sent: the proxy commits it, and only if the writer
+    applied all of it and stored its end does the reply stand. Otherwise the proxy has
+    the worker forget the session and sends the message again without ``defer``, so
+    the core's own rules settle it (the page's commit failing with another error is
+    that error, as in the thread path). This saves the two pipe crossings of waiting
+    for the last commit in the worker.
+    """
 
     value: Any
     error: BaseException | None = None
+    page: PageDelta | None = None
 
 
 def _sendable(error: BaseException) -> BaseException:
@@ -206,6 +223,10 @@ class _Serving:
         self._start = start
         self._cores: OrderedDict[str, ProjectorCore] = OrderedDict()
         self._pages = 0
+        self._defer = False
+        """The conversation under way hands its last page back with :class:`Done`."""
+        self._last: PageDelta | None = None
+        """That page, once the core finished it."""
 
     def serve(self) -> None:
         while True:
@@ -233,6 +254,7 @@ class _Serving:
         self._cores[session_id] = core  # the most recently used
         while len(self._cores) > self._start.limit:  # the store forgets first; a bound
             self._cores.popitem(last=False)[1].close()
+        self._defer, self._last = run.defer, None
         try:
             if isinstance(run, Observe):
                 events = decode_events(run.events)
@@ -241,9 +263,10 @@ class _Serving:
                 message = run.message
             value = core.handle(message)
         except Exception as exc:  # noqa: BLE001 - the proxy raises it, as the thread path does
-            done = Done(None, _sendable(exc))
+            done = Done(None, _sendable(exc), self._last)
         else:
-            done = Done(value)
+            done = Done(value, None, self._last)
+        self._last = None
         self._connection.send(done)
 
     def _core(self, session_id: str) -> ProjectorCore:
@@ -254,6 +277,7 @@ class _Serving:
             ask=self._ask,
             hold_unknown=self._start.hold_unknown,
             load_paged=self._load_paged,
+            finish_page=self._finish_page,
         )
 
     def _call(self, what: Literal["wait", "ask", "load", "load_paged"], argument: Any) -> Any:
@@ -287,6 +311,15 @@ class _Serving:
             return committed
 
         return wait
+
+    def _finish_page(self, session_id: str, page: PageDelta) -> PageCommit:
+        """The message's last page: kept for :class:`Done` when deferring, and taken as
+        committed exactly as sent (the proxy checks that it was)."""
+        if not self._defer:
+            return self._send_page(session_id, page)
+        page.seal(log=self._start.hold_unknown)
+        self._last = page
+        return lambda: (page.end, page.applied)
 
 
 def main(fd: int) -> None:
@@ -324,6 +357,10 @@ main(int(sys.argv[1]))
 
 class _Died(Exception):
     """The worker's pipe broke mid-conversation."""
+
+
+class _Redo(Exception):
+    """A deferred last page did not commit as sent (see :class:`Done`)."""
 
 
 class _Pipe:
@@ -588,27 +625,39 @@ class RemoteProjection:
     def handle(self, message: Any) -> Any:
         if not isinstance(message, ObserveRelayEvents | Reproject):
             raise Unanswerable("projector", message)
-        committed: list[int] = []
-        try:
-            return self._converse(message, committed)
-        except _Died as first:
-            logger.warning(
-                "projection worker died projecting session %s (%s); starting another",
-                self._session_id,
-                first,
-            )
-            self._worker.replaced()
-        applied_before = sum(committed)
-        try:
-            value = self._converse(message, [])
-        except _Died as second:
-            raise WorkerLost(
-                f"the projection worker died twice projecting this message ({second}); "
-                "every page committed before stays committed",
-                session_id=self._session_id,
-            ) from None
-        if isinstance(message, ObserveRelayEvents) and isinstance(value, ProjectionReport):
-            # The new worker found the first attempt's committed pages already applied.
+        applied_before = 0
+        """Events the pages of earlier attempts committed."""
+        deaths = 0
+        defer = True
+        while True:
+            committed: list[int] = []
+            try:
+                value = self._converse(message, committed, defer=defer)
+            except _Died as died:
+                deaths += 1
+                if deaths == 2:
+                    raise WorkerLost(
+                        f"the projection worker died twice projecting this message ({died}); "
+                        "every page committed before stays committed",
+                        session_id=self._session_id,
+                    ) from None
+                logger.warning(
+                    "projection worker died projecting session %s (%s); starting another",
+                    self._session_id,
+                    died,
+                )
+                self._worker.replaced()
+            except _Redo:
+                defer = False  # the core settles it this time
+            else:
+                break
+            applied_before += sum(committed)
+        if (
+            applied_before
+            and isinstance(message, ObserveRelayEvents)
+            and isinstance(value, ProjectionReport)
+        ):
+            # The last attempt found the earlier attempts' committed pages already applied.
             moved = min(applied_before, value.already_applied)
             value = msgspec.structs.replace(
                 value,
@@ -621,23 +670,28 @@ class RemoteProjection:
         self._worker.forget(self._session_id)
         self._pool.detach(self._index)
 
-    def _converse(self, message: Any, committed: list[int]) -> Any:
+    def _converse(self, message: Any, committed: list[int], *, defer: bool) -> Any:
         """One conversation; ``committed`` gets the applied count of each page that
-        committed (also when the worker dies)."""
+        committed (also when the worker dies). :class:`_Redo`: the deferred last page
+        did not commit as sent; send the message again without ``defer``."""
         pending: dict[int, PageCommit] = {}
+        session_id = self._session_id
         try:
             with self._worker.conversation() as connection:
                 if isinstance(message, ObserveRelayEvents):
-                    connection.send(Observe(self._session_id, encode_events(message.events)))
+                    events = encode_events(message.events)
+                    connection.send(Observe(session_id, events, defer))
                 else:
-                    connection.send(Run(self._session_id, message))
+                    connection.send(Run(session_id, message, defer))
                 while True:
                     out = connection.recv()
                     if isinstance(out, PageOut):
-                        pending[out.number] = self._send_page(self._session_id, out.page)
+                        pending[out.number] = self._send_page(session_id, out.page)
                     elif isinstance(out, Call):
                         connection.send(self._answer(out, pending, committed))
                     elif isinstance(out, Done):
+                        if out.page is not None:
+                            self._commit_last(out.page, connection, committed)
                         if out.error is not None:
                             raise out.error
                         return out.value
@@ -646,6 +700,28 @@ class RemoteProjection:
                 with contextlib.suppress(StoreError):
                     committed.append(wait()[1])
             raise
+
+    def _commit_last(self, page: PageDelta, connection: _Pipe, committed: list[int]) -> None:
+        """Commit the page a :class:`Done` handed back; unless it committed exactly as
+        sent, the worker forgets the session (its projection assumed the page) and
+        :class:`_Redo` or the commit's error is raised."""
+        session_id = self._session_id
+        try:
+            stored, applied = self._send_page(session_id, page)()
+        except RelayChainError:  # the store is partway through the page: the core settles it
+            self._forget_in(connection)
+            raise _Redo() from None
+        except BaseException:
+            self._forget_in(connection)
+            raise
+        committed.append(applied)
+        if applied != page.applied or stored != page.end:  # the store was ahead
+            self._forget_in(connection)
+            raise _Redo()
+
+    def _forget_in(self, connection: _Pipe) -> None:
+        with contextlib.suppress(_Died):  # a dead worker holds nothing
+            connection.send(Forget(self._session_id))
 
     def _answer(self, call: Call, pending: dict[int, PageCommit], committed: list[int]) -> Reply:
         try:

@@ -159,8 +159,12 @@ class ProjectorCore:
         ask: Callable[[Any], Any] | None = None,
         hold_unknown: bool = False,
         load_paged: PagedLoader | None = None,
+        finish_page: PageSender | None = None,
     ) -> None:
         self._load_paged = load_paged
+        self._finish_page = finish_page or send_page
+        """Hands over a message's last page (``send_page`` unless the caller commits it
+        after the reply: a projection worker)."""
         self._hold_unknown = hold_unknown
         """Keep lines of unknown kinds (the store keeps a relay log) instead of refusing."""
         self._ask = ask
@@ -279,7 +283,7 @@ class ProjectorCore:
                 if rebuilt is not None:
                     page, page_events = rebuilt
             if page.applied:
-                last = _InFlight(page, page_events, self._send_page(self._session_id, page))
+                last = _InFlight(page, page_events, self._finish_page(self._session_id, page))
                 self._land(last, [], tally)
         except StoreError:
             # A page in flight holds complete pages before the failure: they stay

@@ -5,7 +5,9 @@ owns. These tests run it against a stand-in for the writer (a real store on one
 connection that counts loads and commits pages with :func:`storage.projection.commit_page`)
 to pin down when the projection is reloaded: never on the path of events that commit as
 projected; after an event fails mid-page, after a failed commit, and when the store
-turns out to be ahead.
+turns out to be ahead. Each runs twice: the projector in its own thread, and in a
+projection worker process (whose proxy commits a message's last page after the reply, so
+the worker's cases of a failed or overtaken last commit are settled there).
 """
 
 from __future__ import annotations
@@ -19,11 +21,19 @@ import pytest
 from pykka import ActorRef
 
 from relaystore.actors.envelope import Envelope
-from relaystore.actors.projector import PAGE_SIZE, PageCommit, ProjectorActor, ProjectorCore
+from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
+from relaystore.actors.projector import (
+    PAGE_SIZE,
+    PageCommit,
+    Projection,
+    ProjectorActor,
+    ProjectorCore,
+)
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
-from relaystore.domain.materialized import MaterializedSession
+from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport
 from relaystore.domain.projection import PageDelta, SessionProjection
+from relaystore.domain.projection.index import ColdEntry
 from relaystore.domain.relay import CommandCompleted, RelayCursor, RelayEvent, SteeredOutcome
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import WriterConnection, open_writer
@@ -89,6 +99,13 @@ class Store:
         self.loads += 1
         return self.stored
 
+    def load_paged(
+        self, session_id: str
+    ) -> tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]:
+        """:meth:`load`, its transcript as the items to enter (a worker's loader)."""
+        session = self.load(session_id)
+        return session, iter(session.transcript)
+
     def send_page(self, session_id: str, page: PageDelta) -> PageCommit:
         """Commit ``page`` when the projector waits for it (as late as the writer may)."""
         assert session_id == SESSION
@@ -123,11 +140,37 @@ def store(tmp_path: Path) -> Iterator[Store]:
     store.writer.close()
 
 
-@pytest.fixture
-def projector(store: Store) -> Iterator[ActorRef[ProjectorActor]]:
-    ref = ProjectorActor.start(ProjectorCore(SESSION, load=store.load, send_page=store.send_page))
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    workers = WorkerPool(hold_unknown=False, limit=8)
+    yield workers
+    workers.close()
+
+
+@pytest.fixture(params=["thread", "process"])
+def projector(
+    request: pytest.FixtureRequest, store: Store, pool: WorkerPool
+) -> Iterator[ActorRef[ProjectorActor]]:
+    """The projector in its own thread, and run by a worker process: the same rules."""
+    projection: Projection
+    if request.param == "thread":
+        projection = ProjectorCore(SESSION, load=store.load, send_page=store.send_page)
+    else:
+        projection = RemoteProjection(
+            SESSION,
+            pool,
+            load=store.load,
+            send_page=store.send_page,
+            ask=_no_ask,
+            load_paged=store.load_paged,
+        )
+    ref = ProjectorActor.start(projection)
     yield ref
     ref.stop()
+
+
+def _no_ask(message: object) -> object:
+    raise AssertionError(f"the projector asked {message!r}")
 
 
 def observe(projector: ActorRef[ProjectorActor], events: list[RelayEvent]) -> ProjectionReport:
