@@ -67,9 +67,10 @@ class EventStore:
         commit off). ``queue_capacity`` bounds every actor's inbox: the writer's, each
         reader's and each projector's; a full inbox blocks the sender. At most
         ``max_projectors`` sessions keep a projector (a thread and the session's
-        projection in memory); past that, the less recently used of two idle ones
-        drawn at random, and any unused for ``projector_idle_seconds``, is stopped and
-        reloads from the store on its next event. ``relay_log`` keeps every applied relay event's journal line in the store,
+        projection in memory); past that, an idle one is stopped (for a session
+        coming back after its projector was stopped for room, the newest started that
+        was not asked for again, else the least recently used), as is any unused for
+        ``projector_idle_seconds``; it reloads from the store on its next event. ``relay_log`` keeps every applied relay event's journal line in the store,
         compressed, in the transaction of the page that applied it (the relay log that
         ``reproject`` and ``audit`` rebuild from); turn it off to store only what is
         derived (a session projected while it is off can no longer be reprojected).
