@@ -243,8 +243,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--projection",
         choices=("thread", "process"),
-        default="thread",
-        help="project in this process's threads (default) or in worker processes",
+        default="process",
+        help="project in worker processes (default) or in this process's threads",
     )
     replay.add_argument(
         "--progress",

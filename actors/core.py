@@ -18,8 +18,8 @@
   :class:`~relaystore.actors.wal_watch.WalWatcher`);
 * **metrics** and the projectors' wiring to the writer: in their own threads, or with
   ``projection="process"`` through the store's
-  :class:`~relaystore.actors.projection_worker.WorkerPool` (started when the store
-  opens, closed with it).
+  :class:`~relaystore.actors.projection_worker.WorkerPool` (each worker started with
+  the first projector it serves, all closed with the store).
 
 The two facades compose one core and differ only where blocking and awaiting differ:
 ``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
@@ -171,7 +171,7 @@ class Settings:
     max_projectors: int
     projector_idle_seconds: float
     relay_log: bool = True
-    projection: ProjectionMode = "thread"
+    projection: ProjectionMode = "process"
 
     @classmethod
     def check(
@@ -186,7 +186,7 @@ class Settings:
         max_projectors: object,
         projector_idle_seconds: object,
         relay_log: object = True,
-        projection: object = "thread",
+        projection: object = "process",
     ) -> Settings:
         """The settings, or :class:`InvalidInput` naming the first bad option."""
         try:
@@ -342,8 +342,6 @@ class StoreCore:
             for ref in started:
                 _stop(ref)
             raise
-        if self._workers is not None:
-            self._workers.warm()  # they import while the embedder goes on
         atexit.register(self.close)
         logger.info(
             "opened %s%s at seq %d",

@@ -386,8 +386,8 @@ class _Pipe:
 
 
 class ProjectionWorker:
-    """A worker process projecting the store's sessions, started when the store opens
-    (:meth:`warm`) or when first needed, and again after it dies; one conversation at a
+    """A worker process projecting the store's sessions, started when its first
+    projector does (:meth:`warm`), and again after it dies; one conversation at a
     time (see the module doc).
 
     Owns the process, its pipe and the sessions to forget (those whose projector
@@ -438,16 +438,20 @@ class ProjectionWorker:
             yield pipe
 
     def warm(self) -> None:
-        """Start the worker now if it is not running (it imports while the store opens
-        and reads its first input); one that cannot start is left to the first message,
-        which raises :class:`~relaystore.domain.errors.WorkerLost`."""
-        with self._lock:
+        """Start the worker now if it is not running and no conversation holds it (it
+        imports while its first projector starts); one that cannot start is left to
+        the first message, which raises :class:`~relaystore.domain.errors.WorkerLost`."""
+        if not self._lock.acquire(blocking=False):
+            return  # a conversation holds it: it is running
+        try:
             if self._closed or self._connection is not None:
                 return
             try:
                 self._spawn()
             except (WorkerLost, _Died) as exc:
                 logger.warning("projection worker did not start: %s", exc)
+        finally:
+            self._lock.release()
 
     def held(self) -> int:
         """How many sessions' projections the worker holds (0 when it is not running)."""
@@ -477,6 +481,12 @@ class ProjectionWorker:
         return [sys.executable, "-P", "-c", _BOOT, str(fd)]
 
     def _spawn(self) -> Connection:
+        if getattr(sys, "frozen", False):
+            raise WorkerLost(
+                "the projection worker could not start: this interpreter is a frozen "
+                "application (its executable would not run Python); open the store with "
+                'projection="thread"'
+            )
         if not sys.executable:
             raise WorkerLost(
                 "the projection worker could not start: this interpreter does not know its "
@@ -552,11 +562,13 @@ class WorkerPool:
         return len(self._workers)
 
     def attach(self) -> int:
-        """A worker for a projector starting: the one with the fewest (its index)."""
+        """A worker for a projector starting: the one with the fewest (its index),
+        started now if it is not running."""
         with self._lock:
             index = min(range(len(self._workers)), key=self._attached.__getitem__)
             self._attached[index] += 1
-            return index
+        self._workers[index].warm()
+        return index
 
     def worker(self, index: int) -> ProjectionWorker:
         """The worker :meth:`attach` gave."""
@@ -571,11 +583,6 @@ class WorkerPool:
     def restarts(self) -> int:
         """Workers started again after one died, over the pool."""
         return sum(worker.restarts for worker in self._workers)
-
-    def warm(self) -> None:
-        """Start every worker now (see :meth:`ProjectionWorker.warm`)."""
-        for worker in self._workers:
-            worker.warm()
 
     def held(self) -> int:
         """Sessions' projections held over the pool (never more than the live

@@ -56,7 +56,7 @@ class EventStore:
         max_projectors: int = 256,
         projector_idle_seconds: float = 300.0,
         relay_log: bool = True,
-        projection: ProjectionMode = "thread",
+        projection: ProjectionMode = "process",
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
@@ -74,10 +74,12 @@ class EventStore:
         compressed, in the transaction of the page that applied it (the relay log that
         ``reproject`` and ``audit`` rebuild from); turn it off to store only what is
         derived (a session projected while it is off can no longer be reprojected).
-        ``projection="process"`` projects in a worker process (digests, the chain rule,
-        the projection and its pages), started when the store opens and again if
-        it dies, so that work leaves this interpreter; the writer here still commits
-        every page. ``"thread"`` projects in each projector's thread.
+        ``projection="process"`` (the default) projects in worker processes (digests,
+        the chain rule, the projection and its pages; one per core, at most four),
+        each started with the first projector it serves and again if it dies, so that
+        work leaves this interpreter; the writer here still commits every page.
+        ``"thread"`` projects in each projector's thread (for an interpreter that
+        cannot start itself again: an embedded or frozen one).
         """
         settings = Settings.check(
             path,

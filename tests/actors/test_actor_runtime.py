@@ -254,8 +254,16 @@ def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> Non
 
 
 def test_a_crashed_projector_restarts_from_the_stored_projection(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
+    path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The bug is injected into this interpreter: the projector's thread path (a worker
+    # process's deaths are tests/actors/test_projection_worker.py's).
+    with EventStore.open(path, queue_capacity=4, projection="thread") as store:
+        store.ask(SaveSession(record=example_session()))
+        _crash_and_restart(store, monkeypatch)
+
+
+def _crash_and_restart(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     page(store, turn()[:1])
     import relaystore.actors.projector as projector_module
 

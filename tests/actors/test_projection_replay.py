@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from relaystore.actors import core as core_module
 from relaystore.actors import reader as reader_module
+from relaystore.actors.core import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -90,15 +91,18 @@ def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it
     event(f"pages: {pages}")  # steer toward journals that span several pages
 
 
-def _replayed_in_pieces_equals_whole(steps: list[tuple[str, int, str]], cuts: list[int]) -> int:
+def _replayed_in_pieces_equals_whole(
+    steps: list[tuple[str, int, str]], cuts: list[int], projection: ProjectionMode = "process"
+) -> int:
     """Replay the journal of ``steps`` cut at ``cuts`` through a store, check it equals
-    projecting it whole; return how many pages of 128 it spans."""
+    projecting it whole; return how many pages of 128 it spans. (A test that patches
+    the projection's rules projects in threads: a worker process would not see it.)"""
     events = _events(steps)
     whole, feed = replay(MaterializedSession.empty("session-1"), events)
     points = sorted({cut % (len(events) + 1) for cut in cuts} | {0, len(events)})
     with (
         tempfile.TemporaryDirectory() as folder,
-        EventStore.open(Path(folder) / "s.sqlite3") as store,
+        EventStore.open(Path(folder) / "s.sqlite3", projection=projection) as store,
     ):
         store.ask(SaveSession(record=example_session()))
         for start, end in itertools.pairwise(points):
@@ -143,7 +147,7 @@ def test_a_projector_that_drops_committed_items_from_memory_projects_the_same(
         patch.setattr(frozen, "WINDOW", 1)
         patch.setattr(frozen, "SLACK", 1)
         fetched = _count_fetches(patch)
-        _replayed_in_pieces_equals_whole(steps, cuts)
+        _replayed_in_pieces_equals_whole(steps, cuts, "thread")
     event(f"fetched from the store: {bool(fetched)}")
 
 
@@ -155,7 +159,7 @@ def test_cold_items_are_fetched_from_the_store_on_a_long_journal(
     monkeypatch.setattr(frozen, "WINDOW", 2)
     monkeypatch.setattr(frozen, "SLACK", 1)
     fetched = _count_fetches(monkeypatch)
-    _replayed_in_pieces_equals_whole(steps * 120, [100, 333])
+    _replayed_in_pieces_equals_whole(steps * 120, [100, 333], "thread")
     assert fetched  # the path under test ran
 
 
@@ -176,7 +180,7 @@ def test_projectors_reloaded_on_every_message_page_their_sessions_in_and_project
     sessions = ("session-1", "session-2")
     with (
         tempfile.TemporaryDirectory() as folder,
-        EventStore.open(Path(folder) / "s.sqlite3", max_projectors=1) as store,
+        EventStore.open(Path(folder) / "s.sqlite3", max_projectors=1, projection="thread") as store,
     ):
         for sid in sessions:
             store.ask(SaveSession(record=example_session(sid)))

@@ -238,11 +238,19 @@ def test_a_worker_that_keeps_dying_is_a_typed_error_and_writes_nothing(
         assert store.metrics().worker_restarts == 1
 
 
-def test_the_workers_start_with_the_store_and_end_when_it_closes(tmp_path: Path) -> None:
+def test_the_workers_start_with_their_first_projector_and_end_with_the_store(
+    tmp_path: Path,
+) -> None:
     store = _saved(_open(tmp_path / "store.sqlite3", "process"), "s-a", "s-b")
-    pids = _pids(store)
     assert store._core._workers is not None
-    assert len(pids) == len(store._core._workers)  # every worker started with the store
+    cores = len(os.sched_getaffinity(0))
+    assert len(store._core._workers) == min(cores, projection_worker.POOL_LIMIT)
+    assert _pids(store) == []  # a store that projects nothing starts no process
+    store.ask(ObserveRelayEvents(session_id="s-a", events=conversation(3)))
+    assert len(_pids(store)) == 1
+    store.ask(ObserveRelayEvents(session_id="s-b", events=conversation(3)))
+    pids = _pids(store)
+    assert len(pids) == min(cores, 2)  # the second projector got an idle worker
     store.close()
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -378,17 +386,24 @@ def test_the_async_facade_projects_in_a_process_too(tmp_path: Path) -> None:
     assert asyncio.run(ingest("process")) == asyncio.run(ingest("thread"))
 
 
-def test_an_interpreter_without_an_executable_gets_a_typed_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("attribute", "value", "says"),
+    [("executable", "", "does not know its Python"), ("frozen", True, "frozen application")],
+    ids=["embedded", "frozen"],
+)
+def test_an_interpreter_that_cannot_start_itself_gets_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attribute: str, value: object, says: str
 ) -> None:
-    """An embedded interpreter (sys.executable empty) cannot start a worker: the store
-    still opens, and the first message says what to do."""
-    monkeypatch.setattr(sys, "executable", "")
+    """An embedded interpreter (sys.executable empty) or a frozen application (whose
+    executable is the application) cannot start a worker: the store still opens, starts
+    nothing, and the first message says what to do."""
+    monkeypatch.setattr(sys, attribute, value, raising=False)
     with (
         _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store,
-        pytest.raises(WorkerLost, match='projection="thread"'),
+        pytest.raises(WorkerLost, match=f'{says}.*projection="thread"'),
     ):
         store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
+    assert _pids(store) == []
 
 
 @pytest.mark.usefixtures("one_worker")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,8 +50,8 @@ def _body(event: ApiEvent) -> tuple[str, bytes]:
     return event.type, bytes(event.data)
 
 
-def _replay(db: Path, journal: Path, **options: bool) -> None:
-    with EventStore.open(db, synchronous="OFF", **options) as store:  # type: ignore[arg-type]
+def _replay(db: Path, journal: Path, **options: Any) -> None:
+    with EventStore.open(db, synchronous="OFF", **options) as store:
         replay_source(store, resolve_source(journal, session_id=SESSION))
 
 
@@ -68,7 +69,7 @@ def test_reproject_applies_the_current_rules_and_only_appends_to_the_feed(
     db = tmp_path / "store.sqlite3"
     with monkeypatch.context() as old_build:  # an old build ignored command completions
         old_build.setitem(HANDLERS, CommandCompleted, lambda ctx, observation: None)
-        _replay(db, journal)
+        _replay(db, journal, projection="thread")  # the patch reaches this interpreter only
     with EventStore.open(db, synchronous="OFF") as store:
         before = _feed(store)
         old = store.ask(LoadMaterializedSession(session_id=SESSION))
@@ -150,7 +151,8 @@ def test_the_store_keeps_serving_while_a_session_is_rebuilt(
 
     monkeypatch.setattr(projector, "rebuild", slow_rebuild)
     replies: list[ReprojectReport] = []
-    with EventStore.open(db, synchronous="OFF") as store:
+    # The rebuild is slowed in this interpreter: the projectors' thread path.
+    with EventStore.open(db, synchronous="OFF", projection="thread") as store:
         worker = threading.Thread(
             target=lambda: replies.append(store.ask(Reproject(session_id=SESSION)))
         )
