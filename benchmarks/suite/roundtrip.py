@@ -165,7 +165,8 @@ def validate(seconds: float) -> float:
 
 
 def batch(path: Path, synchronous: str, seconds: float) -> float:
-    """The writer's storage work alone: one Batch performing one RecordActivities."""
+    """The writer's storage work alone: one Batch performing one RecordActivities, as
+    the writer runs a batch of one message (``alone``: no savepoint)."""
     writer = open_writer(path, synchronous=synchronous)  # type: ignore[arg-type]
     try:
         with Batch(writer) as first:
@@ -174,7 +175,7 @@ def batch(path: Path, synchronous: str, seconds: float) -> float:
 
         def call(i: int) -> int:
             with Batch(writer) as transaction:
-                _value, error = transaction.run(perform, _message(i))
+                _value, error = transaction.run(perform, _message(i), alone=True)
                 if error is not None:
                     raise error
                 return transaction.commit()
