@@ -128,7 +128,7 @@ def run(ctx: Context) -> list[Figure]:
     return [
         Figure(
             benchmark=NAME,
-            name=f"replay {events // 1000}k events",
+            name=f'replay {events // 1000}k events, projection="thread"',
             value=value,
             unit="events/s",
             baseline="raw apsw rows/s (1000/txn, WAL, FULL)",
@@ -150,7 +150,7 @@ def run(ctx: Context) -> list[Figure]:
         ),
         Figure(
             benchmark=NAME,
-            name=f'replay {events // 1000}k events, projection="process"',
+            name=f'replay {events // 1000}k events, projection="process" (the default)',
             value=median(process),
             unit="events/s",
             baseline="raw apsw rows/s (1000/txn, WAL, FULL)",
