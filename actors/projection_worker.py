@@ -697,38 +697,37 @@ class RemoteProjection:
                     elif isinstance(out, Call):
                         connection.send(self._answer(out, pending, committed))
                     elif isinstance(out, Done):
-                        if out.page is not None:
-                            self._commit_last(out.page, connection, committed)
-                        if out.error is not None:
-                            raise out.error
-                        return out.value
+                        done = out
+                        break
         except _Died:
             for wait in pending.values():  # settle what the writer was handed
                 with contextlib.suppress(StoreError):
                     committed.append(wait()[1])
             raise
+        # The worker is free: it projects another session while this page commits.
+        if done.page is not None:
+            self._commit_last(done.page, committed)
+        if done.error is not None:
+            raise done.error
+        return done.value
 
-    def _commit_last(self, page: PageDelta, connection: _Pipe, committed: list[int]) -> None:
+    def _commit_last(self, page: PageDelta, committed: list[int]) -> None:
         """Commit the page a :class:`Done` handed back; unless it committed exactly as
-        sent, the worker forgets the session (its projection assumed the page) and
-        :class:`_Redo` or the commit's error is raised."""
-        session_id = self._session_id
+        sent, the worker forgets the session (its projection assumed the page; before
+        this session's next conversation) and :class:`_Redo` or the commit's error is
+        raised."""
         try:
-            stored, applied = self._send_page(session_id, page)()
+            stored, applied = self._send_page(self._session_id, page)()
         except RelayChainError:  # the store is partway through the page: the core settles it
-            self._forget_in(connection)
+            self._worker.forget(self._session_id)
             raise _Redo() from None
         except BaseException:
-            self._forget_in(connection)
+            self._worker.forget(self._session_id)
             raise
         committed.append(applied)
         if applied != page.applied or stored != page.end:  # the store was ahead
-            self._forget_in(connection)
+            self._worker.forget(self._session_id)
             raise _Redo()
-
-    def _forget_in(self, connection: _Pipe) -> None:
-        with contextlib.suppress(_Died):  # a dead worker holds nothing
-            connection.send(Forget(self._session_id))
 
     def _answer(self, call: Call, pending: dict[int, PageCommit], committed: list[int]) -> Reply:
         try:
