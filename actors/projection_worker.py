@@ -507,7 +507,10 @@ class ProjectionWorker:
                     env=env,
                 )
             except OSError as exc:
-                raise WorkerLost(f"the projection worker could not start: {exc}") from None
+                raise WorkerLost(
+                    f"the projection worker could not start: {exc}; open the store with "
+                    'projection="thread" to project in this process'
+                ) from None
             connection = Connection(ours.detach())
         self._connection = connection
         _Pipe(connection, self._reap).send(self._start)

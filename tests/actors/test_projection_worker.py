@@ -337,7 +337,9 @@ def test_a_worker_that_cannot_start_is_a_typed_error(
         projection_worker.ProjectionWorker, "command", staticmethod(lambda fd: [missing])
     )
     with _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store:
-        with pytest.raises(WorkerLost, match="the projection worker could not start"):
+        with pytest.raises(
+            WorkerLost, match=r'the projection worker could not start: .*projection="thread"'
+        ):
             store.ask(ObserveRelayEvents(session_id=SESSION, events=conversation(20)))
         assert store.latest_seq == 0
 
