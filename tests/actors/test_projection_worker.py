@@ -281,6 +281,46 @@ def test_the_worker_does_not_import_the_embedders_main(tmp_path: Path) -> None:
     assert marker.read_text() == "imported\n"
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited one not yet reaped by its new parent is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_workers_exit_when_the_embedding_process_is_killed(tmp_path: Path) -> None:
+    """An embedder killed with SIGKILL (no close, no atexit) leaves no worker behind:
+    each exits when its pipe closes."""
+    script = tmp_path / "embedder.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from relaystore import EventStore, ObserveRelayEvents, SaveSession\n"
+        "from relaystore.testing import JournalBuilder, example_session\n"
+        f"store = EventStore.open({str(tmp_path / 'store.sqlite3')!r})\n"
+        "for sid in ('a', 'b'):\n"
+        "    store.ask(SaveSession(record=example_session(sid)))\n"
+        "    journal = JournalBuilder()\n"
+        "    journal.prompt_turn('go')\n"
+        "    store.ask(ObserveRelayEvents(session_id=sid, events=journal.events))\n"
+        "print(' '.join(map(str, store._core._workers.pids)), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:  # not pipes the workers hold
+        done = subprocess.run(
+            [sys.executable, str(script)], stdout=stdout, stderr=stderr, timeout=120, check=False
+        )
+    assert done.returncode == -signal.SIGKILL, err.read_text()
+    pids = [int(pid) for pid in out.read_text().split()]
+    assert pids  # the default projection started its workers
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+
+
 def test_a_newer_workers_line_is_held_in_a_process_as_in_a_thread(tmp_path: Path) -> None:
     before = JournalBuilder()
     before.prompt_turn("Hello")
