@@ -253,17 +253,20 @@ def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> Non
     assert (report.applied, report.frontier_ordinal) == (3, 3)
 
 
-def test_a_crashed_projector_restarts_from_the_stored_projection(
-    path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The bug is injected into this interpreter: the projector's thread path (a worker
-    # process's deaths are tests/actors/test_projection_worker.py's).
+@pytest.fixture
+def thread_store(path: Path) -> Iterator[EventStore]:
+    """:func:`store` projecting in its projectors' threads, for a test that injects a
+    bug into this interpreter (a worker process's deaths are
+    tests/actors/test_projection_worker.py's)."""
     with EventStore.open(path, queue_capacity=4, projection="thread") as store:
         store.ask(SaveSession(record=example_session()))
-        _crash_and_restart(store, monkeypatch)
+        yield store
 
 
-def _crash_and_restart(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crashed_projector_restarts_from_the_stored_projection(
+    thread_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = thread_store
     page(store, turn()[:1])
     import relaystore.actors.projector as projector_module
 
