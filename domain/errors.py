@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import enum
 
+from relaystore.domain.protocol import RELAY_PROTOCOL_VERSION
+
 __all__ = [
     "AskTimeout",
     "ChainFault",
@@ -175,7 +177,8 @@ class UnknownRelayKind(RelayChainError):
         super().__init__(
             ChainFault.UNKNOWN_KIND,
             f"unknown relay {position} {kind!r} at `{path}`: this journal was written by a "
-            "newer worker than this build reads (relay protocol 33); upgrade relaystore to "
+            f"newer worker than this build reads (relay protocol {RELAY_PROTOCOL_VERSION}); "
+            "upgrade relaystore to "
             "replay it",
             session_id=session_id,
             ordinal=ordinal,

@@ -3,7 +3,7 @@
 Each command is a variant Struct tagged on ``type`` (``{"type": .., "data": {..}}``),
 with its kind (:meth:`kind`), the oldest protocol that accepts it
 (:meth:`minimum_protocol`) and whether it waits in the durable queue
-(:meth:`is_queue_entry`), as the origin's relay protocol 33 has them. Also here: the
+(:meth:`is_queue_entry`), as the origin's relay protocol 36 has them. Also here: the
 cursor, shell results, mailbox events and assessment context the commands carry.
 """
 
@@ -15,6 +15,8 @@ from typing import Annotated, ClassVar
 import msgspec
 
 from relaystore.domain.integers import Int64, UInt64
+from relaystore.domain.mailbox import MailboxEvent
+from relaystore.domain.protocol import RELAY_PROTOCOL_VERSION
 from relaystore.domain.wire import JSON, Variant, Wire, emitted
 
 __all__ = [
@@ -121,20 +123,6 @@ class UserShellResult(Wire, kw_only=True, forbid_unknown_fields=True):
 # -- mailbox events and assessment context ---------------------------------------------
 
 
-class MailboxEvent(Wire, kw_only=True, forbid_unknown_fields=True):
-    """One event of a session's durable mailbox (protocol 33's text form).
-
-    ``source`` is free text (``github``, ``parent``, ``api`` are seen); ``key``
-    deduplicates deliveries. ``created_at_ms`` is unsigned on the wire.
-    """
-
-    key: str
-    source: str
-    wake: bool
-    text: str
-    created_at_ms: UInt64
-
-
 class EvidenceMessage(Wire, kw_only=True, forbid_unknown_fields=True):
     """One message of a retained authorization history (``role`` is free text)."""
 
@@ -182,10 +170,6 @@ class RelayCommandKind(enum.Enum):
     RELEASE_CHECKPOINT = "release_checkpoint"
     ADVANCE_RECOVERY_FLOOR = "advance_recovery_floor"
     RECORD_NOTICE = "record_notice"
-
-
-RELAY_PROTOCOL_VERSION = 33
-"""The origin's relay protocol whose journal lines this build reads, every kind of it."""
 
 
 class _Command(Variant, kw_only=True, forbid_unknown_fields=True):

@@ -236,8 +236,8 @@ def test_every_command_of_protocol_33_is_known_with_its_kind_protocol_and_queue_
         assert cls.MINIMUM_PROTOCOL <= RELAY_PROTOCOL_VERSION
 
 
-def test_the_protocol_is_33() -> None:
-    assert RELAY_PROTOCOL_VERSION == 33
+def test_the_protocol_is_36_and_still_reads_33() -> None:
+    assert RELAY_PROTOCOL_VERSION == 36
     assert msgspec.json.decode(b'"restore_execution_mode"', type=RelayCommandKind) is (
         RelayCommandKind.RESTORE_EXECUTION_MODE
     )
