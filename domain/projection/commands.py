@@ -40,7 +40,7 @@ from relaystore.domain.projection.context import (
     upsert,
 )
 from relaystore.domain.projection.goal import GOAL_STATE_KEY, Goal, goal_of, goal_running
-from relaystore.domain.projection.mailbox import mailbox_delivery_notice, queued_notice
+from relaystore.domain.projection.mailbox import mailbox_event_queued
 from relaystore.domain.projection.markers import (
     CONTEXT_BOUNDARY_PREFIX,
     CONTEXT_BOUNDARY_TEXT,
@@ -166,7 +166,7 @@ def _prompt_content(command: RelayCommand) -> list[JSON]:
     """What a prompt-bearing command's queue entry (and user line) holds.
 
     A wake carries no visible content: the agent gets the rendered mailbox events, the
-    transcript only the delivery line written when it was queued.
+    transcript only the external-events lines written when each event was queued.
     """
     if isinstance(command, PromptCommand):
         return list(command.data.prompt)
@@ -189,9 +189,6 @@ def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
                 ctx, f"Continuing requested work automatically · {command.data.attempt} of 3"
             )
         wake = isinstance(command, MailboxWakeCommand)
-        if isinstance(command, MailboxWakeCommand):
-            events = command.data.events
-            push_system(ctx, mailbox_delivery_notice(len(events), "in a wake prompt", events))
         content = _prompt_content(command)
         if current.session_title is None and not wake:
             title = resolved_title(current, ctx.prompts()) or provisional_session_title(
@@ -213,7 +210,7 @@ def command_queued(ctx: ProjectionContext, observation: CommandQueued) -> None:
         body = SystemBody(text=text)
         upsert(ctx, new_item(ctx, f"shell:{data.command_id}", body, at_ms=data.created_at_ms))
     elif isinstance(command, DeliverMailboxEventCommand):
-        push_system(ctx, queued_notice(command.data.event))
+        mailbox_event_queued(ctx, command.data.event)
     elif isinstance(command, CloseCommand):
         close_streams(ctx)
         mutation.execution = ExecutionClosing()

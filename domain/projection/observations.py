@@ -37,7 +37,6 @@ from relaystore.domain.projection.context import (
     upsert,
 )
 from relaystore.domain.projection.goal import GOAL_STATE_KEY, apply_goal_meta, goal_of
-from relaystore.domain.projection.mailbox import delivery_how, mailbox_delivery_notice
 from relaystore.domain.projection.markers import (
     HARNESS_TURN_ITEM_PREFIX,
     HARNESS_TURN_TEXT,
@@ -68,7 +67,6 @@ from relaystore.domain.relay import (
     ElicitationsCleared,
     HarnessTurnSettled,
     HarnessTurnStarted,
-    MailboxEventsDelivered,
     NativeAgent,
     Notice,
     PermissionAutoApproved,
@@ -299,12 +297,6 @@ def _notice(ctx: ProjectionContext, observation: Notice) -> None:
         push_system_with_id(ctx, stable_id, observation.data.message)
 
 
-def _mailbox_events_delivered(ctx: ProjectionContext, observation: MailboxEventsDelivered) -> None:
-    data = observation.data
-    how = delivery_how(data.path, data.hook_event)
-    push_system(ctx, mailbox_delivery_notice(len(data.event_keys), how, data.events))
-
-
 def _closing(ctx: ProjectionContext, _: Closing) -> None:
     close_streams(ctx)
     ctx.mutation.execution = ExecutionClosing()
@@ -323,9 +315,10 @@ def _handler(
 
 # Observations missing here change nothing: agent_initialized (its receipt is an API
 # event), session_modes_configured, steering_unconfirmed, checkpoint_ready,
-# retry_assessment_*, turn_assessment_updated, mailbox_hook_lease_created and
-# mailbox_hook_lease_returned (a lease moves events between the mailbox and a hook; the
-# delivery line comes with mailbox_events_delivered).
+# retry_assessment_*, turn_assessment_updated, mailbox_events_delivered,
+# mailbox_hook_lease_created and mailbox_hook_lease_returned (a delivery or a lease moves
+# events between the mailbox and the agent; the transcript lists each event once, when it
+# was queued: see domain.projection.mailbox).
 HANDLERS: dict[type, Callable[[ProjectionContext, Any], None]] = dict(
     [
         _handler(NativeAgent, _native_agent),
@@ -350,7 +343,6 @@ HANDLERS: dict[type, Callable[[ProjectionContext, Any], None]] = dict(
         _handler(HarnessTurnStarted, _harness_turn_started),
         _handler(HarnessTurnSettled, _harness_turn_settled),
         _handler(Notice, _notice),
-        _handler(MailboxEventsDelivered, _mailbox_events_delivered),
         _handler(Closing, _closing),
         _handler(Closed, _closed),
     ]

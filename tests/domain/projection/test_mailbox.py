@@ -1,6 +1,6 @@
-"""Protocol 33's projection: mailbox deliveries, wakes, hand-back reminders, the
-harness-turn cancel and the execution-mode restore, as the origin's ``observation.rs``
-at 193f015 projects them (its golden transcript is pinned word for word)."""
+"""The mailbox's projection: the external-events item as the origin's ``observation.rs`` at
+0477819 projects it (its golden transcript is pinned word for word), and protocol 33's
+wakes, hand-back reminders, the harness-turn cancel and the execution-mode restore."""
 
 from __future__ import annotations
 
@@ -8,6 +8,18 @@ import json
 
 import pytest
 
+from relaystore.domain.mailbox import (
+    GithubComment,
+    GithubItemKind,
+    GithubPullRequestLifecycle,
+    GithubReview,
+    GithubReviewComment,
+    MailboxEventBody,
+    MailboxPullRequestChange,
+    NewGithubItem,
+    ParentMessage,
+    PlainText,
+)
 from relaystore.domain.materialized import (
     ExecutionRunning,
     MaterializedSession,
@@ -16,11 +28,7 @@ from relaystore.domain.materialized import (
 )
 from relaystore.domain.outcomes import TurnOutcomeCompleted
 from relaystore.domain.projection import SessionProjection
-from relaystore.domain.projection.mailbox import (
-    delivery_how,
-    mailbox_delivery_notice,
-    short_mailbox_text,
-)
+from relaystore.domain.projection.mailbox import MAILBOX_EVENTS_ITEM_ID
 from relaystore.domain.projection.markers import HANDBACK_REMINDER_TEXT
 from relaystore.domain.projection.text import provisional_session_title
 from relaystore.domain.relay import (
@@ -41,14 +49,25 @@ from tests.domain.journal_stories import replay
 
 GOLDEN = """\
 Session: session-mailbox
-1: Mailbox event queued from github
-2: Delivered 1 mailbox event by tool hook (PostToolUse): github — A review comment arrived.
-3: Mailbox event queued from parent
-4: Delivered 1 mailbox event with prompt: parent — Please check this detail.
-5: Mailbox event queued from api
-6: Delivered 1 mailbox event in a wake prompt: api — A new task is ready.
+1: External events:
+  - Comment on your PR #12 by alice: The first comment line.
+  - Message from your parent agent: Please check this detail.
+  - New PR #4623 Model Rust built-in macro values for CQ07
+  - Comment on your PR #4623 by alice: Please check the \u2039macro\u203a case.
+  - New issue #4624 Per-unit resolution summary: shared tables, driver and Go producer (Milestone 1)
+  - Review on your PR #4623 by bob (changes requested): Could you revise the error path?
+  - Review comment on your PR #4623 by carol: This assertion needs a case.
+  - Your PR #4623 was merged by dana.
+  - Your PR #4623 was closed without merging.
+  - Your PR #4624 was merged.
+  - Your PR #4623 was reopened.
+  - Message from your parent agent: Please verify the edge case.
+  - External event: A plain event from the CLI.
 """
-"""The origin's ``mj-transcript/tests/golden/mailbox-delivery-transcript.txt`` at 193f015."""
+"""The origin's ``mj-transcript/tests/golden/mailbox-delivery-transcript.txt`` at 0477819."""
+
+_CQ07 = "Model Rust built-in macro values for CQ07"
+PR = GithubItemKind.PULL_REQUEST
 
 
 def _project(
@@ -66,15 +85,136 @@ def _render(session: MaterializedSession) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _event(key: str, source: str, text: str, at: int, wake: bool = False) -> MailboxEvent:
-    return MailboxEvent(key=key, source=source, wake=wake, text=text, created_at_ms=at)
+def _event(key: str, source: str, wake: bool, at: int, body: MailboxEventBody) -> MailboxEvent:
+    return MailboxEvent(key=key, source=source, wake=wake, created_at_ms=at, body=body)
+
+
+def _golden_events() -> list[MailboxEvent]:
+    """The origin's ``golden_mailbox_delivery_transcript`` mixed events, in its order."""
+    merged, closed = (
+        MailboxPullRequestChange.MERGED,
+        MailboxPullRequestChange.CLOSED_WITHOUT_MERGING,
+    )
+    reopened = MailboxPullRequestChange.REOPENED
+    return [
+        _event(
+            "github:repo#4623:interest:session",
+            "github",
+            False,
+            500,
+            NewGithubItem(kind=PR, number=4623, title=_CQ07),
+        ),
+        _event(
+            "github:repo#4623:comment:1",
+            "github",
+            True,
+            502,
+            GithubComment(
+                item_kind=PR,
+                number=4623,
+                title=_CQ07,
+                author="alice",
+                body="Please check the <macro> case.\nMore detail.",
+            ),
+        ),
+        _event(
+            "github:repo#4624:interest:session",
+            "github",
+            False,
+            501,
+            NewGithubItem(
+                kind=GithubItemKind.ISSUE,
+                number=4624,
+                title="Per-unit resolution summary: shared tables, driver and Go producer "
+                "(Milestone 1)",
+            ),
+        ),
+        _event(
+            "github:repo#4623:review:2",
+            "github",
+            True,
+            503,
+            GithubReview(
+                item_kind=PR,
+                number=4623,
+                title=_CQ07,
+                author="bob",
+                body="Could you revise the error path?",
+                review_state="changes_requested",
+            ),
+        ),
+        _event(
+            "github:repo#4623:review-comment:3",
+            "github",
+            True,
+            504,
+            GithubReviewComment(
+                item_kind=PR,
+                number=4623,
+                title=_CQ07,
+                author="carol",
+                body="This assertion needs a case.",
+            ),
+        ),
+        _event(
+            "github:repo#4623:merged",
+            "github",
+            True,
+            505,
+            GithubPullRequestLifecycle(change=merged, number=4623, title=_CQ07, actor="dana"),
+        ),
+        _event(
+            "github:repo#4623:closed",
+            "github",
+            True,
+            506,
+            GithubPullRequestLifecycle(change=closed, number=4623, title=_CQ07, actor="erin"),
+        ),
+        _event(
+            "github:repo#4624:merged-unknown",
+            "github",
+            True,
+            506,
+            GithubPullRequestLifecycle(
+                change=merged, number=4624, title="PR without a known merger", actor=""
+            ),
+        ),
+        _event(
+            "github:repo#4623:reopened",
+            "github",
+            True,
+            507,
+            GithubPullRequestLifecycle(change=reopened, number=4623, title=_CQ07, actor="frank"),
+        ),
+        _event(
+            "parent:message:2",
+            "parent",
+            True,
+            508,
+            ParentMessage(text="Please verify the edge case."),
+        ),
+        _event("api:plain-1", "api", True, 509, PlainText(text="A plain event from the CLI.")),
+    ]
 
 
 def test_the_origins_golden_mailbox_transcript() -> None:
     journal = JournalBuilder()
-    github = _event("github:owner/repo#12:comment:345", "github", "A review comment arrived.", 100)
-    parent = _event("parent:message:1", "parent", "Please check this detail.", 300)
-    api = _event("api:urgent-1", "api", "A new task is ready.", 500, wake=True)
+    github = _event(
+        "github:owner/repo#12:comment:345",
+        "github",
+        False,
+        100,
+        GithubComment(
+            item_kind=PR,
+            number=12,
+            title="Mailbox delivery",
+            author="alice",
+            body="The first comment line.\nThe second line is omitted from the notice.",
+        ),
+    )
+    parent = _event(
+        "parent:message:1", "parent", False, 300, ParentMessage(text="Please check this detail.")
+    )
     journal.command(DeliverMailboxEventCommand.of(event=github), command_id="github-event")
     journal.add(
         MailboxEventsDelivered.of(
@@ -87,61 +227,53 @@ def test_the_origins_golden_mailbox_transcript() -> None:
     )
     journal.command(DeliverMailboxEventCommand.of(event=parent), command_id="parent-event")
     journal.mailbox_prompt_delivery([parent], "user-prompt")
-    journal.command(DeliverMailboxEventCommand.of(event=api), command_id="api-event")
-    journal.command(MailboxWakeCommand.of(events=[api]), command_id="api-wake")
+    events = _golden_events()
+    for index, event in enumerate(events):
+        journal.command(
+            DeliverMailboxEventCommand.of(event=event), command_id=f"mixed-event-{index}"
+        )
+    journal.command(MailboxWakeCommand.of(events=events), command_id="mixed-event-wake")
 
     session, feed = _project(journal, "session-mailbox")
 
     assert _render(session) == GOLDEN
+    (item,) = session.transcript
+    assert item.stable_id == MAILBOX_EVENTS_ITEM_ID
+    # Created by the first event, changed by the last one queued.
+    assert item.created_at_ms == journal.events[0].recorded_at_ms
+    assert item.last_changed_at_ms == journal.events[-2].recorded_at_ms
     assert feed == []  # queueing and delivering yield no API event
     (wake,) = session.queued_prompts
-    assert (wake.command_id, wake.content, wake.accepted_ordinal) == ("api-wake", [], 6)
+    assert (wake.command_id, wake.content, wake.accepted_ordinal) == (
+        "mixed-event-wake",
+        [],
+        len(journal.events),
+    )
     assert session.session_title is None  # a wake never titles a session
 
 
-def test_a_delivery_counts_its_keys_and_an_old_record_is_the_count_alone() -> None:
+def test_a_protocol_33_text_event_is_a_plain_external_event() -> None:
+    journal = JournalBuilder()
+    journal.deliver_mailbox_event(journal.mailbox_event("  CI <finished>\nsecond line"))
+    session, _ = _project(journal)
+    (item,) = session.transcript
+    assert item.body == SystemBody(
+        text="External events:\n  - External event: CI \u2039finished\u203a"
+    )
+
+
+def test_deliveries_and_wakes_write_no_line() -> None:
     journal = JournalBuilder()
     journal.add(
         MailboxEventsDelivered.of(
             event_keys=["a", "b"], path=MailboxDeliveryPath.TOOL_HOOK, hook_event="PostToolUse"
         )
     )
-    journal.add(MailboxEventsDelivered.of(event_keys=["c"], path=MailboxDeliveryPath.TOOL_HOOK))
-    session, _ = _project(journal)
-    assert [item.body for item in session.transcript] == [
-        SystemBody(text="Delivered 2 mailbox events by tool hook (PostToolUse)"),
-        SystemBody(text="Delivered 1 mailbox event by tool hook"),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("value", "limit", "short"),
-    [
-        ("A review comment arrived.", 120, "A review comment arrived."),
-        ("  first line  \nsecond line", 120, "first line"),
-        ("windows\r\nline", 120, "windows"),
-        ("bell\x07 and\ttab", 120, "bell andtab"),  # a tab is a control character too
-        ("x" * 49, 48, "x" * 48 + "…"),
-        ("x" * 48, 48, "x" * 48),
-        ("", 48, "(empty)"),
-        ("   \n text on line two", 48, "(empty)"),
-        (
-            "\x1c padded",
-            48,
-            " padded",
-        ),  # U+001C is no white space to the origin: dropped after the trim
-        ("é" * 5, 3, "ééé…"),  # characters, not bytes
-    ],
-)
-def test_short_mailbox_text_is_the_origins(value: str, limit: int, short: str) -> None:
-    assert short_mailbox_text(value, limit) == short
-
-
-def test_delivery_notice_joins_summaries() -> None:
-    events = [_event("k1", "github", "one\ntwo", 1), _event("k2", "", "x" * 130, 2)]
-    notice = mailbox_delivery_notice(2, delivery_how(MailboxDeliveryPath.PROMPT, None), events)
-    assert notice == f"Delivered 2 mailbox events with prompt: github — one; (empty) — {'x' * 120}…"
-    assert delivery_how(MailboxDeliveryPath.WAKE, "ignored") == "in a wake prompt"
+    journal.add(MailboxEventsDelivered.of(event_keys=["c"], path=MailboxDeliveryPath.WAKE))
+    journal.mailbox_prompt_delivery([journal.mailbox_event("x")], "p")
+    session, feed = _project(journal)
+    assert session.transcript == []
+    assert feed == []
 
 
 def test_a_lease_alone_changes_nothing_but_the_frontier() -> None:
@@ -177,8 +309,8 @@ def test_a_wake_turn_starts_with_an_empty_user_line() -> None:
     journal = JournalBuilder()
     journal.mailbox_wake([journal.mailbox_event("A new task is ready.", source="api")])
     session, _ = _project(journal)
-    assert [item.stable_id for item in session.transcript] == ["system:1", "user:wake-1"]
-    assert session.transcript[1].body == UserBody(content=[])
+    assert [item.stable_id for item in session.transcript] == ["user:wake-1"]
+    assert session.transcript[0].body == UserBody(content=[])
     assert session.last_turn_outcome is not None
     assert session.last_turn_outcome.command_id == "wake-1"
 
