@@ -434,12 +434,16 @@ _OBSERVATION_DECODER: msgspec.json.Decoder[RelayObservation] = msgspec.json.Deco
 def decode_relay_event(line: bytes | str) -> RelayEvent:
     """Decode one journal line (a trailing newline is allowed).
 
-    Raises :class:`~relaystore.domain.errors.UnknownRelayKind` for a command, command
-    kind, outcome, observation or reason this build does not know (a newer worker's
-    line: its envelope stays readable), and :class:`InvalidInput` naming the field for
-    malformed JSON, a wrong type, a ``recorded_at_ms`` outside SQLite's INTEGER range, JSON nested
-    deeper than the decoder can follow, or a line over 2 MiB. The digest is not checked
-    here.
+    Raises :class:`~relaystore.domain.errors.UnknownRelayKind` for an observation this
+    build cannot decode: a command, command kind, outcome, observation or reason it does
+    not know, or any other shape it does not read (a field it does not know where the
+    origin denies unknown fields, an unknown variant at any depth, a wrong type, an
+    integer past what it reads; position ``shape``). Such a line is a newer worker's: its
+    envelope stays readable, and its digest tells it from damage. Raises
+    :class:`InvalidInput` naming the field for a line that is not JSON, an envelope this
+    build cannot read (a ``recorded_at_ms`` outside SQLite's INTEGER range, say), JSON
+    nested deeper than the decoder can follow, or a line over 2 MiB. The digest is not
+    checked here.
     """
     raw = line.encode() if isinstance(line, str) else line
     if len(raw) > MAX_RELAY_LINE_BYTES:
@@ -466,18 +470,12 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
             ordinal=wire.ordinal,
         ) from None
     except msgspec.DecodeError as exc:
-        text = str(exc)
-        unknown = _unknown_kind(text)
-        if unknown is not None:
-            raise UnknownRelayKind(
-                *unknown, _line(wire, bytes(wire.observation), unknown), ordinal=wire.ordinal
-            ) from None
-        text = (
-            text.replace("`$", "`$.observation", 1)
-            if "- at `$" in text
-            else f"{text} - at `$.observation`"
-        )
-        raise InvalidInput(f"invalid relay observation: {text}", ordinal=wire.ordinal) from exc
+        # The observation is JSON (the envelope's decoder read it as such): whatever this
+        # build cannot decode in it is a shape a newer worker writes, not damage.
+        unknown = _unknown_kind(str(exc))
+        raise UnknownRelayKind(
+            *unknown, _line(wire, bytes(wire.observation), unknown), ordinal=wire.ordinal
+        ) from None
     return RelayEvent(
         format=wire.format,
         ordinal=wire.ordinal,
@@ -556,19 +554,26 @@ _KIND_POSITIONS = {
 of these is a newer protocol's kind, not damage."""
 
 _UNKNOWN_VALUE = re.compile(r"Invalid (?:enum )?value '(.*)' - at `(\$[.a-z_]*)`")
+_AT = re.compile(r"(.*) - at `(\$[^`]*)`", re.DOTALL)
 
 
-def _unknown_kind(message: str) -> tuple[str, str, str] | None:
-    """``(kind, position, path)`` when a decode error names an unknown tag or kind value
-    at a kind position of :data:`_KIND_POSITIONS`; ``None`` for any other error."""
+def _unknown_kind(message: str) -> tuple[str, str, str]:
+    """``(kind, position, path)`` of what a decode error says this build does not know.
+
+    An unknown tag or kind value at a kind position of :data:`_KIND_POSITIONS` is that
+    kind; anything else (a field this build does not know where the origin denies unknown
+    fields, a variant or type unknown at any depth, an integer past what it reads) is a
+    ``shape``, named by the decoder's own words."""
     found = _UNKNOWN_VALUE.fullmatch(message)
-    if found is None:
-        return None
-    path = found.group(2)
-    position = _KIND_POSITIONS.get(path)
-    if position is None:
-        return None
-    return found.group(1), position, "$.observation" + path[1:]
+    if found is not None:
+        path = found.group(2)
+        position = _KIND_POSITIONS.get(path)
+        if position is not None:
+            return found.group(1), position, "$.observation" + path[1:]
+    at = _AT.fullmatch(message)
+    if at is None:
+        return message, "shape", "$.observation"
+    return at.group(1), "shape", "$.observation" + at.group(2)[1:]
 
 
 def encode_relay_event(event: RelayEvent | RelayLine) -> bytes:
