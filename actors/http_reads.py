@@ -5,7 +5,7 @@ Every route answers JSON in the origin's shapes (``encode`` of the reply types o
 
 =====================================================  =================================
 ``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
-``GET /api/v1/sessions[?workspace_id=]``               :class:`ListSessions`
+``GET /api/v1/sessions[?workspace_id=&all=]``          :class:`ListSessions`
 ``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
 ``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadTranscriptPage`
 ``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
@@ -16,7 +16,9 @@ Every route answers JSON in the origin's shapes (``encode`` of the reply types o
 =====================================================  =================================
 
 ``/usage`` and ``/elicitations`` answer the raw reads: the stored turns and questions
-pass through undecoded, the bytes the typed replies encode to. ``role`` may repeat.
+pass through undecoded, the bytes the typed replies encode to; ``/elicitations`` answers
+the bare array of questions, as the origin's handler does. ``role`` may repeat.
+``finished_only=true`` implies ``role=agent`` (another role is 400).
 Errors are ``{"error": ..., "code": ...}``: 400 ``bad_request``
 (a malformed parameter or id), 401 ``unauthorized``, 404 ``not_found`` (no such
 session, or no transcript recorded for it), 500 ``storage_failure``, 503
@@ -45,6 +47,7 @@ from relaystore.domain.reads import (
     LoadSessionDetail,
     LoadTranscriptHistory,
     LoadTranscriptPage,
+    RawElicitationList,
     TranscriptRole,
 )
 from relaystore.domain.reports import StoreMetrics
@@ -200,16 +203,23 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
             if reply is None:
                 session_id = request.path_params.get("session_id", "")
                 return failure(404, "not_found", f"no session {session_id} in this store")
+            if isinstance(reply, RawElicitationList):
+                # The origin answers ``Json<Vec<ElicitationRequest>>``: the bare array.
+                return _json(reply.elicitations)
             return _json(reply)
 
         return handle
 
     def sessions(request: Request) -> ListSessions:
         params = request.query_params
-        unknown = sorted(set(params) - {"workspace_id"})
+        unknown = sorted(set(params) - {"workspace_id", "all"})
         if unknown:
             raise InvalidInput(f"unknown query parameter {unknown[0]!r}")
-        return ListSessions(workspace_id=once("workspace_id", params.getlist("workspace_id")))
+        every = once("all", params.getlist("all"))
+        return ListSessions(
+            workspace_id=once("workspace_id", params.getlist("workspace_id")),
+            all=every is None or _flag("all", every),
+        )
 
     def transcript(request: Request) -> LoadTranscriptPage:
         params = request.query_params

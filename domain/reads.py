@@ -19,9 +19,10 @@ The rules every surface shares live here, once:
 * **roles** (:data:`ROLE_KINDS`): the stable words ``user``, ``agent``, ``thought``,
   ``tool``, ``terminal``, ``plan``, ``plan_proposal``, ``system``; ``terminal`` is the
   ``terminal_output`` body kind.
-* **finished** (:func:`is_finished`): an item is finished unless it is an agent message
-  or thought still streaming, or a tool call whose status is ``pending`` or
-  ``in_progress``.
+* **finished only** (:func:`finished_only_roles`, :func:`finished_page_cursor`): as the
+  origin's API reference (63ed4b3) has it, ``finished_only`` pages agent items whose body
+  is no longer streaming; it implies ``role=agent``, and its cursor never passes the
+  earliest agent item still open.
 * **text** (:func:`item_text`): an item flattened to the text a reader wants.
 * **lifecycle** and **chat phase** (:func:`lifecycle_of`, :func:`chat_phase_of`).
 """
@@ -74,6 +75,7 @@ __all__ = [
     "PROJECTION_TAIL_ITEMS",
     "ROLE_KINDS",
     "ApiSession",
+    "BackgroundTask",
     "ChatPhase",
     "ConfigOption",
     "ElicitationList",
@@ -114,7 +116,9 @@ __all__ = [
     "api_turn_outcome",
     "chat_phase_of",
     "clamp_page_limit",
-    "is_finished",
+    "finished_only_roles",
+    "finished_page_cursor",
+    "is_open_agent_item",
     "item_role",
     "item_text",
     "lifecycle_of",
@@ -168,7 +172,6 @@ _LIFECYCLE: Mapping[SessionState, Lifecycle] = {
     SessionState.ERROR: "failed",
     SessionState.DESTROYED_WITH_DATA_LOSS: "failed",
 }
-_UNFINISHED_TOOL_STATUSES = frozenset({"pending", "in_progress"})
 
 
 # -- rules ------------------------------------------------------------------------------
@@ -193,13 +196,41 @@ def _kind(body: TranscriptBody) -> str:
     return str(type(body).__struct_config__.tag)
 
 
-def is_finished(body: TranscriptBody) -> bool:
-    """False for a streaming agent message or thought and a pending or running tool call."""
-    if isinstance(body, AgentBody | ThoughtBody):
-        return not body.streaming
-    if isinstance(body, ToolBody) and isinstance(body.call, dict):
-        return body.call.get("status") not in _UNFINISHED_TOOL_STATUSES
-    return True
+def finished_only_roles(roles: tuple[TranscriptRole, ...]) -> tuple[TranscriptRole, ...]:
+    """The roles a ``finished_only`` page reads: agent items only.
+
+    Raises :class:`InvalidInput` when ``roles`` names any role but ``agent`` (no role, or
+    ``agent`` alone, is accepted): ``finished_only`` implies ``role=agent``.
+    """
+    others = [role for role in roles if role != "agent"]
+    if others:
+        raise InvalidInput(
+            f"finished_only=true implies role=agent; role {others[0]!r} cannot be combined with it"
+        )
+    return ("agent",)
+
+
+def is_open_agent_item(body: TranscriptBody) -> bool:
+    """An agent message still streaming: the barrier a ``finished_only`` page stops at."""
+    return isinstance(body, AgentBody) and body.streaming
+
+
+def finished_page_cursor(
+    after_seq: int, latest_seq: int, last_seq: int | None, *, full: bool, barrier: int | None
+) -> int:
+    """The ``next_after_seq`` of a ``finished_only`` page.
+
+    The page returned items up to ``last_seq`` (``None``: none). ``full``: it stopped at
+    its limit with more finished items to come; then the cursor is the last returned
+    seq. Otherwise, with an open agent item at seq ``barrier``, the cursor moves through
+    the filtered rows to just before it; with none open, to ``latest_seq``. It never moves
+    back from ``after_seq``.
+    """
+    if full and last_seq is not None:
+        return last_seq
+    if barrier is not None:
+        return max(after_seq, barrier - 1)
+    return max(after_seq, latest_seq)
 
 
 def item_text(body: TranscriptBody) -> str:
@@ -273,6 +304,16 @@ class ConfigOption(Wire, kw_only=True):
     choices: list[JSON] = emitted([])
 
 
+class BackgroundTask(Wire, kw_only=True):
+    """One background task a session's worker runs (the origin's ``background_tasks``
+    record): an opaque id, the command, when it started and whether it can be stopped."""
+
+    id: str
+    command: str
+    started_at_ms: int
+    can_stop: bool
+
+
 class ApiSession(Wire, kw_only=True):
     """One session as the origin's API presents it (``ApiSession``).
 
@@ -301,6 +342,9 @@ class ApiSession(Wire, kw_only=True):
     last_turn_diagnostic: TurnDiagnostic | None = None
     config_options: list[ConfigOption] = emitted([])
     pending_elicitations: list[ElicitationRequest] = msgspec.field(default_factory=list)
+    background_tasks: list[BackgroundTask] = emitted([])
+    """Always written, as the origin writes it; the origin fills it from a live worker's
+    report, which relaystore never has, so it is empty here."""
     projection_behind: ProjectionBehind | None = None
     """relaystore's own (detail only, absent unless set): the session's projection waits
     behind its relay log at a line of a kind this build does not know."""
@@ -576,9 +620,16 @@ def _at_least(message: object, field: str, low: int) -> None:
 
 
 class ListSessions(Request[SessionList], frozen=True, kw_only=True):
-    """Every live session (optionally of one workspace), ordered by id."""
+    """Every live session (optionally of one workspace), ordered by id.
+
+    ``all`` (the origin's ``?all=``, default true): false lists top-level sessions only,
+    leaving out sub-agent sessions. relaystore records no sub-agent relation (the
+    origin's ``subagent_sessions`` table is the controller's), so every session it holds
+    is top-level and both answers are the same.
+    """
 
     workspace_id: str | None = None
+    all: bool = True
 
 
 class LoadSessionDetail(Request[ApiSession | None], frozen=True, kw_only=True):
@@ -603,6 +654,8 @@ class LoadTranscriptPage(Request[TranscriptPage | None], frozen=True, kw_only=Tr
 
     def check(self) -> None:
         _at_least(self, "after_seq", 0)
+        if self.finished_only:
+            finished_only_roles(self.roles)
 
 
 class LoadTranscriptHistory(Request[TranscriptHistory | None], frozen=True, kw_only=True):

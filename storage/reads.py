@@ -69,7 +69,9 @@ from relaystore.domain.reads import (
     WorkspaceList,
     api_session,
     clamp_page_limit,
-    is_finished,
+    finished_only_roles,
+    finished_page_cursor,
+    is_open_agent_item,
     item_role,
     item_text,
     transcript_seq,
@@ -363,13 +365,16 @@ def load_transcript_page(
     """The items with seq above ``after_seq`` (see :class:`~relaystore.domain.reads.TranscriptPage`).
 
     ``roles`` and ``finished_only`` filter before the limit. Items tied with the last
-    item's seq all come along. With ``finished_only`` the page also ends before the
-    first unfinished item, so that item is delivered once it finishes (a tool call keeps
-    its seq when it completes). ``None``: no projection of the session.
+    item's seq all come along. With ``finished_only`` the page holds finished agent items
+    only and ends before the first agent item still open, whose seq bounds the cursor
+    (:func:`~relaystore.domain.reads.finished_page_cursor`), so that item is delivered once
+    it finishes. ``None``: no projection of the session.
     """
     if after_seq < 0:
         raise InvalidInput(f"after_seq must be 0 or more, not {after_seq}")
     wanted = clamp_page_limit(limit)
+    if finished_only:
+        roles = finished_only_roles(roles)
     role_sql, kinds = _role_filter(roles)
     with transaction(connection, f"load a transcript page of session {session_id}"):
         row = connection.execute(_PAGE_HEAD, (session_id,)).fetchone()
@@ -383,7 +388,14 @@ def load_transcript_page(
             (session_id, after_seq, *kinds),
         )
         if finished_only:
-            items, more = _finished_prefix(cursor, wanted, session_id)
+            items, full, barrier = _finished_prefix(cursor, wanted, session_id)
+            next_after_seq = finished_page_cursor(
+                after_seq,
+                latest_seq,
+                items[-1].seq if items else None,
+                full=full,
+                barrier=barrier,
+            )
         else:
             rows = list(islice(cursor, wanted))
             more = False
@@ -395,10 +407,10 @@ def load_transcript_page(
                         break
                     rows.append(row)
             items = _views(rows, session_id)
-    if more:
-        next_after_seq = items[-1].seq if items else after_seq
-    else:
-        next_after_seq = max(latest_seq, after_seq)
+            if more:
+                next_after_seq = items[-1].seq if items else after_seq
+            else:
+                next_after_seq = max(latest_seq, after_seq)
     return TranscriptPage(
         next_after_seq=next_after_seq,
         session_id=session_id,
@@ -410,17 +422,21 @@ def load_transcript_page(
 
 def _finished_prefix(
     cursor: Iterable[apsw.SQLiteValues], wanted: int, session_id: str
-) -> tuple[list[TranscriptItemView], bool]:
-    """The page's items up to the first unfinished one; whether the page stopped early."""
+) -> tuple[list[TranscriptItemView], bool, int | None]:
+    """The finished agent items before the first open one: the items, whether the page
+    stopped at its limit with more to come, and the open item's seq (``None``: none).
+    A finished item tied with the open one's seq waits with it."""
     items: list[TranscriptItemView] = []
     for row in cursor:
         view = _views([row], session_id)[0]
-        if (items and len(items) >= wanted and view.seq != items[-1].seq) or not is_finished(
-            view.body
-        ):
-            return items, True
+        if is_open_agent_item(view.body):
+            while items and items[-1].seq >= view.seq:
+                items.pop()
+            return items, False, view.seq
+        if items and len(items) >= wanted and view.seq != items[-1].seq:
+            return items, True, None
         items.append(view)
-    return items, False
+    return items, False, None
 
 
 def load_transcript_history(

@@ -16,6 +16,7 @@ from relaystore import (
     ObserveRelayEvents,
     SaveSession,
 )
+from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
@@ -113,6 +114,12 @@ def test_workspaces_and_sessions(server: Server) -> None:
     assert "last_turn_outcome" not in first
     only = _ok(server.get("/api/v1/sessions", workspace_id="w2"))["sessions"]
     assert [s["id"] for s in only] == ["session-2"]  # type: ignore[union-attr]
+    # all=false (the origin's CLI default) lists top-level sessions: every session here.
+    for every in ("true", "false"):
+        listed = _ok(server.get("/api/v1/sessions", all=every))["sessions"]
+        assert [s["id"] for s in listed] == ["session-1", "session-2"]  # type: ignore[union-attr]
+    _error(server.get("/api/v1/sessions", all="maybe"), 400, "bad_request")
+    assert first["background_tasks"] == []  # always written, as the origin writes it
     _error(server.get("/api/v1/sessions", colour="blue"), 400, "bad_request")
     _error(server.get("/api/v1/sessions", workspace_id=" "), 400, "bad_request")
 
@@ -124,6 +131,7 @@ def test_session_detail(server: Server) -> None:
     assert outcome["outcome"] == {"kind": "completed", "stop_reason": "end_turn"}  # type: ignore[index]
     assert "usage" not in outcome  # type: ignore[operator]
     assert [q["id"] for q in detail["pending_elicitations"]] == ["question-1"]  # type: ignore[union-attr]
+    assert detail["background_tasks"] == []
     assert "session-9" in _error(server.get("/api/v1/sessions/session-9"), 404, "not_found")
 
 
@@ -159,7 +167,7 @@ def test_transcript_pages(server: Server) -> None:
     )
     assert [i["role"] for i in agents["items"]] == ["user", "agent"]  # type: ignore[union-attr]
     finished = _ok(server.get("/api/v1/sessions/session-1/transcript", finished_only="true"))
-    assert len(finished["items"]) == 4  # type: ignore[arg-type]
+    assert [i["role"] for i in finished["items"]] == ["agent", "agent"]  # type: ignore[union-attr]
     # Unknown parameters are ignored, as the origin's transcript query ignores them.
     _ok(server.get("/api/v1/sessions/session-1/transcript", colour="blue"))
 
@@ -172,6 +180,7 @@ def test_transcript_pages(server: Server) -> None:
         {"limit": "1.5"},
         {"role": "boss"},
         {"finished_only": "yes"},
+        {"finished_only": "true", "role": "user"},
         {"after_seq": str(2**63)},
     ],
 )
@@ -230,8 +239,11 @@ def test_history_usage_and_elicitations(server: Server) -> None:
     assert [t["command_id"] for t in usage["turns"]] == ["prompt-1"]  # type: ignore[union-attr]
     assert usage["coverage"]["recorded_turns"] == 2  # type: ignore[index]
     _error(server.get("/api/v1/sessions/session-9/usage"), 404, "not_found")
-    questions = _ok(server.get("/api/v1/sessions/session-1/elicitations"))
-    assert [q["id"] for q in questions["elicitations"]] == ["question-1"]  # type: ignore[union-attr]
+    # The origin's handler answers Json<Vec<ElicitationRequest>> and its CLI decodes a
+    # sequence: the bare array, which decodes as the origin's type.
+    served = server.get("/api/v1/sessions/session-1/elicitations")
+    questions = msgspec.json.decode(served.content, type=list[ElicitationRequest])
+    assert [q.id for q in questions] == ["question-1"]
     _error(server.get("/api/v1/sessions/session-9/elicitations"), 404, "not_found")
 
 
@@ -255,7 +267,8 @@ def test_usage_and_elicitations_answer_the_bytes_of_the_typed_reads(
     assert served.content == encode(usage)
     served = server.get("/api/v1/sessions/session-1/elicitations")
     assert served.status_code == 200
-    assert served.content == encode(questions)
+    assert questions is not None
+    assert served.content == encode(questions.elicitations)
 
 
 def test_metrics_are_prometheus_text(server: Server) -> None:

@@ -122,17 +122,34 @@ def test_role_filter_applies_before_the_limit(store: EventStore) -> None:
     assert page.next_after_seq == page.latest_seq  # an empty filtered page fast-forwards
 
 
-def test_finished_only_stops_before_an_unfinished_item(store: EventStore) -> None:
+def test_finished_only_pages_finished_agent_items_up_to_the_open_one(store: EventStore) -> None:
+    whole = store.ask(LoadTranscriptPage(session_id="session-1"))
+    assert whole is not None
+    (open_item,) = [i for i in whole.items if i.text == "streaming..."]
     page = store.ask(LoadTranscriptPage(session_id="session-1", finished_only=True))
     assert page is not None
-    assert [i.text for i in page.items] == [
-        "hello there",
-        "one two",
-        "second prompt",
-        "three",
-        "third",
-    ]
-    assert page.next_after_seq == page.items[-1].seq < page.latest_seq
+    assert [(i.role, i.text) for i in page.items] == [("agent", "one two"), ("agent", "three")]
+    # Through the filtered rows to just before the open agent item, never past it.
+    assert page.next_after_seq == open_item.seq - 1
+    assert page.latest_seq == whole.latest_seq
+    again = store.ask(
+        LoadTranscriptPage(
+            session_id="session-1", finished_only=True, after_seq=page.next_after_seq
+        )
+    )
+    assert again is not None
+    assert (again.items, again.next_after_seq) == ([], page.next_after_seq)
+    first = store.ask(
+        LoadTranscriptPage(session_id="session-1", finished_only=True, roles=("agent",), limit=1)
+    )
+    assert first is not None
+    assert [i.text for i in first.items] == ["one two"]
+    assert first.next_after_seq == first.items[0].seq  # the limit reached: the last seq
+
+
+def test_finished_only_refuses_another_role(store: EventStore) -> None:
+    with pytest.raises(InvalidInput, match="implies role=agent"):
+        store.ask(LoadTranscriptPage(session_id="session-1", finished_only=True, roles=("tool",)))
 
 
 def test_limit_is_clamped(store: EventStore) -> None:
@@ -269,3 +286,29 @@ def test_usage_outlives_a_deleted_session(store: EventStore) -> None:
     usage = store.ask(LoadUsagePage(session_id="session-1"))
     assert usage is not None
     assert [t.command_id for t in usage.turns] == ["prompt-1", "prompt-2"]
+
+
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_finished_only_never_hands_out_a_tool_call(tmp_path: Path, projection: str) -> None:
+    # A tool call without a status, or pending, is no agent item: finished_only never
+    # returns it, open or closed; the agent reply after it is returned once finished.
+    journal = JournalBuilder()
+    events = journal.start_prompt("run it")
+    for call_id, status in [("call-1", None), ("call-2", "pending")]:
+        update: dict[str, object] = {"sessionUpdate": "tool_call", "toolCallId": call_id}
+        update["title"] = f"Run {call_id}"
+        if status is not None:
+            update["status"] = status
+        events.append(journal.add({"type": "session_update", "data": {"update": update}}))
+    events += journal.say("done")
+    events += journal.end_prompt(events[0].command_id or "")
+    with EventStore.open(tmp_path / "s.sqlite3", projection=projection) as store:  # type: ignore[arg-type]
+        store.ask(SaveSession(record=example_session("session-1")))
+        store.ask(ObserveRelayEvents(session_id="session-1", events=events))
+        whole = store.ask(LoadTranscriptPage(session_id="session-1"))
+        page = store.ask(LoadTranscriptPage(session_id="session-1", finished_only=True))
+    assert whole is not None
+    assert page is not None
+    assert {"tool"} <= {i.role for i in whole.items}
+    assert [(i.role, i.text) for i in page.items] == [("agent", "done")]
+    assert page.next_after_seq == page.latest_seq

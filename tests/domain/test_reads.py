@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from relaystore.domain.errors import InvalidInput
 from relaystore.domain.materialized import (
     AgentBody,
     ExecutionClosing,
@@ -18,7 +19,9 @@ from relaystore.domain.materialized import (
 from relaystore.domain.reads import (
     chat_phase_of,
     clamp_page_limit,
-    is_finished,
+    finished_only_roles,
+    finished_page_cursor,
+    is_open_agent_item,
     item_role,
     item_text,
     lifecycle_of,
@@ -64,12 +67,35 @@ def test_roles_and_texts_of_every_kind() -> None:
         assert (item_role(body), item_text(body)) == (role, text)
 
 
-def test_streaming_messages_and_running_tools_are_unfinished() -> None:
-    assert not is_finished(AgentBody(chunks=[_chunk("x")], streaming=True))
-    assert is_finished(AgentBody(chunks=[_chunk("x")]))
-    assert not is_finished(ToolBody(call={"status": "in_progress"}))
-    assert not is_finished(ToolBody(call={"status": "pending"}))
-    assert is_finished(ToolBody(call={"status": "failed"}))
+def test_only_a_streaming_agent_message_is_an_open_agent_item() -> None:
+    assert is_open_agent_item(AgentBody(chunks=[_chunk("x")], streaming=True))
+    assert not is_open_agent_item(AgentBody(chunks=[_chunk("x")]))
+    assert not is_open_agent_item(ThoughtBody(chunks=[_chunk("x")], streaming=True))
+    assert not is_open_agent_item(ToolBody(call={"status": "pending"}))
+
+
+def test_finished_only_implies_the_agent_role() -> None:
+    assert finished_only_roles(()) == ("agent",)
+    assert finished_only_roles(("agent",)) == ("agent",)
+    for roles in [("tool",), ("agent", "user")]:
+        with pytest.raises(InvalidInput, match="implies role=agent"):
+            finished_only_roles(roles)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("last", "full", "barrier", "cursor"),
+    [
+        (7, True, None, 7),  # the limit reached: the last returned seq
+        (7, False, 12, 11),  # just before the earliest open agent item
+        (None, False, 4, 3),  # nothing finished yet: still just before it
+        (None, False, 3, 3),  # never back from after_seq
+        (7, False, None, 20),  # none open: to latest_seq
+    ],
+)
+def test_finished_page_cursor_never_passes_an_open_agent_item(
+    last: int | None, full: bool, barrier: int | None, cursor: int
+) -> None:
+    assert finished_page_cursor(3, 20, last, full=full, barrier=barrier) == cursor
 
 
 def test_lifecycle_chat_phase_and_state_label() -> None:
