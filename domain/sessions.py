@@ -703,6 +703,11 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
     review: JSON | None = None
     """The turn review chosen when the session was created (the origin's
     ``SessionReview``), opaque JSON; None follows the global setting."""
+    no_mailbox: bool = False
+    """The session was started without a durable mailbox (a newer origin's start option;
+    written only when true)."""
+    no_project_memory: bool = False
+    """The session was started without project memory (likewise)."""
     target_template_id: str
     resource_allocation: SessionResourceAllocation | None = None
     additional_mounts: list[AdditionalMount] = msgspec.field(default_factory=list)

@@ -1000,3 +1000,15 @@ def test_canonical_serde_bytes_survive_decode_and_encode(value: dict[str, Any]) 
     record = _record(data)
     assert encode(record) == data
     assert _record(encode(record)) == record
+
+
+def test_a_newer_origins_start_options_are_read_and_kept() -> None:
+    # A record written by the origin after 193f015 carries no_mailbox: it is read (not
+    # refused as an unknown field) and written back as it was; false is left out.
+    plain = encode(example_session())
+    newer = plain.replace(b',"target_template_id"', b',"no_mailbox":true,"target_template_id"')
+    record = decode_json(newer, SessionRecord)
+    assert (record.no_mailbox, record.no_project_memory) == (True, False)
+    assert encode(record) == newer
+    assert decode_json(plain, SessionRecord).no_mailbox is False
+    assert b"no_mailbox" not in plain
