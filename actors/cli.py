@@ -853,7 +853,10 @@ def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> No
         help="only items of this role (repeatable)",
     )
     transcript.add_argument(
-        "--finished-only", action="store_true", help="leave out items still streaming or running"
+        "--finished-only",
+        action="store_true",
+        help="only agent messages that finished streaming (implies --role agent); the "
+        "cursor stops before the first one still open",
     )
     transcript.add_argument("--follow", action="store_true", help="keep printing new items")
 

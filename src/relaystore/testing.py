@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import tempfile
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,23 @@ import msgspec
 from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
 from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
+from relaystore.domain.errors import InvalidInput, UnknownRelayKind
 from relaystore.domain.integers import INT64_MAX
+from relaystore.domain.mailbox import (
+    GithubComment,
+    GithubItemKind,
+    GithubPullRequestLifecycle,
+    GithubReview,
+    GithubReviewComment,
+    MailboxEventBody,
+    MailboxPullRequestChange,
+    NewGithubItem,
+    ParentMessage,
+    PlainText,
+    SessionMessage,
+    SessionSender,
+    UserSender,
+)
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
     MIN_RECORDED_AT_MS,
@@ -198,7 +214,21 @@ def _replayable(event: RelayEvent) -> RelayEvent:
         decode_relay_event(encode_relay_event(event))
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise InvalidInput(f"the event would not encode as a journal line: {exc}") from exc
+    except UnknownRelayKind as exc:
+        raise InvalidInput(f"the event would not read back as this build reads it: {exc}") from exc
     return event
+
+
+_MAILBOX_BODIES = typing.get_args(MailboxEventBody)
+
+
+def _arguments(method: str, **arguments: tuple[object, Any]) -> None:
+    """Refuse an argument of the wrong type with :class:`InvalidInput` naming it
+    (``name=(value, type)``; ``bool`` is not taken for ``int``, nor ``int`` for ``bool``)."""
+    for name, (value, kind) in arguments.items():
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            wanted = getattr(kind, "__name__", str(kind))
+            raise InvalidInput(f"{method}: {name} must be {wanted}, got {type(value).__name__}")
 
 
 class JournalBuilder:
@@ -509,7 +539,21 @@ class JournalBuilder:
         The question asks for one required string ``field`` unless ``schema`` gives the
         whole ``requestedSchema``. Yields ``input_required`` and ``input_resolved`` (with
         ``action``; ``turn_id`` is the active turn's accepted ordinal, if a turn runs).
+        A wrong argument raises :class:`InvalidInput` naming it.
         """
+        _arguments(
+            "question",
+            message=(message, str),
+            request_id=(request_id, str | None),
+            field=(field, str),
+            action=(action, str | None),
+            native_session_id=(native_session_id, str),
+        )
+        if schema is not None and not isinstance(schema, Mapping):
+            raise InvalidInput(
+                f"question: schema must be a mapping (the requestedSchema), got "
+                f"{type(schema).__name__}"
+            )
         request = ElicitationRequest.from_acp_params(
             request_id or self.next_id("question"),
             {
@@ -650,16 +694,45 @@ class JournalBuilder:
         return [self.add(completed, command_id=command_id)]
 
     def mailbox_event(
-        self, text: str, *, source: str = "github", wake: bool = False, key: str | None = None
+        self,
+        text: str | None = None,
+        *,
+        body: MailboxEventBody | None = None,
+        source: str = "github",
+        wake: bool = False,
+        key: str | None = None,
     ) -> MailboxEvent:
-        """A mailbox event (not journaled: hand it to the mailbox stories)."""
-        return MailboxEvent(
-            key=key or self.next_id(f"{source}:event"),
-            source=source,
-            wake=wake,
-            text=text,
-            created_at_ms=self._next_ms,
+        """A mailbox event (not journaled: hand it to the mailbox stories): ``text`` in
+        protocol 33's form, or a structured ``body`` (protocol 34 onward); exactly one.
+
+        A wrong argument raises :class:`InvalidInput` naming it.
+        """
+        if (text is None) == (body is None):
+            raise InvalidInput("mailbox_event takes exactly one of text and body")
+        _arguments(
+            "mailbox_event",
+            text=(text, str | None),
+            source=(source, str),
+            key=(key, str | None),
+            wake=(wake, bool),
         )
+        if body is not None and not isinstance(body, _MAILBOX_BODIES):
+            raise InvalidInput(
+                f"mailbox_event body must be a mailbox event body "
+                f"(relaystore.domain.mailbox), got {type(body).__name__}"
+            )
+        fields = {
+            "key": key or self.next_id(f"{source}:event"),
+            "source": source,
+            "wake": wake,
+            "text": text,
+            "created_at_ms": self._next_ms,
+            "body": body,
+        }
+        try:
+            return msgspec.convert(fields, MailboxEvent, strict=True)
+        except msgspec.ValidationError as exc:
+            raise InvalidInput(f"invalid mailbox_event: {exc}") from exc
 
     def deliver_mailbox_event(
         self, event: MailboxEvent, *, command_id: str | None = None
@@ -849,6 +922,39 @@ class JournalBuilder:
         journaled += self.harness_turn_cancelled()
         journaled += self.restore_execution_mode()
         journaled += self.restore_execution_mode(refused="auto mode refused")
+        return journaled
+
+    def protocol_36(self) -> list[RelayEvent]:
+        """Every mailbox event body protocol 36 reads, each queued (one external-events
+        line each), the legacy text form among them, then a wake carrying them all: a
+        turn of its own."""
+        pr, merged = GithubItemKind.PULL_REQUEST, MailboxPullRequestChange.MERGED
+        bodies: list[MailboxEventBody] = [
+            NewGithubItem(kind=GithubItemKind.ISSUE, number=37, title="Setup", repo="o/r"),
+            GithubComment(item_kind=pr, number=12, title="t", author="alice", body="Nice."),
+            GithubReview(
+                item_kind=pr,
+                number=12,
+                title="t",
+                author="bob",
+                body="Revise <this>.",
+                review_state="CHANGES_REQUESTED",
+            ),
+            GithubReviewComment(item_kind=pr, number=12, title="t", author="c", body="A test."),
+            GithubPullRequestLifecycle(change=merged, number=12, title="t", actor="dana"),
+            ParentMessage(text="Please verify the edge case."),
+            SessionMessage(
+                from_=SessionSender(id="session-7", title="Fix cache race"), text="Fixed."
+            ),
+            SessionMessage(from_=UserSender(), text="Check the result."),
+            PlainText(text="A plain event."),
+        ]
+        events = [self.mailbox_event(body=body) for body in bodies]
+        events.append(self.mailbox_event("A protocol 33 event.", source="api", wake=True))
+        journaled: list[RelayEvent] = []
+        for event in events:
+            journaled += self.deliver_mailbox_event(event)
+        journaled += self.mailbox_wake(events)
         return journaled
 
 
