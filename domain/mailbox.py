@@ -107,31 +107,27 @@ class NewGithubItem(_Body, tag="new_github_item"):
     repo: str | None = None
 
 
-class GithubComment(_Body, tag="github_comment"):
+class _Authored(_Body):
+    """What a comment, a review and a review comment share, in the origin's field order
+    (a subclass's own fields follow)."""
+
     item_kind: GithubItemKind
     number: UInt64
     title: str
     author: str
     body: str
+
+
+class GithubComment(_Authored, tag="github_comment"):
     repo: str | None = None
 
 
-class GithubReview(_Body, tag="github_review"):
-    item_kind: GithubItemKind
-    number: UInt64
-    title: str
-    author: str
-    body: str
+class GithubReview(_Authored, tag="github_review"):
     review_state: str | None = None
     repo: str | None = None
 
 
-class GithubReviewComment(_Body, tag="github_review_comment"):
-    item_kind: GithubItemKind
-    number: UInt64
-    title: str
-    author: str
-    body: str
+class GithubReviewComment(_Authored, tag="github_review_comment"):
     repo: str | None = None
 
 

@@ -211,3 +211,26 @@ def test_newer_line_is_a_verifiable_line_of_a_kind_this_build_does_not_know() ->
         journal.newer_line(b"{not json")
     with pytest.raises(InvalidInput, match="must be bytes"):
         journal.newer_line('{"type":"future_kind"}')  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda j: j.question(schema=5), "schema"),
+        (lambda j: j.question(message=None), "message"),
+        (lambda j: j.question(action=3), "action"),
+        (lambda j: j.question(request_id=7), "request_id"),
+        (lambda j: j.mailbox_event(5), "text"),
+        (lambda j: j.mailbox_event("a", wake=1), "wake"),
+        (lambda j: j.mailbox_event("a", key=True), "key"),
+        (lambda j: j.mailbox_event(body=5), "body"),
+        (lambda j: j.mailbox_event(), "exactly one of text and body"),
+    ],
+)
+def test_a_wrong_argument_to_the_kit_is_invalid_input_naming_it(
+    call: Callable[[JournalBuilder], object], named: str
+) -> None:
+    journal = JournalBuilder()
+    with pytest.raises(InvalidInput, match=named):
+        call(journal)
+    assert journal.events == []  # nothing half-written

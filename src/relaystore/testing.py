@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import tempfile
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -219,15 +218,13 @@ def _replayable(event: RelayEvent) -> RelayEvent:
     return event
 
 
-_MAILBOX_BODIES = typing.get_args(MailboxEventBody)
-
-
-def _arguments(method: str, **arguments: tuple[object, Any]) -> None:
+def _arguments(method: str, **arguments: tuple[object, Any] | tuple[object, Any, str]) -> None:
     """Refuse an argument of the wrong type with :class:`InvalidInput` naming it
-    (``name=(value, type)``; ``bool`` is not taken for ``int``, nor ``int`` for ``bool``)."""
-    for name, (value, kind) in arguments.items():
+    (``name=(value, type[, what it must be])``; ``bool`` is not taken for ``int``, nor
+    ``int`` for ``bool``)."""
+    for name, (value, kind, *said) in arguments.items():
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            wanted = getattr(kind, "__name__", str(kind))
+            wanted = said[0] if said else getattr(kind, "__name__", str(kind))
             raise InvalidInput(f"{method}: {name} must be {wanted}, got {type(value).__name__}")
 
 
@@ -548,12 +545,8 @@ class JournalBuilder:
             field=(field, str),
             action=(action, str | None),
             native_session_id=(native_session_id, str),
+            schema=(schema, Mapping | None, "a mapping (the requestedSchema) or None"),
         )
-        if schema is not None and not isinstance(schema, Mapping):
-            raise InvalidInput(
-                f"question: schema must be a mapping (the requestedSchema), got "
-                f"{type(schema).__name__}"
-            )
         request = ElicitationRequest.from_acp_params(
             request_id or self.next_id("question"),
             {
@@ -715,12 +708,8 @@ class JournalBuilder:
             source=(source, str),
             key=(key, str | None),
             wake=(wake, bool),
+            body=(body, MailboxEventBody | None, "a body of relaystore.domain.mailbox or None"),
         )
-        if body is not None and not isinstance(body, _MAILBOX_BODIES):
-            raise InvalidInput(
-                f"mailbox_event body must be a mailbox event body "
-                f"(relaystore.domain.mailbox), got {type(body).__name__}"
-            )
         fields = {
             "key": key or self.next_id(f"{source}:event"),
             "source": source,
