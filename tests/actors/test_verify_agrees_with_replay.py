@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor, encode_relay_event
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import cli, failure, ok, replay, show
 
@@ -209,18 +209,31 @@ def test_a_seed_past_the_journal_is_refused_by_both_naming_it(tmp_path: Path) ->
     assert "relay-seed.json" in refusal
 
 
-def test_an_integer_sqlite_cannot_store_is_refused_by_both_at_its_line(tmp_path: Path) -> None:
+def test_an_integer_sqlite_cannot_store_is_held_by_both_and_damage_refused(
+    tmp_path: Path,
+) -> None:
+    # A line a worker signed with an integer past what this build reads is a newer
+    # worker's shape: both keep it (verify notes it, replay holds the session behind).
     journal = JournalBuilder()
     journal.prompt_turn("big")
+    big = b'{"type":"command_started","data":{"command_id":"x","started_at_ms":%d}}' % 2**64
+    newer = journal.newer_line(big)
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(journal.to_bytes() + encode_relay_event(newer) + b"\n")
+    report, refusal = _both(tmp_path / "store.sqlite3", path)
+    assert refusal is None
+    assert report["problems"] == []
+    (note,) = report["newer_kinds"]  # type: ignore[misc]
+    assert (note["position"], note["ordinal"]) == ("shape", newer.ordinal)
+    # The same integer written over a signed line breaks its digest: damage, refused by
+    # both at its line, never an OverflowError.
     lines = journal.lines()
     started = journal.events[1]
     at = started.observation.data.started_at_ms  # type: ignore[union-attr]
     lines[1] = lines[1].replace(b'"started_at_ms":%d' % at, b'"started_at_ms":%d' % 2**64)
-    path = tmp_path / "journal.jsonl"
     path.write_bytes(b"".join(lines))
-    report, refusal = _both(tmp_path / "store.sqlite3", path)
+    report, refusal = _both(tmp_path / "other.sqlite3", path)
     assert refusal is not None
     first = _first(report)
-    assert (first["fault"], first["line"]) == ("bad_line", 2)
-    assert "$.observation.data.started_at_ms" in str(first["message"])
+    assert (first["fault"], first["line"]) == ("bad_digest", 2)
     assert "Overflow" not in refusal
