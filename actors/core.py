@@ -413,30 +413,24 @@ class StoreCore:
 
     @staticmethod
     def routing_may_block(message: object) -> bool:
-        """Whether :meth:`route` may wait (it retires the session's projector first)."""
+        """Whether :meth:`send` may wait before it hands over (it retires the session's
+        projector first)."""
         return isinstance(message, DeleteSession | SeedProjection)
 
-    def route(self, message: Request[Any]) -> ActorRef[Any]:
-        """The actor that owns a checked message."""
+    def _route(self, message: Request[Any]) -> ActorRef[Any]:
+        """The actor that owns a checked message no projector takes (:meth:`send` hands
+        those to the session's projector)."""
         if isinstance(message, _READER_ROUTED):
             return self._reader()
         if self.writer is None:
             raise InvalidInput(
                 f"{type(message).__name__} needs the writer, but the store was opened read_only"
             )
-        if isinstance(message, ObserveRelayEvents | Reproject):
-            self.check_open()
-            return self._projectors.get(message.session_id)
         if isinstance(message, DeleteSession | SeedProjection):  # see routing_may_block
             # The session's projector holds its projection in memory: retire it first,
             # so the session's next event starts from what the store then holds.
             self._projectors.retire(message.session_id)
         return self.writer
-
-    @staticmethod
-    def inbox_full(ref: ActorRef[Any]) -> bool:
-        """Whether handing a message to ``ref`` would block now (its inbox is full)."""
-        return inbox_of(ref).full()
 
     @staticmethod
     def deliver(ref: ActorRef[Any], envelope: Envelope) -> None:
@@ -447,9 +441,41 @@ class StoreCore:
             raise StoreClosed("the store's actors have stopped") from exc
 
     def send(self, message: Any, reply: Reply | None) -> ActorRef[Any]:
-        """Route and hand over ``message`` with its reply sink; return the actor."""
-        ref = self.route(message)
-        self.deliver(ref, Envelope(message, reply))
+        """Route and hand over ``message`` with its reply sink (waiting for room in a
+        full inbox); return the actor."""
+        ref = self._hand_over(message, Envelope(message, reply), wait=True)
+        assert ref is not None  # waiting for room, it always hands over
+        return ref
+
+    def send_now(self, message: Any, reply: Reply | None) -> bool:
+        """Route and hand over ``message`` if that does not wait (the actor's inbox has
+        room, and routing retires no projector); False: nothing was handed over."""
+        if self.routing_may_block(message):
+            return False
+        return self._hand_over(message, Envelope(message, reply), wait=False) is not None
+
+    def _hand_over(self, message: Any, envelope: Envelope, *, wait: bool) -> ActorRef[Any] | None:
+        """Hand ``envelope`` to the actor that owns ``message`` (None: its inbox is full
+        and not ``wait``). A session's projector takes its message even if it is stopped
+        for room or idles out meanwhile (see :meth:`LiveProjectors.hand_over`)."""
+
+        def room(ref: ActorRef[Any]) -> bool:
+            return wait or not inbox_of(ref).full()
+
+        if self.writer is not None and isinstance(message, ObserveRelayEvents | Reproject):
+            self.check_open()
+
+            def put(ref: ActorRef[Any]) -> bool:
+                if room(ref):
+                    ref.tell(envelope)  # ActorDeadError: the projector set starts another
+                    return True
+                return False
+
+            return self._projectors.hand_over(message.session_id, put)
+        ref = self._route(message)
+        if not room(ref):
+            return None
+        self.deliver(ref, envelope)
         return ref
 
     # -- blocking waits ------------------------------------------------------------
