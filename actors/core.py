@@ -30,7 +30,11 @@ nobody closed never keeps the process alive (a supervisor that crashes exits; no
 acknowledged is lost, since an ask returns only after its commit). A clean interpreter
 exit closes every store still open: each core registers its own :meth:`StoreCore.close`
 with :mod:`atexit` when it opens and unregisters it when it closes. That registry is
-atexit's own; relaystore keeps no module-level list of open stores.
+atexit's own; relaystore keeps no module-level list of open stores. A process forked
+after a store opened inherits the store but none of its threads: there the exit hook
+(and :meth:`StoreCore.close`) does nothing, so the child exits at once and leaves the
+parent's store, workers and files alone, and any other use raises :class:`StoreClosed`
+naming the process the store belongs to.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -289,6 +294,8 @@ class StoreCore:
         self._capacity = settings.capacity
         self.relay_log = settings.relay_log
         self._closed = False
+        self._pid = os.getpid()
+        """The process that opened the store: the only one its actors and workers serve."""
         self._lock = threading.Lock()
         self._workers = (
             WorkerPool(hold_unknown=settings.relay_log, limit=settings.max_projectors)
@@ -358,9 +365,20 @@ class StoreCore:
         return self._closed
 
     def check_open(self) -> None:
-        """Raise :class:`StoreClosed` after :meth:`close`."""
+        """Raise :class:`StoreClosed` after :meth:`close`, or in a process forked from
+        the one that opened the store (:meth:`check_process`)."""
+        self.check_process()
         if self._closed:
             raise StoreClosed()
+
+    def check_process(self) -> None:
+        """Raise :class:`StoreClosed` in a process forked after the store opened: its
+        actors are threads of the parent process, which the child does not have."""
+        if self._forked():
+            raise StoreClosed(
+                f"the store belongs to process {self._pid}, which opened it; this process "
+                f"({os.getpid()}) was forked from it and cannot use it (open it here instead)"
+            )
 
     @staticmethod
     def check_message(message: object) -> None:
@@ -407,6 +425,7 @@ class StoreCore:
         )
         validate_message(request)
         check_timeout(timeout)
+        self.check_process()
         return FollowPager(request, timeout)  # type: ignore[arg-type]
 
     # -- routing -------------------------------------------------------------------
@@ -574,7 +593,13 @@ class StoreCore:
     # -- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop taking messages, let the writer finish what it accepted, stop everything."""
+        """Stop taking messages, let the writer finish what it accepted, stop everything.
+
+        In a process forked after the store opened it does nothing: the store, its
+        threads and its workers are the parent's (so a forked child exits at once, and
+        leaves them to the parent)."""
+        if self._forked():
+            return
         with self._lock:
             if self._closed:
                 return
@@ -599,6 +624,10 @@ class StoreCore:
         )
 
     # -- internals -----------------------------------------------------------------
+
+    def _forked(self) -> bool:
+        """Whether this is a process forked after the store opened (not its own)."""
+        return os.getpid() != self._pid
 
     def _reader(self) -> ActorRef[ReaderActor]:
         return self._readers[next(self._next_reader) % len(self._readers)]

@@ -91,3 +91,67 @@ def test_closing_forgets_the_exit_hook(tmp_path: Path) -> None:
     del store
     gc.collect()
     assert core() is None  # nothing (the exit hook included) keeps a closed store
+
+
+FORKING = """
+    import os
+    import select
+    import sys
+    from pathlib import Path
+    from relaystore import EventStore, ObserveRelayEvents, SaveSession, StoreClosed
+    from relaystore.testing import JournalBuilder, example_session
+
+    journal = JournalBuilder()
+    journal.prompt_turn("question")
+    store = EventStore.open(sys.argv[1], projection=sys.argv[2])
+    store.ask(SaveSession(record=example_session()))
+    store.ask(ObserveRelayEvents(session_id="session-1", events=journal.events[:2]))
+    wal = Path(f"{sys.argv[1]}-wal")
+    assert wal.exists()
+    said, says = os.pipe()
+    child = os.fork()
+    if child == 0:  # the store's threads and workers are the parent's
+        os.close(said)
+        try:
+            store.ask(ObserveRelayEvents(session_id="session-1", events=journal.events[2:]))
+        except StoreClosed as exc:
+            os.write(says, str(exc).encode())
+        sys.exit(0)  # the exit hook must not wait for the parent's threads
+    os.close(says)
+    exited, _, _ = select.select([os.pidfd_open(child)], [], [], 20)
+    if not exited:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        sys.exit("the forked child did not exit within 20 s")
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    print(os.read(said, 4096).decode())
+    assert wal.exists()  # the child closed nothing of the parent's
+    report = store.ask(ObserveRelayEvents(session_id="session-1", events=journal.events[2:]))
+    assert report.applied == len(journal.events) - 2
+    assert store.metrics().worker_restarts == 0
+"""
+
+
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_a_forked_child_exits_at_once_and_leaves_the_parents_store(
+    tmp_path: Path, projection: str
+) -> None:
+    """A process that forks after opening a store: the child's exit closes nothing (its
+    store is the parent's, whose threads it does not have) and a use of it there is
+    ``StoreClosed`` naming the parent; the parent goes on, and closes at its exit."""
+    path = tmp_path / "store.sqlite3"
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FORKING), str(path), projection],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the store belongs to process" in result.stdout
+    assert "was forked from it" in result.stdout
+    with EventStore.open(path, read_only=True) as store:
+        kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
+    assert kinds.count("turn_ended") == 1
