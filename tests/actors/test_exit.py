@@ -10,6 +10,8 @@ acknowledged write in the file, and the interpreter's exit must have closed the 
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -155,3 +157,61 @@ def test_a_forked_child_exits_at_once_and_leaves_the_parents_store(
     with EventStore.open(path, read_only=True) as store:
         kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
     assert kinds.count("turn_ended") == 1
+
+
+STOPPED_WORKERS = """
+    import os
+    import signal
+    import sys
+    from relaystore import EventStore, ObserveRelayEvents, SaveSession
+    from relaystore.actors import projection_worker
+    from relaystore.testing import JournalBuilder, example_session
+
+    projection_worker.SILENCE_SECONDS = 1.0  # the bound, shortened for the test
+    journal = JournalBuilder()
+    journal.prompt_turn("question")
+    store = EventStore.open(sys.argv[1])
+    store.ask(SaveSession(record=example_session()))
+    store.ask(ObserveRelayEvents(session_id="session-1", events=journal.events[:2]))
+    pids = store._core._workers.pids
+    with open(sys.argv[2], "w") as out:
+        out.write(" ".join(map(str, pids)))
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    store.tell(ObserveRelayEvents(session_id="session-1", events=journal.events[2:]))
+    sys.exit(0)  # the exit closes the store, with a message under way on a stopped worker
+"""
+
+
+def test_an_exit_with_stopped_workers_kills_them_and_returns(tmp_path: Path) -> None:
+    """The interpreter's exit closes the store: a worker stopped (SIGSTOP) mid-message
+    is presumed lost after the silence bound and killed, the message finishes on a new
+    worker, and the process exits instead of waiting for the stopped one."""
+    path = tmp_path / "store.sqlite3"
+    pids_file = tmp_path / "pids.txt"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(STOPPED_WORKERS), str(path), str(pids_file)],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+    finally:
+        for pid in map(int, pids_file.read_text().split()):
+            if _alive(pid):  # the store left it: never leave a stopped process behind
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"worker {pid} outlived its embedder")
+    with EventStore.open(path, read_only=True) as store:
+        kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
+    assert kinds.count("turn_ended") == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
