@@ -32,8 +32,12 @@ loads the session from the store, so events whose pages committed are re-deliver
 leaves alone (nothing is applied twice) and the report counts them as the first attempt
 applied them. A second death while projecting the same message raises
 :class:`~relaystore.domain.errors.WorkerLost`; every page committed before it stays
-committed. The worker exits when the store closes its pipe (or the embedding process
-dies), and ignores SIGINT so a terminal's Ctrl-C reaches the embedder only.
+committed. A worker that says nothing for :data:`SILENCE_SECONDS` in a conversation (it
+beats every tenth of that while it projects, so only one that does not run: stopped,
+hung) or takes no message for as long is presumed lost: it is killed and counts as a
+death. The worker exits when the store closes its pipe (or the embedding process
+dies), and ignores SIGINT so a terminal's Ctrl-C reaches the embedder only; closing
+waits :data:`_STOP_SECONDS` for all the workers together, then kills those left.
 
 The child is started with ``python -P -c`` (``sys.executable``): it imports relaystore,
 never the embedder's ``__main__``.

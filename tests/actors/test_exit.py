@@ -62,28 +62,37 @@ AWAITING = """
 """
 
 
-@pytest.mark.parametrize("script", [BLOCKING, AWAITING], ids=["blocking", "awaiting"])
-@pytest.mark.parametrize("ending", ["return", "raise"])
-def test_an_unclosed_store_lets_the_process_exit_with_its_writes(
-    tmp_path: Path, script: str, ending: str
-) -> None:
-    path = tmp_path / "store.sqlite3"
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), str(path), ending],
+def _run(script: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter (the timeout is a hang detector)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *arguments],
         capture_output=True,
         text=True,
         env=ENV,
         timeout=TIMEOUT,
         check=False,
     )
+
+
+def _kinds(path: Path) -> list[str]:
+    """The kinds of the store's API events, in order."""
+    with EventStore.open(path, read_only=True) as store:
+        return [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
+
+
+@pytest.mark.parametrize("script", [BLOCKING, AWAITING], ids=["blocking", "awaiting"])
+@pytest.mark.parametrize("ending", ["return", "raise"])
+def test_an_unclosed_store_lets_the_process_exit_with_its_writes(
+    tmp_path: Path, script: str, ending: str
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    result = _run(script, str(path), ending)
     assert result.returncode == (1 if ending == "raise" else 0), result.stderr
     if ending == "raise":
         assert "the supervisor crashed" in result.stderr
     wal = Path(f"{path}-wal")
     assert not wal.exists() or wal.stat().st_size == 0  # closed at exit: checkpointed
-    with EventStore.open(path, read_only=True) as store:
-        kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
-    assert kinds == ["activity_changed"]
+    assert _kinds(path) == ["activity_changed"]
 
 
 def test_closing_forgets_the_exit_hook(tmp_path: Path) -> None:
@@ -143,20 +152,11 @@ def test_a_forked_child_exits_at_once_and_leaves_the_parents_store(
     store is the parent's, whose threads it does not have) and a use of it there is
     ``StoreClosed`` naming the parent; the parent goes on, and closes at its exit."""
     path = tmp_path / "store.sqlite3"
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(FORKING), str(path), projection],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = _run(FORKING, str(path), projection)
     assert result.returncode == 0, result.stderr
     assert "the store belongs to process" in result.stdout
     assert "was forked from it" in result.stdout
-    with EventStore.open(path, read_only=True) as store:
-        kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
-    assert kinds.count("turn_ended") == 1
+    assert _kinds(path).count("turn_ended") == 1
 
 
 STOPPED_WORKERS = """
@@ -190,23 +190,14 @@ def test_an_exit_with_stopped_workers_kills_them_and_returns(tmp_path: Path) -> 
     path = tmp_path / "store.sqlite3"
     pids_file = tmp_path / "pids.txt"
     try:
-        result = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(STOPPED_WORKERS), str(path), str(pids_file)],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            timeout=TIMEOUT,
-            check=False,
-        )
+        result = _run(STOPPED_WORKERS, str(path), str(pids_file))
         assert result.returncode == 0, result.stderr
     finally:
         for pid in map(int, pids_file.read_text().split()):
             if _alive(pid):  # the store left it: never leave a stopped process behind
                 os.kill(pid, signal.SIGKILL)
                 raise AssertionError(f"worker {pid} outlived its embedder")
-    with EventStore.open(path, read_only=True) as store:
-        kinds = [e.kind for e in store.ask(LoadApiEvents(after_seq=0)).events]
-    assert kinds.count("turn_ended") == 1
+    assert _kinds(path).count("turn_ended") == 1
 
 
 def _alive(pid: int) -> bool:
