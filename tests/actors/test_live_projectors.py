@@ -74,15 +74,19 @@ def _feed_from_threads(
     threads: int,
     limit: int,
     turns: int,
+    idle_seconds: float = 300.0,
 ) -> None:
     """Feed ``sessions`` sessions an event per ask, round robin, each thread its own
-    sessions, with ``limit`` projectors: every ask answers as in an undisturbed run
-    (each event applied once, none already), and the store ends at every journal's end."""
+    sessions, with ``limit`` projectors (idle ones stopped after ``idle_seconds``): every
+    ask answers as in an undisturbed run (each event applied once, none already), and
+    the store ends at every journal's end."""
     names = [f"s-{n}" for n in range(sessions)]
     journals = {session_id: _journal(turns) for session_id in names}
     failures: Counter[str] = Counter()
     reports: dict[str, list[ProjectionReport]] = {session_id: [] for session_id in names}
-    with EventStore.open(path, max_projectors=limit, projection=projection) as store:
+    with EventStore.open(
+        path, max_projectors=limit, projector_idle_seconds=idle_seconds, projection=projection
+    ) as store:
         for session_id in names:
             store.ask(SaveSession(record=example_session(session_id)))
 
@@ -129,13 +133,36 @@ def test_an_ask_racing_its_projectors_eviction_is_answered_by_the_next_one(
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("projection", ["thread", "process"])
-def test_a_soak_of_many_sessions_over_few_projectors_answers_every_ask(
+def test_an_ask_racing_its_projector_idling_out_is_answered_by_the_next_one(
     tmp_path: Path, projection: Literal["thread", "process"]
 ) -> None:
+    """As above, with projectors idling out as soon as another session is looked up."""
     _feed_from_threads(
-        tmp_path / "store.sqlite3", projection, sessions=64, threads=8, limit=4, turns=12
+        tmp_path / "store.sqlite3",
+        projection,
+        sessions=8,
+        threads=4,
+        limit=8,
+        turns=8,
+        idle_seconds=0.0001,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("projection", ["thread", "process"])
+@pytest.mark.parametrize("idle_seconds", [300.0, 0.001])
+def test_a_soak_of_many_sessions_over_few_projectors_answers_every_ask(
+    tmp_path: Path, projection: Literal["thread", "process"], idle_seconds: float
+) -> None:
+    _feed_from_threads(
+        tmp_path / "store.sqlite3",
+        projection,
+        sessions=64,
+        threads=8,
+        limit=4,
+        turns=12,
+        idle_seconds=idle_seconds,
     )
 
 
