@@ -33,7 +33,7 @@ from typing import Any, TypeVar, Unpack
 
 from relaystore.actors.commits import CLOSED_WHILE_WAITING
 from relaystore.actors.core import FollowPager, OpenOptions, StoreCore, ask_timeout
-from relaystore.actors.envelope import Envelope, ExcInfo
+from relaystore.actors.envelope import ExcInfo
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from relaystore.domain.errors import StoreClosed
@@ -140,15 +140,8 @@ class AsyncEventStore:
     async def _send(self, message: Request[Any], reply: _LoopReply | None) -> None:
         """Hand over a checked message; wait in a worker thread, never in the loop."""
         core = self._core
-        if core.routing_may_block(message):  # may wait for a projector to retire
+        if not core.send_now(message, reply):  # it would wait: wait in a worker thread
             await asyncio.to_thread(core.send, message, reply)
-            return
-        actor = core.route(message)
-        envelope = Envelope(message, reply)
-        if core.inbox_full(actor):  # backpressure: wait for room in a worker thread
-            await asyncio.to_thread(core.deliver, actor, envelope)
-        else:
-            core.deliver(actor, envelope)
 
     def metrics(self) -> StoreMetrics:
         """A snapshot of the store's figures (see :meth:`EventStore.metrics`); never blocks."""

@@ -30,7 +30,11 @@ nobody closed never keeps the process alive (a supervisor that crashes exits; no
 acknowledged is lost, since an ask returns only after its commit). A clean interpreter
 exit closes every store still open: each core registers its own :meth:`StoreCore.close`
 with :mod:`atexit` when it opens and unregisters it when it closes. That registry is
-atexit's own; relaystore keeps no module-level list of open stores.
+atexit's own; relaystore keeps no module-level list of open stores. A process forked
+after a store opened inherits the store but none of its threads: there the exit hook
+(and :meth:`StoreCore.close`) does nothing, so the child exits at once and leaves the
+parent's store, workers and files alone, and any other use raises :class:`StoreClosed`
+naming the process the store belongs to.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -289,6 +294,8 @@ class StoreCore:
         self._capacity = settings.capacity
         self.relay_log = settings.relay_log
         self._closed = False
+        self._pid = os.getpid()
+        """The process that opened the store: the only one its actors and workers serve."""
         self._lock = threading.Lock()
         self._workers = (
             WorkerPool(hold_unknown=settings.relay_log, limit=settings.max_projectors)
@@ -358,9 +365,20 @@ class StoreCore:
         return self._closed
 
     def check_open(self) -> None:
-        """Raise :class:`StoreClosed` after :meth:`close`."""
+        """Raise :class:`StoreClosed` after :meth:`close`, or in a process forked from
+        the one that opened the store (:meth:`check_process`)."""
+        self.check_process()
         if self._closed:
             raise StoreClosed()
+
+    def check_process(self) -> None:
+        """Raise :class:`StoreClosed` in a process forked after the store opened: its
+        actors are threads of the parent process, which the child does not have."""
+        if self._forked():
+            raise StoreClosed(
+                f"the store belongs to process {self._pid}, which opened it; this process "
+                f"({os.getpid()}) was forked from it and cannot use it (open it here instead)"
+            )
 
     @staticmethod
     def check_message(message: object) -> None:
@@ -407,36 +425,31 @@ class StoreCore:
         )
         validate_message(request)
         check_timeout(timeout)
+        self.check_process()
         return FollowPager(request, timeout)  # type: ignore[arg-type]
 
     # -- routing -------------------------------------------------------------------
 
     @staticmethod
     def routing_may_block(message: object) -> bool:
-        """Whether :meth:`route` may wait (it retires the session's projector first)."""
+        """Whether :meth:`send` may wait before it hands over (it retires the session's
+        projector first)."""
         return isinstance(message, DeleteSession | SeedProjection)
 
-    def route(self, message: Request[Any]) -> ActorRef[Any]:
-        """The actor that owns a checked message."""
+    def _route(self, message: Request[Any]) -> ActorRef[Any]:
+        """The actor that owns a checked message no projector takes (:meth:`send` hands
+        those to the session's projector)."""
         if isinstance(message, _READER_ROUTED):
             return self._reader()
         if self.writer is None:
             raise InvalidInput(
                 f"{type(message).__name__} needs the writer, but the store was opened read_only"
             )
-        if isinstance(message, ObserveRelayEvents | Reproject):
-            self.check_open()
-            return self._projectors.get(message.session_id)
         if isinstance(message, DeleteSession | SeedProjection):  # see routing_may_block
             # The session's projector holds its projection in memory: retire it first,
             # so the session's next event starts from what the store then holds.
             self._projectors.retire(message.session_id)
         return self.writer
-
-    @staticmethod
-    def inbox_full(ref: ActorRef[Any]) -> bool:
-        """Whether handing a message to ``ref`` would block now (its inbox is full)."""
-        return inbox_of(ref).full()
 
     @staticmethod
     def deliver(ref: ActorRef[Any], envelope: Envelope) -> None:
@@ -447,9 +460,41 @@ class StoreCore:
             raise StoreClosed("the store's actors have stopped") from exc
 
     def send(self, message: Any, reply: Reply | None) -> ActorRef[Any]:
-        """Route and hand over ``message`` with its reply sink; return the actor."""
-        ref = self.route(message)
-        self.deliver(ref, Envelope(message, reply))
+        """Route and hand over ``message`` with its reply sink (waiting for room in a
+        full inbox); return the actor."""
+        ref = self._hand_over(message, Envelope(message, reply), wait=True)
+        assert ref is not None  # waiting for room, it always hands over
+        return ref
+
+    def send_now(self, message: Any, reply: Reply | None) -> bool:
+        """Route and hand over ``message`` if that does not wait (the actor's inbox has
+        room, and routing retires no projector); False: nothing was handed over."""
+        if self.routing_may_block(message):
+            return False
+        return self._hand_over(message, Envelope(message, reply), wait=False) is not None
+
+    def _hand_over(self, message: Any, envelope: Envelope, *, wait: bool) -> ActorRef[Any] | None:
+        """Hand ``envelope`` to the actor that owns ``message`` (None: its inbox is full
+        and not ``wait``). A session's projector takes its message even if it is stopped
+        for room or idles out meanwhile (see :meth:`LiveProjectors.hand_over`)."""
+
+        def room(ref: ActorRef[Any]) -> bool:
+            return wait or not inbox_of(ref).full()
+
+        if self.writer is not None and isinstance(message, ObserveRelayEvents | Reproject):
+            self.check_open()
+
+            def put(ref: ActorRef[Any]) -> bool:
+                if room(ref):
+                    ref.tell(envelope)  # ActorDeadError: the projector set starts another
+                    return True
+                return False
+
+            return self._projectors.hand_over(message.session_id, put)
+        ref = self._route(message)
+        if not room(ref):
+            return None
+        self.deliver(ref, envelope)
         return ref
 
     # -- blocking waits ------------------------------------------------------------
@@ -548,7 +593,13 @@ class StoreCore:
     # -- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop taking messages, let the writer finish what it accepted, stop everything."""
+        """Stop taking messages, let the writer finish what it accepted, stop everything.
+
+        In a process forked after the store opened it does nothing: the store, its
+        threads and its workers are the parent's (so a forked child exits at once, and
+        leaves them to the parent)."""
+        if self._forked():
+            return
         with self._lock:
             if self._closed:
                 return
@@ -573,6 +624,10 @@ class StoreCore:
         )
 
     # -- internals -----------------------------------------------------------------
+
+    def _forked(self) -> bool:
+        """Whether this is a process forked after the store opened (not its own)."""
+        return os.getpid() != self._pid
 
     def _reader(self) -> ActorRef[ReaderActor]:
         return self._readers[next(self._next_reader) % len(self._readers)]

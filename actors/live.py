@@ -24,7 +24,12 @@ projection from the store. Memory and threads are therefore bounded by the live 
 not by how many sessions the store has seen.
 
 Guarantees: stopping waits for the projector to finish what it was sent, in order;
-:meth:`retire` (used before ``DeleteSession``) does the same for one session.
+:meth:`retire` (used before ``DeleteSession``) does the same for one session. A message
+handed over with :meth:`hand_over` is taken by a live projector of its session: the
+projector is held from its lookup until the message is in its inbox (where it is
+"working"), so neither room nor idling nor :meth:`retire` stops it in between; one
+stopped anyway (it crashed) is replaced and the message handed to the new one. Only
+:meth:`stop_all` (the store closing) ends a hand-over, with :class:`StoreClosed`.
 """
 
 from __future__ import annotations
@@ -65,6 +70,11 @@ class LiveProjectors:
         self._idle = idle_seconds
         self._clock = clock
         self._lock = threading.Lock()
+        self._handed = threading.Condition(self._lock)
+        """Notified when a hand-over ends (what :meth:`retire` waits for)."""
+        self._held: dict[str, int] = {}
+        """Sessions whose projector a hand-over holds, and how many hold it (at most
+        the threads handing over)."""
         self._live: OrderedDict[str, tuple[ActorRef[ProjectorActor], float]] = OrderedDict()
         """Live projectors, least recently used first."""
         self._unasked: OrderedDict[str, None] = OrderedDict()
@@ -81,6 +91,31 @@ class LiveProjectors:
 
     def get(self, session_id: str) -> ActorRef[ProjectorActor]:
         """The session's projector, started (or restarted after a crash) when needed."""
+        return self._lookup(session_id, hold=False)
+
+    def hand_over(
+        self, session_id: str, put: Callable[[ActorRef[ProjectorActor]], bool]
+    ) -> ActorRef[ProjectorActor] | None:
+        """Have ``put`` put a message in the inbox of the session's projector, which
+        nothing stops meanwhile but the store closing; return that projector (None when
+        ``put`` returned False: it put nothing). A projector that died before the
+        message went in (a crash) is replaced and ``put`` called again with the new one.
+
+        Raises :class:`StoreClosed` once :meth:`stop_all` began.
+        """
+        while True:
+            ref = self._lookup(session_id, hold=True)
+            try:
+                if not put(ref):
+                    return None
+            except ActorDeadError:
+                continue  # it died first: the session's next projector takes the message
+            finally:
+                with self._lock:
+                    self._release(session_id)
+            return ref
+
+    def _lookup(self, session_id: str, *, hold: bool) -> ActorRef[ProjectorActor]:
         now = self._clock()
         with self._lock:
             if self._closed:
@@ -96,14 +131,25 @@ class LiveProjectors:
                 self._displaced.pop(session_id, None)
                 self._unasked[session_id] = None  # the newest started
             self._live[session_id] = (ref, now)  # now the most recently used
+            if hold:
+                self._held[session_id] = self._held.get(session_id, 0) + 1
             victims = self._victims(now, returning=returning)
         for victim in victims:
             self._stop(victim)
         return ref
 
+    def _release(self, session_id: str) -> None:
+        """End one hand-over's hold on the session's projector (the lock held)."""
+        left = self._held.pop(session_id) - 1
+        if left:
+            self._held[session_id] = left
+        self._handed.notify_all()
+
     def retire(self, session_id: str) -> None:
-        """Stop the session's projector once it finished what it was sent."""
+        """Stop the session's projector once it finished what it was sent (a message
+        being handed to it first goes in)."""
         with self._lock:
+            self._handed.wait_for(lambda: session_id not in self._held)
             entry = self._live.pop(session_id, None)
             self._unasked.pop(session_id, None)
             self._displaced.pop(session_id, None)
@@ -135,7 +181,8 @@ class LiveProjectors:
         for session_id, (_, used) in self._live.items():
             if session_id == newest or now - used < self._idle:
                 break  # in use order: every later entry was used more recently
-            doomed.append(session_id)
+            if session_id not in self._held:
+                doomed.append(session_id)
         victims = [self._take(session_id) for session_id in doomed]
         while len(self._live) > self._limit:
             victim = self._displaceable(newest, returning=returning)
@@ -150,7 +197,7 @@ class LiveProjectors:
     def _displaceable(self, newest: str, *, returning: bool) -> str | None:
         """The projector to stop for room: for a returning session the newest one not
         asked for since it started, else (or if none) the least recently used; never
-        ``newest`` or a working one; None when all are working."""
+        ``newest``, a working one or one a hand-over holds; None when all are working."""
         if returning:
             for session_id in reversed(self._unasked):
                 if session_id != newest and not self._working(session_id):
@@ -162,7 +209,7 @@ class LiveProjectors:
         return self._live.pop(session_id)[0]
 
     def _working(self, session_id: str) -> bool:
-        return _busy(self._live[session_id][0])
+        return session_id in self._held or _busy(self._live[session_id][0])
 
     def _stop(self, ref: ActorRef[Any]) -> None:
         with contextlib.suppress(ActorDeadError):

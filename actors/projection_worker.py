@@ -32,8 +32,12 @@ loads the session from the store, so events whose pages committed are re-deliver
 leaves alone (nothing is applied twice) and the report counts them as the first attempt
 applied them. A second death while projecting the same message raises
 :class:`~relaystore.domain.errors.WorkerLost`; every page committed before it stays
-committed. The worker exits when the store closes its pipe (or the embedding process
-dies), and ignores SIGINT so a terminal's Ctrl-C reaches the embedder only.
+committed. A worker that says nothing for :data:`SILENCE_SECONDS` in a conversation (it
+beats every tenth of that while it projects, so only one that does not run: stopped,
+hung) or takes no message for as long is presumed lost: it is killed and counts as a
+death. The worker exits when the store closes its pipe (or the embedding process
+dies), and ignores SIGINT so a terminal's Ctrl-C reaches the embedder only; closing
+waits :data:`_STOP_SECONDS` for all the workers together, then kills those left.
 
 The child is started with ``python -P -c`` (``sys.executable``): it imports relaystore,
 never the embedder's ``__main__``.
@@ -47,9 +51,11 @@ import os
 import pickle
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -87,7 +93,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _STOP_SECONDS = 5.0
-"""How long closing waits for the worker to exit before it is killed."""
+"""How long closing waits for the workers to exit before they are killed."""
+
+SILENCE_SECONDS = 10.0
+"""How long the store waits, in a conversation, for the worker's next word (or for room
+to write to it) before it presumes the worker lost (stopped, hung) and kills it. A
+working worker beats every tenth of that (:class:`Beat`), so only one that does not run
+is taken for lost, however long its projection takes."""
 
 
 # -- the pipe's messages ----------------------------------------------------------------
@@ -101,6 +113,8 @@ class Start:
     """The store keeps a relay log: keep lines of unknown kinds, and log every page."""
     limit: int
     """The most sessions it keeps a projection of (the store's ``max_projectors``)."""
+    beat_seconds: float = SILENCE_SECONDS / 10
+    """How often it beats while a conversation is under way (:class:`Beat`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +199,12 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
+class Beat:
+    """The worker is alive and conversing (sent every ``Start.beat_seconds``; the proxy
+    skips it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """The end of a conversation: the message's reply, or the error it raised.
 
@@ -215,11 +235,48 @@ def _sendable(error: BaseException) -> BaseException:
 # -- the worker process -----------------------------------------------------------------
 
 
+class _Heart:
+    """The worker's writing end of the pipe: while a conversation is under way a thread
+    sends a :class:`Beat` every ``every`` seconds, so the store can tell a worker that is
+    projecting from one that does not run (see :data:`SILENCE_SECONDS`)."""
+
+    def __init__(self, connection: Connection, every: float) -> None:
+        self._connection = connection
+        self._every = every
+        self._lock = threading.Lock()
+        self._conversing = threading.Event()
+        threading.Thread(target=self._beat, name="relaystore-beat", daemon=True).start()
+
+    def send(self, message: object) -> None:
+        with self._lock:
+            self._connection.send(message)
+
+    @contextlib.contextmanager
+    def conversing(self) -> Iterator[None]:
+        """Beat while the block runs."""
+        self._conversing.set()
+        try:
+            yield
+        finally:
+            self._conversing.clear()
+
+    def _beat(self) -> None:
+        beat = Beat()
+        while self._conversing.wait():
+            time.sleep(self._every)
+            if self._conversing.is_set():
+                try:
+                    self.send(beat)
+                except OSError:
+                    return  # the store is gone: the main thread sees EOF
+
+
 class _Serving:
     """The worker process's side: projections by session and the callbacks over the pipe."""
 
     def __init__(self, connection: Connection, start: Start) -> None:
-        self._connection = connection
+        self._out = _Heart(connection, start.beat_seconds)
+        self._in = connection
         self._start = start
         self._cores: OrderedDict[str, ProjectorCore] = OrderedDict()
         self._pages = 0
@@ -231,22 +288,23 @@ class _Serving:
     def serve(self) -> None:
         while True:
             try:
-                data = self._connection.recv_bytes()
+                data = self._in.recv_bytes()
             except EOFError:
                 return  # the store closed (or its process died)
             try:
                 message = pickle.loads(data)
             except Exception as exc:  # noqa: BLE001 - a conversation waits: answer it
-                self._connection.send(Done(None, _sendable(exc)))
+                self._out.send(Done(None, _sendable(exc)))
                 continue
             if isinstance(message, Forget):
                 core = self._cores.pop(message.session_id, None)
                 if core is not None:
                     core.close()
             elif isinstance(message, Observe | Run):
-                self._run(message)
+                with self._out.conversing():
+                    self._run(message)
             elif isinstance(message, Census):
-                self._connection.send(Done(len(self._cores)))
+                self._out.send(Done(len(self._cores)))
 
     def _run(self, run: Observe | Run) -> None:
         session_id = run.session_id
@@ -267,7 +325,7 @@ class _Serving:
         else:
             done = Done(value, None, self._last)
         self._last = None
-        self._connection.send(done)
+        self._out.send(done)
 
     def _core(self, session_id: str) -> ProjectorCore:
         return ProjectorCore(
@@ -281,8 +339,8 @@ class _Serving:
         )
 
     def _call(self, what: Literal["wait", "ask", "load", "load_paged"], argument: Any) -> Any:
-        self._connection.send(Call(what, argument))
-        reply: Reply = self._connection.recv()
+        self._out.send(Call(what, argument))
+        reply: Reply = self._in.recv()
         if reply.error is not None:
             raise reply.error
         return reply.value
@@ -304,7 +362,7 @@ class _Serving:
         self._pages += 1
         number = self._pages
         page.seal(log=self._start.hold_unknown)
-        self._connection.send(PageOut(number, page))
+        self._out.send(PageOut(number, page))
 
         def wait() -> tuple[RelayCursor, int]:
             committed: tuple[RelayCursor, int] = self._call("wait", number)
@@ -365,24 +423,39 @@ class _Redo(Exception):
 
 class _Pipe:
     """The worker's connection for one conversation: a broken pipe raises :class:`_Died`
-    (and the worker is reaped), anything else passes."""
+    (and the worker is reaped), as does a worker silent for ``silence`` seconds (killed:
+    see :data:`SILENCE_SECONDS`); anything else passes. Beats are skipped."""
 
-    def __init__(self, connection: Connection, broken: Callable[[], str]) -> None:
+    def __init__(self, connection: Connection, reap: Callable[[bool], str], silence: float) -> None:
         self._connection = connection
-        self._broken = broken
-        """Reaps the worker; says how it ended."""
+        self._reap = reap
+        """Reaps the worker (killed first when True); says how it ended."""
+        self._silence = silence
 
     def send(self, message: object) -> None:
         try:
             self._connection.send(message)
+        except BlockingIOError as exc:  # the socket's send timeout: it reads nothing
+            raise _Died(self._lost("had no room for a message")) from exc
         except OSError as exc:
-            raise _Died(f"{exc or type(exc).__name__}; the worker {self._broken()}") from exc
+            raise _Died(f"{exc or type(exc).__name__}; the worker {self._reap(False)}") from exc
 
     def recv(self) -> Any:
-        try:
-            return self._connection.recv()
-        except (EOFError, OSError) as exc:
-            raise _Died(f"{exc or 'its pipe closed'}; the worker {self._broken()}") from exc
+        while True:
+            try:
+                if not self._connection.poll(self._silence):
+                    raise _Died(self._lost("said nothing"))
+                message = self._connection.recv()
+            except (EOFError, OSError) as exc:
+                raise _Died(f"{exc or 'its pipe closed'}; the worker {self._reap(False)}") from exc
+            if not isinstance(message, Beat):
+                return message
+
+    def _lost(self, what: str) -> str:
+        return (
+            f"it {what} for {self._silence:g} s, so it is presumed lost (stopped or hung); "
+            f"the worker {self._reap(True)}"
+        )
 
 
 class ProjectionWorker:
@@ -395,7 +468,8 @@ class ProjectionWorker:
     """
 
     def __init__(self, *, hold_unknown: bool, limit: int) -> None:
-        self._start = Start(hold_unknown=hold_unknown, limit=limit)
+        self._silence = SILENCE_SECONDS
+        self._start = Start(hold_unknown=hold_unknown, limit=limit, beat_seconds=self._silence / 10)
         self._lock = threading.Lock()
         self._forget_lock = threading.Lock()
         self._forget: set[str] = set()
@@ -417,7 +491,7 @@ class ProjectionWorker:
             try:
                 if self._connection is not None:
                     with contextlib.suppress(_Died):  # a dead worker holds nothing
-                        _Pipe(self._connection, self._reap).send(Forget(session_id))
+                        self._pipe(self._connection).send(Forget(session_id))
             finally:
                 self._lock.release()
             return
@@ -430,7 +504,7 @@ class ProjectionWorker:
         with self._lock:
             if self._closed:
                 raise StoreClosed()
-            pipe = _Pipe(self._connection or self._spawn(), self._reap)
+            pipe = self._pipe(self._connection or self._spawn())
             with self._forget_lock:
                 forget, self._forget = self._forget, set()
             for session_id in forget:
@@ -467,11 +541,22 @@ class ProjectionWorker:
         """Count a worker started again after it died (the next conversation starts it)."""
         self.restarts += 1
 
-    def close(self) -> None:
-        """Close the pipe (the worker exits), wait for it, kill it if it does not exit."""
+    def hang_up(self) -> None:
+        """Close the pipe (the worker exits when it reads that) and start no more
+        (waits for a conversation under way: at most :data:`SILENCE_SECONDS` if the
+        worker does not run)."""
         with self._lock:
             self._closed = True
-            self._reap()
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                connection.close()
+
+    def close(self, until: float | None = None) -> None:
+        """Hang up and wait for the worker to exit until ``until`` (a ``time.monotonic``
+        instant; by default :data:`_STOP_SECONDS` from now); kill it past that."""
+        self.hang_up()
+        with self._lock:
+            self._reap(until=until)
 
     @staticmethod
     def command(fd: int) -> list[str]:
@@ -495,6 +580,10 @@ class ProjectionWorker:
             )
         ours, theirs = socket.socketpair()
         with ours, theirs:
+            # A write the worker does not read within the silence bound fails (see _Pipe).
+            seconds = int(self._silence)
+            timeval = struct.pack("ll", seconds, int((self._silence - seconds) * 1e6))
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (_package_root(), env.get("PYTHONPATH")) if p
@@ -513,21 +602,28 @@ class ProjectionWorker:
                 ) from None
             connection = Connection(ours.detach())
         self._connection = connection
-        _Pipe(connection, self._reap).send(self._start)
+        self._pipe(connection).send(self._start)
         logger.info("started projection worker %d", self._process.pid)
         return connection
 
-    def _reap(self) -> str:
-        """Close the pipe and wait for the worker (killed if it does not exit); how it
-        ended."""
+    def _pipe(self, connection: Connection) -> _Pipe:
+        return _Pipe(connection, lambda lost: self._reap(kill=lost), self._silence)
+
+    def _reap(self, *, kill: bool = False, until: float | None = None) -> str:
+        """Close the pipe and wait for the worker until ``until`` (default
+        :data:`_STOP_SECONDS` from now), killed past that, or at once when ``kill``; how
+        it ended."""
         connection, self._connection = self._connection, None
         process, self._process = self._process, None
         if connection is not None:
             connection.close()
         if process is None:
             return "was not running"
+        if kill:
+            process.kill()
         try:
-            status = process.wait(_STOP_SECONDS)
+            wait = _STOP_SECONDS if until is None else max(0.0, until - time.monotonic())
+            status = process.wait(wait)
         except subprocess.TimeoutExpired:
             process.kill()
             status = process.wait()
@@ -598,9 +694,14 @@ class WorkerPool:
         return [pid for worker in self._workers if (pid := worker.pid) is not None]
 
     def close(self) -> None:
-        """Close every worker (see :meth:`ProjectionWorker.close`)."""
+        """Close every worker (see :meth:`ProjectionWorker.close`): all hang up first,
+        then each is waited for until one deadline (:data:`_STOP_SECONDS` from then),
+        so closing takes that long at most however many do not exit."""
         for worker in self._workers:
-            worker.close()
+            worker.hang_up()
+        until = time.monotonic() + _STOP_SECONDS
+        for worker in self._workers:
+            worker.close(until)
 
 
 def _package_root() -> str:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from relaystore import EventStore, LoadMaterializedSession, ObserveRelayEvents, SaveSession
+from relaystore import (
+    EventStore,
+    LoadMaterializedSession,
+    ObserveRelayEvents,
+    ProjectionReport,
+    SaveSession,
+)
 from relaystore.actors.live import GHOSTS, LiveProjectors
 from relaystore.testing import JournalBuilder, example_session
 
@@ -57,6 +64,126 @@ def test_an_idle_projector_is_stopped(tmp_path: Path) -> None:
         assert store.metrics().live_projectors == 1
         report = store.ask(ObserveRelayEvents(session_id="a", events=journal.events))
         assert report.already_applied == len(journal.events)
+
+
+def _feed_from_threads(
+    path: Path,
+    projection: Literal["thread", "process"],
+    *,
+    sessions: int,
+    threads: int,
+    limit: int,
+    turns: int,
+    idle_seconds: float = 300.0,
+) -> None:
+    """Feed ``sessions`` sessions an event per ask, round robin, each thread its own
+    sessions, with ``limit`` projectors (idle ones stopped after ``idle_seconds``): every
+    ask answers as in an undisturbed run (each event applied once, none already), and
+    the store ends at every journal's end."""
+    names = [f"s-{n}" for n in range(sessions)]
+    journals = {session_id: _journal(turns) for session_id in names}
+    failures: Counter[str] = Counter()
+    reports: dict[str, list[ProjectionReport]] = {session_id: [] for session_id in names}
+    with EventStore.open(
+        path, max_projectors=limit, projector_idle_seconds=idle_seconds, projection=projection
+    ) as store:
+        for session_id in names:
+            store.ask(SaveSession(record=example_session(session_id)))
+
+        def feed(mine: list[str]) -> None:
+            for at in range(len(journals[mine[0]].events)):
+                for session_id in mine:
+                    event = journals[session_id].events[at]
+                    message = ObserveRelayEvents(session_id=session_id, events=[event])
+                    try:
+                        reports[session_id].append(store.ask(message, timeout=60))
+                    except Exception as exc:  # noqa: BLE001 - counted, the assertion names it
+                        failures[f"{type(exc).__name__}: {exc}"] += 1
+                        return
+
+        feeders = [
+            threading.Thread(target=feed, args=(names[first::threads],)) for first in range(threads)
+        ]
+        for feeder in feeders:
+            feeder.start()
+        for feeder in feeders:
+            feeder.join()
+        assert failures == Counter()
+        assert store.metrics().projector_loads > sessions  # projectors were stopped for room
+        for session_id, journal in journals.items():
+            assert [(r.applied, r.already_applied) for r in reports[session_id]] == [(1, 0)] * len(
+                journal.events
+            )
+            assert reports[session_id][-1].frontier_ordinal == journal.frontier.ordinal
+            stored = store.ask(LoadMaterializedSession(session_id=session_id))
+            assert stored is not None
+            assert stored.frontier == journal.frontier
+
+
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_an_ask_racing_its_projectors_eviction_is_answered_by_the_next_one(
+    tmp_path: Path, projection: Literal["thread", "process"]
+) -> None:
+    """Several threads feeding more sessions than ``max_projectors``: a projector is
+    often stopped for room between its lookup and the hand-over of the message. The
+    message goes to the session's next projector: never ``StoreClosed`` from an open
+    store, never applied twice or lost."""
+    _feed_from_threads(
+        tmp_path / "store.sqlite3", projection, sessions=12, threads=4, limit=3, turns=8
+    )
+
+
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_an_ask_racing_its_projector_idling_out_is_answered_by_the_next_one(
+    tmp_path: Path, projection: Literal["thread", "process"]
+) -> None:
+    """As above, with projectors idling out as soon as another session is looked up."""
+    _feed_from_threads(
+        tmp_path / "store.sqlite3",
+        projection,
+        sessions=8,
+        threads=4,
+        limit=8,
+        turns=8,
+        idle_seconds=0.0001,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("projection", ["thread", "process"])
+@pytest.mark.parametrize("idle_seconds", [300.0, 0.001])
+def test_a_soak_of_many_sessions_over_few_projectors_answers_every_ask(
+    tmp_path: Path, projection: Literal["thread", "process"], idle_seconds: float
+) -> None:
+    _feed_from_threads(
+        tmp_path / "store.sqlite3",
+        projection,
+        sessions=64,
+        threads=8,
+        limit=4,
+        turns=12,
+        idle_seconds=idle_seconds,
+    )
+
+
+def test_an_idle_projector_is_never_stopped_while_a_message_is_handed_to_it() -> None:
+    """A hand-over holds the session's projector: idling out (here at once) and
+    displacement pass it by until the message is in its inbox."""
+    live, started = _live(limit=1)
+    live._idle = 0.0
+    refs: dict[str, Any] = {}
+
+    def put_after_others_looked_up(ref: Any) -> bool:
+        refs["b"] = live.get("b")  # would stop "a" for room, and for idling
+        refs["c"] = live.get("c")
+        ref.actor_inbox.waiting += 1  # the message goes in
+        return True
+
+    handed = live.hand_over("a", put_after_others_looked_up)
+    assert handed is not None
+    assert handed.is_alive()
+    assert started == ["a", "b", "c"]
+    assert not refs["b"].is_alive()  # "b" was free to go; "a" held, then working
 
 
 class _Inbox:

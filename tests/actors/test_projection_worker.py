@@ -217,6 +217,47 @@ def test_a_worker_killed_between_messages_is_replaced_by_the_next(tmp_path: Path
         assert _snapshot(store, SESSION) == expected
 
 
+def test_a_stopped_worker_is_presumed_lost_replaced_and_never_hangs_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers stopped (SIGSTOP) and silent past the silence bound are killed: an ask
+    is answered by a new worker, and ``close()`` returns with a message still being
+    projected on a stopped one (finished on a new worker first) and every stopped worker
+    killed and reaped."""
+    monkeypatch.setattr(projection_worker, "SILENCE_SECONDS", 1.0, raising=False)
+    events = conversation(60)
+    path = tmp_path / "store.sqlite3"
+    store = _saved(_open(path, "process"), "s-a", "s-b")
+    stopped: list[int] = []
+    try:
+        for session_id in ("s-a", "s-b"):
+            store.ask(ObserveRelayEvents(session_id=session_id, events=events[:20]))
+        stopped = _pids(store)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        report = store.ask(ObserveRelayEvents(session_id="s-a", events=events[20:40]), 30)
+        assert (report.applied, report.already_applied) == (20, 0)
+        assert store.metrics().worker_restarts >= 1
+        store.tell(ObserveRelayEvents(session_id="s-b", events=events[20:40]))
+        closing = threading.Thread(target=store.close)
+        closing.start()
+        closing.join(30)  # a hang detector: the bound is seconds
+        assert not closing.is_alive()
+        for pid in stopped:
+            with pytest.raises(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # killed and reaped
+    finally:
+        for pid in stopped:  # only if the store left them: never hang the test run
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        store.close()
+    with _open(path, "thread", read_only=True) as reopened:
+        for session_id in ("s-a", "s-b"):
+            stored = reopened.ask(LoadMaterializedSession(session_id=session_id))
+            assert stored is not None
+            assert stored.kept_frontier.ordinal == 40
+
+
 def test_a_worker_that_keeps_dying_is_a_typed_error_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
