@@ -160,6 +160,12 @@ def _nats_servers(text: str) -> str:
     return _checked(validate_servers, "NATS URL")(text)
 
 
+def _web_origin(text: str) -> str:
+    from relaystore.domain.origins import validate_origin
+
+    return _checked(validate_origin, "origin")(text)
+
+
 def _subject_prefix(text: str) -> str:
     from relaystore.actors.nats_common import validate_subject_prefix
 
@@ -278,7 +284,9 @@ def _parser() -> argparse.ArgumentParser:
 
     _read_commands(command)
 
-    serve = command("serve", "serve GET /api/v1/events (server-sent events) over HTTP, read-only")
+    serve = command(
+        "serve", "serve the web viewer, the read routes and the event stream over HTTP, read-only"
+    )
     serve.add_argument("--host", type=_host, default="127.0.0.1", help="(default 127.0.0.1)")
     serve.add_argument(
         "--port", type=_port, default=8040, help="(default 8040; 0: a free port, announced)"
@@ -298,6 +306,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="keepalive comment interval of idle streams (default 15)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        type=_web_origin,
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (scheme://host[:port]) whose pages may call the API with the "
+        "bearer token (CORS); repeat for several; others are refused",
     )
 
     backup = command("backup", "write a consistent copy of the store (safe while it is written)")
@@ -801,25 +818,13 @@ def _stage_session(
 
 
 def _stats(args: argparse.Namespace) -> int:
-    import msgspec
-
     from relaystore.domain.messages import LoadStats
+    from relaystore.domain.reports import stats_document
 
     with _open_read_only(args.db) as store:
         stats = store.ask(LoadStats())
     if args.json:
-        document = {
-            "schema_revision": stats.revision,
-            "store_id": stats.store_id,
-            "sessions": stats.sessions,
-            "latest_seq": stats.latest_seq,
-            "events_by_kind": stats.events_by_kind,
-            "projection_behind": {
-                session_id: msgspec.to_builtins(behind)
-                for session_id, behind in stats.projection_behind.items()
-            },
-        }
-        print(json.dumps(document, indent=2))
+        print(json.dumps(stats_document(stats), indent=2))
         return 0
     print(f"schema revision {stats.revision}")
     print(f"sessions {stats.sessions}")
@@ -1075,7 +1080,7 @@ def _serve(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:  # called once the port is bound and the store open
         print(
             f"relaystore: serving {args.db} at {url}/api/v1/events "
-            f"(bearer token in {token_file}); Ctrl-C stops",
+            f"(bearer token in {token_file}; the viewer at {url}/); Ctrl-C stops",
             file=sys.stderr,
             flush=True,
         )
@@ -1087,6 +1092,7 @@ def _serve(args: argparse.Namespace) -> int:
         token_file=token_file,
         keepalive=keepalive,
         announce=announce,
+        cors_origins=args.cors_origin,
     )
     # Ctrl-C exits 130 as for every command (a script running serve sees the interrupt);
     # SIGTERM, how a service manager stops it, is a normal stop.

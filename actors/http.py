@@ -9,8 +9,11 @@ The contract is ``origin-http-events.md``:
   cursor the stream starts at the current frontier. Each event is one frame: ``id`` its
   ``seq``, ``event`` its ``type``, ``data`` the line ``relaystore events`` prints for it.
 * A bearer token from a 0600 file, created on first start; 401 (with
-  ``WWW-Authenticate: Bearer``) without it.
-* Every response carries ``Mj-Api-Version: 1`` and ``Cache-Control: no-store``; errors
+  ``WWW-Authenticate: Bearer``) without it or a sign-in cookie the viewer exchanged it
+  for (:mod:`relaystore.actors.http_viewer`, which also serves the web viewer at ``/``).
+* A request from another web origin is refused (403) unless ``cors_origins`` names it.
+* Every response carries ``Mj-Api-Version: 1``, ``Cache-Control: no-store`` and the
+  browser security headers (a strict Content-Security-Policy and others); errors
   are ``{"error": "..."}`` with 400, 401, 404, 405 (with ``Allow``), 500 or 503.
 * ``: keepalive`` comments while nothing happens; a storage failure sends one
   ``event: stream_error`` frame and ends the stream.
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import logging.config
@@ -43,7 +45,7 @@ import signal
 import socket
 import stat
 import struct
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -53,6 +55,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -61,8 +64,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from relaystore.actors.aio import AsyncEventStore
 from relaystore.actors.http_reads import once, query_integer, read_routes
+from relaystore.actors.http_viewer import SECURITY_HEADERS, Access, OriginGuard, viewer_routes
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
+from relaystore.domain.origins import validate_origins
 from relaystore.domain.reads import LoadSessionDetail
 from relaystore.domain.sessions import validate_id
 
@@ -73,7 +78,12 @@ logger = logging.getLogger(__name__)
 API_VERSION = "1"
 """The value of the ``Mj-Api-Version`` header (a wire constant of the origin's API)."""
 
-_HEADERS = [(b"mj-api-version", API_VERSION.encode()), (b"cache-control", b"no-store")]
+_HEADERS = [
+    (b"mj-api-version", API_VERSION.encode()),
+    (b"cache-control", b"no-store"),
+    *SECURITY_HEADERS,
+]
+_HEADER_NAMES = frozenset(name for name, _ in _HEADERS)
 KEEPALIVE_SECONDS = 15.0
 _PARAMETERS = ("session_id", "workspace_id", "after_seq")
 # What serve() logs, on stderr: one line each, like the command's other messages.
@@ -155,7 +165,8 @@ def _existing_token(path: Path) -> str:
 
 
 class _ContractHeaders:
-    """Adds ``Mj-Api-Version`` and ``Cache-Control: no-store`` to every response."""
+    """Adds ``Mj-Api-Version``, ``Cache-Control: no-store`` and the security headers
+    (:data:`~relaystore.actors.http_viewer.SECURITY_HEADERS`) to every response."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -170,7 +181,7 @@ class _ContractHeaders:
                 headers = [
                     (name, value)
                     for name, value in message.get("headers", [])
-                    if name.lower() not in {b"mj-api-version", b"cache-control"}
+                    if name.lower() not in _HEADER_NAMES
                 ]
                 message = {**message, "headers": headers + _HEADERS}
             await send(message)
@@ -183,16 +194,30 @@ def _error(status: int, text: str, headers: Mapping[str, str] | None = None) -> 
 
 
 def create_app(
-    store: AsyncEventStore, token: str, *, keepalive: float = KEEPALIVE_SECONDS
+    store: AsyncEventStore,
+    token: str,
+    *,
+    keepalive: float = KEEPALIVE_SECONDS,
+    cors_origins: Collection[str] = (),
 ) -> Starlette:
-    """The ASGI application serving ``store`` (open read-only; closing it ends every stream)."""
+    """The ASGI application serving ``store`` (open read-only; closing it ends every stream).
 
-    def authorized(request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, presented = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            presented.strip().encode(), token.encode()
+    ``cors_origins`` are the other web origins allowed to call it (CORS headers for them
+    only); a request from any other origin is refused. Raises :class:`InvalidInput` for
+    one that is no web origin.
+    """
+    allowed = validate_origins(cors_origins)
+    access = Access(token)
+    authorized = access.authorized
+    cors = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=allowed,
+            allow_methods=["GET"],
+            allow_headers=["Authorization", "Last-Event-ID"],
+            expose_headers=["Mj-Api-Version"],
         )
+    ]
 
     async def events(request: Request) -> Response:
         if not authorized(request):
@@ -250,8 +275,13 @@ def create_app(
         routes=[
             Route("/api/v1/events", events, methods=["GET"]),
             *read_routes({"store": store}, authorized),
+            *viewer_routes(access),
         ],
-        middleware=[Middleware(_ContractHeaders)],
+        middleware=[
+            Middleware(_ContractHeaders),
+            Middleware(OriginGuard, allowed=allowed),
+            *(cors if allowed else []),
+        ],
         exception_handlers={404: not_found, HTTPException: http_error},
     )
 
@@ -439,7 +469,8 @@ class Server:
 
     ``url`` names the bound address (``port=0`` picks a free port). :meth:`run` serves
     until :meth:`stop` (or, with ``signals``, SIGINT or SIGTERM); a server runs once.
-    Raises :class:`InvalidInput` when the address cannot be bound.
+    Raises :class:`InvalidInput` when the address cannot be bound or one of
+    ``cors_origins`` is no web origin.
     """
 
     def __init__(
@@ -450,9 +481,11 @@ class Server:
         host: str = "127.0.0.1",
         port: int = 0,
         timeouts: Timeouts = Timeouts(),
+        cors_origins: Collection[str] = (),
     ) -> None:
         self._store_path = store_path
         self._token = token
+        self._cors_origins = validate_origins(cors_origins)
         self._timeouts = timeouts
         self._socket = _listen(host, port)
         bound = self._socket.getsockname()
@@ -477,7 +510,12 @@ class Server:
         try:
             async with AsyncEventStore.open(self._store_path, read_only=True, readers=2) as store:
                 config = uvicorn.Config(
-                    create_app(store, self._token, keepalive=self._timeouts.keepalive),
+                    create_app(
+                        store,
+                        self._token,
+                        keepalive=self._timeouts.keepalive,
+                        cors_origins=self._cors_origins,
+                    ),
                     http=_protocol(self._timeouts),
                     lifespan="off",
                     log_config=None,
@@ -524,6 +562,7 @@ def serve(
     token_file: Path | None,
     keepalive: float = KEEPALIVE_SECONDS,
     announce: Callable[[str], None] | None = None,
+    cors_origins: Collection[str] = (),
 ) -> signal.Signals | None:
     """Serve until SIGINT or SIGTERM (streams end within a second); return which signal.
 
@@ -531,10 +570,19 @@ def serve(
     ``announce(url)`` is called once the server accepts. Every failure to start raises
     one :class:`StoreError` (:class:`InvalidInput` for the token file or the address)
     and announces nothing. ``keepalive`` is the interval, in seconds, of the keepalive
-    comments of idle streams. Logs go to stderr, one line each.
+    comments of idle streams; ``cors_origins`` the web origins allowed to call it from a
+    browser (see :func:`create_app`). Logs go to stderr, one line each.
     """
+    origins = validate_origins(cors_origins)
     token = ensure_token(token_file or Path(f"{store_path}.api-token"))
-    server = Server(store_path, token, host=host, port=port, timeouts=Timeouts(keepalive=keepalive))
+    server = Server(
+        store_path,
+        token,
+        host=host,
+        port=port,
+        timeouts=Timeouts(keepalive=keepalive),
+        cors_origins=origins,
+    )
     logging.config.dictConfig(_LOG_CONFIG)
     asyncio.run(server.run(announce=announce, signals=True))
     return server.stopped_by

@@ -12,6 +12,7 @@ Every route answers JSON in the origin's shapes (``encode`` of the reply types o
 ``GET .../{id}/usage?after_seq&limit``                 :class:`LoadRawUsagePage`
 ``GET .../{id}/elicitations``                          :class:`LoadRawElicitations`
 ``GET /healthz``                                       no token: ``{"status": "ok", ...}``
+``GET /stats``                                         :class:`LoadStats` (``stats --json``)
 ``GET /metrics``                                       Prometheus text (``relaystore[metrics]``)
 =====================================================  =================================
 
@@ -39,6 +40,7 @@ from starlette.routing import Route
 from relaystore.actors.aio import AsyncEventStore
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.integers import INT64_MAX
+from relaystore.domain.messages import LoadStats
 from relaystore.domain.reads import (
     ListSessions,
     ListWorkspaces,
@@ -50,7 +52,7 @@ from relaystore.domain.reads import (
     RawElicitationList,
     TranscriptRole,
 )
-from relaystore.domain.reports import StoreMetrics
+from relaystore.domain.reports import StoreMetrics, StoreStats, stats_document
 from relaystore.domain.wire import encode
 
 __all__ = ["failure", "once", "prometheus_text", "query_integer", "read_routes"]
@@ -203,6 +205,8 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
             if reply is None:
                 session_id = request.path_params.get("session_id", "")
                 return failure(404, "not_found", f"no session {session_id} in this store")
+            if isinstance(reply, StoreStats):
+                return JSONResponse(stats_document(reply))
             if isinstance(reply, RawElicitationList):
                 # The origin answers ``Json<Vec<ElicitationRequest>>``: the bare array.
                 return _json(reply.elicitations)
@@ -286,6 +290,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_text, methods=["GET"]),
+        Route("/stats", guarded(lambda _: LoadStats()), methods=["GET"]),
         Route("/api/v1/workspaces", guarded(lambda _: ListWorkspaces()), methods=["GET"]),
         Route("/api/v1/sessions", guarded(sessions), methods=["GET"]),
         Route(

@@ -6,7 +6,7 @@ import msgspec
 
 from relaystore.domain.materialized import ProjectionBehind
 
-__all__ = ["BackupReport", "StoreMetrics", "StoreStats", "VacuumReport"]
+__all__ = ["BackupReport", "StoreMetrics", "StoreStats", "VacuumReport", "stats_document"]
 
 
 class BackupReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,3 +77,18 @@ class StoreStats(msgspec.Struct, frozen=True, kw_only=True):
     projection_behind: dict[str, ProjectionBehind] = msgspec.field(default_factory=dict)
     """The sessions whose projection is behind their relay log, by id (see
     :class:`~relaystore.domain.materialized.ProjectionBehind`)."""
+
+
+def stats_document(stats: StoreStats) -> dict[str, object]:
+    """``stats`` as ``relaystore stats --json`` prints it and ``GET /stats`` answers it."""
+    return {
+        "schema_revision": stats.revision,
+        "store_id": stats.store_id,
+        "sessions": stats.sessions,
+        "latest_seq": stats.latest_seq,
+        "events_by_kind": stats.events_by_kind,
+        "projection_behind": {
+            session_id: msgspec.to_builtins(behind)
+            for session_id, behind in stats.projection_behind.items()
+        },
+    }

@@ -93,6 +93,10 @@ def test_the_wheel_holds_one_top_level_package(relaystore_wheel: Path) -> None:
     assert "relaystore/domain/py.typed" in names
     assert any(name.startswith("relaystore/domain/projection/") for name in names)
     assert any(name.startswith("relaystore/actors/journal/") for name in names)
+    # The web viewer's static files ship as package data: every one of them.
+    viewer = sorted(path.name for path in (ROOT / "src" / "relaystore" / "viewer").iterdir())
+    assert {"index.html", "viewer.css", "viewer.js", "icon.svg"} <= set(viewer)
+    assert all(f"relaystore/viewer/{name}" in names for name in viewer)
 
 
 @pytest.mark.parametrize("neighbour_first", [False, True])

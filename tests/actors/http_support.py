@@ -35,8 +35,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(db: Path) -> Server:
-    """Serve ``db`` read-only; returns once ``/healthz`` answers."""
+def start_server(db: Path, *extra: str) -> Server:
+    """Serve ``db`` read-only (``extra``: more ``serve`` options); returns once ``/healthz``
+    answers."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -48,6 +49,7 @@ def start_server(db: Path) -> Server:
             "serve",
             "--port",
             str(port),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,0 +1,278 @@
+"""``relaystore serve``'s web viewer: the page, sign-in by cookie, and the browser's guards.
+
+* ``GET /`` answers the viewer, a read-only page over the read routes and the feed;
+  ``/viewer/viewer.css``, ``/viewer/viewer.js`` and ``/viewer/icon.svg`` its style, script
+  and icon. Plain files shipped in the wheel (package data of ``relaystore``), read once
+  when the application is made; no build step, nothing from another origin.
+* ``POST /session`` with the form field ``token`` exchanges the bearer token for a
+  sign-in cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over https) and answers
+  303 to ``/``; a wrong token answers 303 to ``/?signin=refused``. ``POST /session/end``
+  forgets the sign-in on the server and clears the cookie (303 to ``/``).
+* :class:`Access` is the one check of who may read: the bearer header or a sign-in
+  cookie, for every route that needs either.
+* :class:`OriginGuard` answers 403 to a request whose ``Origin`` is neither this server
+  nor one ``serve --cors-origin`` names (those get CORS headers from Starlette's
+  ``CORSMiddleware``: ``GET`` with ``Authorization`` and ``Last-Event-ID``, no cookies).
+
+Guarantees: the token never travels in a URL and never reaches script-readable storage
+(the page posts it in a form; the cookie holds a random sign-in id, not the token, and
+script cannot read it). Sign-in and sign-out are state-changing requests a cookie could
+be ridden for, so they are refused (403) unless the browser says they come from this
+server's own page: ``Sec-Fetch-Site: same-origin``, or, from a browser that does not send
+it, an ``Origin`` that is this server. Sign-ins live in this process's memory: at most :data:`MAX_SIGN_INS`
+(the oldest is forgotten first), each for :data:`SIGN_IN_SECONDS`; a restart forgets
+them all. The form body is read to at most :data:`MAX_FORM_BYTES`; no message names the
+token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Collection
+from importlib import resources
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from relaystore.actors.http_reads import failure, once
+from relaystore.domain.errors import InvalidInput
+
+__all__ = [
+    "COOKIE",
+    "MAX_FORM_BYTES",
+    "MAX_SIGN_INS",
+    "SECURITY_HEADERS",
+    "SIGN_IN_SECONDS",
+    "Access",
+    "OriginGuard",
+    "viewer_routes",
+]
+
+COOKIE = "relaystore_signin"
+"""The sign-in cookie's name."""
+MAX_SIGN_INS = 256
+SIGN_IN_SECONDS = 12 * 3600
+MAX_FORM_BYTES = 4096
+
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+        b"form-action 'self'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+"""On every response: nothing but this server's own files runs, loads or frames it."""
+
+_FILES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/viewer/viewer.css": ("viewer.css", "text/css; charset=utf-8"),
+    "/viewer/viewer.js": ("viewer.js", "text/javascript; charset=utf-8"),
+    "/viewer/icon.svg": ("icon.svg", "image/svg+xml"),
+}
+_FORM = "application/x-www-form-urlencoded"
+
+
+class _SignIns:
+    """The sign-ins handed out, by the SHA-256 of their cookie, oldest first."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._until: dict[bytes, float] = {}
+
+    @staticmethod
+    def _key(cookie: str) -> bytes:
+        return hashlib.sha256(cookie.encode()).digest()
+
+    def start(self) -> str:
+        now = self._clock()
+        # One lifetime for all: insertion order is expiry order, so the expired are in front.
+        while self._until and (
+            len(self._until) >= MAX_SIGN_INS or next(iter(self._until.values())) <= now
+        ):
+            del self._until[next(iter(self._until))]
+        cookie = secrets.token_urlsafe(32)
+        self._until[self._key(cookie)] = now + SIGN_IN_SECONDS
+        return cookie
+
+    def valid(self, cookie: str | None) -> bool:
+        if not cookie or len(cookie) > 100:
+            return False
+        until = self._until.get(self._key(cookie))
+        return until is not None and until > self._clock()
+
+    def end(self, cookie: str | None) -> None:
+        if cookie:
+            self._until.pop(self._key(cookie), None)
+
+
+class Access:
+    """Who may read: the bearer token, or a sign-in cookie the token was exchanged for.
+
+    The one check every route that needs the token calls (:meth:`authorized`).
+    """
+
+    def __init__(self, token: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._token = token.encode()
+        self._sign_ins = _SignIns(clock)
+
+    def token_matches(self, presented: str) -> bool:
+        """Whether ``presented`` is the bearer token (compared in constant time)."""
+        return hmac.compare_digest(presented.strip().encode(), self._token)
+
+    def authorized(self, request: Request) -> bool:
+        """A request bearing ``Authorization: Bearer TOKEN`` or a live sign-in cookie."""
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and self.token_matches(presented):
+            return True
+        return self._sign_ins.valid(request.cookies.get(COOKIE))
+
+    def sign_in(self, presented: str) -> str | None:
+        """A new sign-in's cookie value for the right token; None for a wrong one."""
+        return self._sign_ins.start() if self.token_matches(presented) else None
+
+    def sign_out(self, request: Request) -> None:
+        """Forget the sign-in the request's cookie names (if any)."""
+        self._sign_ins.end(request.cookies.get(COOKIE))
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _from_here(scope: Scope) -> bool:
+    """Whether the browser says the request comes from this server's own pages.
+
+    ``Sec-Fetch-Site`` (which no script can set) decides where the browser sends it;
+    without it, ``Origin`` must be this server's ``scheme://Host``. (A form posted from a
+    page under ``Referrer-Policy: no-referrer`` carries ``Origin: null``.)
+    """
+    site = _header(scope, b"sec-fetch-site")
+    if site is not None:
+        return site == "same-origin"
+    host = _header(scope, b"host")
+    own = f"{scope.get('scheme', 'http')}://{host}"
+    return host is not None and _header(scope, b"origin") == own
+
+
+class OriginGuard:
+    """Refuses (403) a request from another origin unless it is one of ``allowed``."""
+
+    def __init__(self, app: ASGIApp, allowed: Collection[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin = _header(scope, b"origin") if scope["type"] == "http" else None
+        if origin is not None and origin not in self.allowed and not _from_here(scope):
+            refusal = failure(
+                403,
+                "forbidden",
+                f"requests from origin {origin[:100]!r} are refused; "
+                "relaystore serve --cors-origin ORIGIN allows one",
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _from_own_page(request: Request) -> Response | None:
+    """None for a request the browser says comes from this server's own page; else 403."""
+    if _from_here(request.scope):
+        return None
+    return failure(
+        403,
+        "forbidden",
+        "sign-in and sign-out are accepted only from this server's own page "
+        f"(Origin {request.url.scheme}://{request.headers.get('host', 'this server')})",
+    )
+
+
+async def _form_token(request: Request) -> str:
+    """The ``token`` field of a small url-encoded form; InvalidInput otherwise."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != _FORM:
+        raise InvalidInput(f"sign in with a form ({_FORM}) holding the field token")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise InvalidInput(f"the sign-in form is larger than {MAX_FORM_BYTES} bytes")
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=8)
+    except ValueError:
+        raise InvalidInput("the sign-in form has more than 8 fields") from None
+    return once("token", fields.get("token", [])) or ""
+
+
+def viewer_routes(access: Access) -> list[Route]:
+    """``GET /`` and the viewer's files, ``POST /session`` and ``POST /session/end``."""
+    folder = resources.files("relaystore").joinpath("viewer")
+    files = {
+        path: (folder.joinpath(name).read_bytes(), media_type)
+        for path, (name, media_type) in _FILES.items()
+    }
+
+    def static(path: str) -> Callable[[Request], Awaitable[Response]]:
+        content, media_type = files[path]
+
+        async def answer(request: Request) -> Response:
+            return Response(content, media_type=media_type)
+
+        return answer
+
+    async def sign_in(request: Request) -> Response:
+        refusal = _from_own_page(request)
+        if refusal is not None:
+            return refusal
+        try:
+            cookie = access.sign_in(await _form_token(request))
+        except InvalidInput as exc:
+            return failure(400, "bad_request", exc.detail)
+        if cookie is None:
+            return RedirectResponse("/?signin=refused", status_code=303)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=SIGN_IN_SECONDS,
+            path="/",
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def sign_out(request: Request) -> Response:
+        refusal = _from_own_page(request)
+        if refusal is not None:
+            return refusal
+        access.sign_out(request)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(
+            COOKIE,
+            path="/",
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    return [
+        *(Route(path, static(path), methods=["GET"]) for path in files),
+        Route("/session", sign_in, methods=["POST"]),
+        Route("/session/end", sign_out, methods=["POST"]),
+    ]

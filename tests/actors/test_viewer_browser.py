@@ -1,0 +1,300 @@
+"""The web viewer in a real browser: Debian's headless Chromium, driven by Selenium through
+Debian's chromedriver, on a store replayed from the example worker roots while
+``relaystore serve`` runs in its own process.
+
+Selenium is pointed at ``/usr/bin/chromedriver`` and ``/usr/bin/chromium`` (so Selenium
+Manager never runs and no browser is downloaded). The tests skip only when those two are
+not installed (``apt-get install chromium chromium-driver``; ``.ci/run`` installs them).
+Set ``RELAYSTORE_VIEWER_SCREENSHOTS`` to a folder to keep a screenshot of each state.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from relaystore.testing import JournalBuilder
+from tests.actors.cli_support import ENV, WORKER_ROOTS, command, replay
+from tests.actors.http_support import Server, start_server, stop_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+    reason="the browser tests need Debian's chromium and chromium-driver "
+    "(apt-get install chromium chromium-driver): /usr/bin/chromium or /usr/bin/chromedriver "
+    "is missing",
+)
+
+SESSION = WORKER_ROOTS[0].name  # 17 transcript items, 3 turns
+LIVE = "live-session"
+WAIT = 20.0
+
+
+@pytest.fixture(scope="module")
+def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("RELAYSTORE_VIEWER_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screens")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("viewer-browser") / "store.sqlite3"
+    replay(path, *WORKER_ROOTS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(db: Path) -> Iterator[Server]:
+    running = start_server(db)
+    yield running
+    assert "Traceback" not in stop_server(running)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1440,900",
+        "--lang=en-US",
+    ):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(autouse=True)
+def no_script_errors(browser: WebDriver) -> Iterator[None]:
+    """Every test ends with no script error and no Content-Security-Policy violation."""
+    browser.get_log("browser")  # what an earlier test left
+    yield
+    problems = [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        if "Content Security Policy" in entry["message"] or "Uncaught" in entry["message"]
+    ]
+    assert not problems
+
+
+def _until(browser: WebDriver, condition: Callable[[WebDriver], Any]) -> Any:
+    return WebDriverWait(browser, WAIT, poll_frequency=0.05).until(condition)
+
+
+def _shown(browser: WebDriver, element_id: str) -> bool:
+    return bool(browser.find_element(By.ID, element_id).is_displayed())
+
+
+def _text(browser: WebDriver, element_id: str) -> str:
+    return str(browser.find_element(By.ID, element_id).text)
+
+
+def _all(browser: WebDriver, selector: str, attribute: str) -> list[str]:
+    """``attribute`` of every element ``selector`` finds, read in one step (the page
+    re-renders its lists as the feed moves, so elements found earlier may be gone)."""
+    found = browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]))",
+        selector,
+        attribute,
+    )
+    return [str(value) for value in found]
+
+
+def _click(browser: WebDriver, selector: str) -> None:
+    browser.execute_script("document.querySelector(arguments[0]).click()", selector)
+
+
+def _sessions(browser: WebDriver) -> list[str]:
+    return _all(browser, "#session-list .session", "data-session-id")
+
+
+def _items(browser: WebDriver) -> list[str]:
+    return _all(browser, "#transcript article", "data-stable-id")
+
+
+def _sign_in(browser: WebDriver, token: str) -> None:
+    field = browser.find_element(By.ID, "token")
+    field.clear()
+    field.send_keys(token)
+    browser.find_element(By.ID, "signin-button").click()
+
+
+def _signed_in(browser: WebDriver, server: Server, path: str = "/") -> None:
+    """Open ``path`` signed in (signing in first when the page asks)."""
+    browser.get(server.url + path)
+    _until(browser, lambda b: _shown(b, "signin-view") or _shown(b, "app"))
+    if _shown(browser, "signin-view"):
+        _sign_in(browser, server.token)
+        _until(browser, lambda b: _shown(b, "app"))
+        if path != "/":
+            browser.get(server.url + path)
+    _until(browser, lambda b: _shown(b, "app") and len(_sessions(b)) > 0)
+
+
+def _without_cookie(browser: WebDriver, server: Server) -> None:
+    """Open the viewer with no cookie; wait for what it shows."""
+    browser.get(server.url + "/")
+    browser.delete_all_cookies()
+    browser.refresh()
+    _until(browser, lambda b: _shown(b, "signin-view"))
+
+
+def test_a_page_without_the_cookie_shows_the_sign_in(
+    browser: WebDriver, server: Server, screens: Path
+) -> None:
+    _without_cookie(browser, server)
+    assert not _shown(browser, "app")
+    assert _sessions(browser) == []
+    browser.save_screenshot(str(screens / "01-sign-in.png"))
+
+    _sign_in(browser, "not-the-token")
+    _until(browser, lambda b: _shown(b, "signin-refused"))
+    assert "not accepted" in _text(browser, "signin-refused")
+    assert browser.current_url == server.url + "/"  # the refusal's flag is gone
+    assert browser.get_cookies() == []
+    browser.save_screenshot(str(screens / "02-sign-in-refused.png"))
+
+
+def test_signed_in_the_list_renders_and_the_feed_follows(
+    browser: WebDriver, server: Server, screens: Path
+) -> None:
+    _without_cookie(browser, server)
+    _sign_in(browser, server.token)
+    _until(browser, lambda b: len(_sessions(b)) == len(WORKER_ROOTS))
+    assert sorted(_sessions(browser)) == sorted(root.name for root in WORKER_ROOTS)
+
+    (cookie,) = browser.get_cookies()
+    assert cookie["name"] == "relaystore_signin"
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert server.token not in cookie["value"]
+    assert server.token not in browser.current_url
+    readable = browser.execute_script(
+        "return [document.cookie, JSON.stringify(localStorage), JSON.stringify(sessionStorage)]"
+    )
+    assert readable == ["", "{}", "{}"]
+
+    badges = _all(browser, "#session-list .session .badge", "class")
+    assert "badge lifecycle v-suspended" in badges
+    assert "badge phase v-idle" in badges
+    # The feed's EventSource signs in with the cookie alone.
+    _until(browser, lambda b: _text(b, "feed-state") == "live")
+    _until(browser, lambda b: len(_all(b, "#feed li", "data-seq")) > 0)
+    _until(browser, lambda b: _text(b, "health-state") == "healthy")
+    assert "3 sessions" in _text(browser, "health-figures")
+    browser.save_screenshot(str(screens / "03-sessions-and-feed.png"))
+
+
+def test_a_transcript_pages_as_the_origins_clients_page_it(
+    browser: WebDriver, server: Server, screens: Path
+) -> None:
+    whole = server.get(f"/api/v1/sessions/{SESSION}/transcript", limit=1000).json()["items"]
+    in_order = [item["stable_id"] for item in sorted(whole, key=lambda item: item["position"])]
+    assert len(in_order) > 10
+
+    _signed_in(browser, server, f"/?page_size=5#session={SESSION}")
+    _until(browser, lambda b: len(_items(b)) == 5)
+    assert _shown(browser, "transcript-next")
+    assert "through seq" in _text(browser, "transcript-status")
+    browser.save_screenshot(str(screens / "04-transcript-first-page.png"))
+
+    browser.find_element(By.ID, "transcript-next").click()
+    _until(browser, lambda b: len(_items(b)) == 10)
+    browser.find_element(By.ID, "transcript-rest").click()
+    _until(browser, lambda b: "all caught up" in _text(b, "transcript-status"))
+    assert _items(browser) == in_order
+    assert not _shown(browser, "transcript-next")
+    browser.save_screenshot(str(screens / "05-transcript-whole.png"))
+
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="usage"]').click()
+    _until(browser, lambda b: len(_all(b, "#usage-rows tr", "class")) == 3)
+    totals = _text(browser, "usage-totals").replace(",", "")
+    usage = server.get(f"/api/v1/sessions/{SESSION}/usage").json()["totals"]
+    assert str(usage["total_tokens"]["tokens"]) in totals
+    browser.save_screenshot(str(screens / "06-turns-and-usage.png"))
+
+
+def _replay(db: Path, root: Path) -> None:
+    """``relaystore replay`` in its own process, into the store the server reads."""
+    result = subprocess.run(
+        command(
+            db, "replay", str(root), "--session", LIVE, "--projection", "thread", "--no-progress"
+        ),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_replay_in_another_process_appears_live(
+    browser: WebDriver, server: Server, db: Path, tmp_path: Path, screens: Path
+) -> None:
+    _signed_in(browser, server)
+    _until(browser, lambda b: _text(b, "feed-state") == "live")
+    journal = JournalBuilder()
+    journal.prompt_turn("Which tests cover the viewer?", chunks=("The browser ", "tests do."))
+    journal.question("Run them now?", action=None)
+    _replay(db, journal.write_worker_root(tmp_path / "root", LIVE))
+
+    _until(browser, lambda b: LIVE in _sessions(b))
+    _until(browser, lambda b: f"#session={LIVE}" in _all(b, "#feed .feed-session", "href"))
+    browser.save_screenshot(str(screens / "07-replay-appears-live.png"))
+
+    _click(browser, f'.session[data-session-id="{LIVE}"]')
+    _until(browser, lambda b: "Which tests cover the viewer?" in _text(b, "transcript"))
+    _until(browser, lambda b: "all caught up" in _text(b, "transcript-status"))
+    shown = len(_items(browser))
+
+    # The session grows while it is on screen: the page follows without a reload.
+    journal.prompt_turn("And the server side?", chunks=("test_http_viewer.py",))
+    _replay(db, journal.write_worker_root(tmp_path / "root", LIVE))
+    _until(browser, lambda b: "And the server side?" in _text(b, "transcript"))
+    assert len(_items(browser)) > shown
+    browser.save_screenshot(str(screens / "08-transcript-grows-live.png"))
+
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="questions"]').click()
+    _until(browser, lambda b: "Run them now?" in _text(b, "questions"))
+    browser.save_screenshot(str(screens / "09-pending-question.png"))
+
+
+def test_sign_out_forgets_the_cookie(browser: WebDriver, server: Server, screens: Path) -> None:
+    _signed_in(browser, server)
+    cookie = browser.get_cookie("relaystore_signin")
+    assert cookie is not None
+    browser.find_element(By.CSS_SELECTOR, "#signout button").click()
+    _until(browser, lambda b: _shown(b, "signin-view"))
+    assert browser.get_cookie("relaystore_signin") is None
+    assert not _shown(browser, "app")
+    browser.save_screenshot(str(screens / "10-signed-out.png"))
+    # The server forgot it too: the old value no longer reads.
+    stale = httpx.get(
+        server.url + "/api/v1/sessions",
+        cookies={"relaystore_signin": cookie["value"]},
+        timeout=10,
+    )
+    assert stale.status_code == 401
