@@ -54,6 +54,7 @@ from relaystore.actors.nats_common import (
     connect,
     is_transient,
     require_nats,
+    shown_servers,
     store_subjects,
     subject_token,
     validate_servers,
@@ -64,6 +65,7 @@ from relaystore.actors.nats_common import (
 from relaystore.domain.api_events import RawApiEvent
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.messages import LoadRawApiEvents, LoadState
+from relaystore.domain.redaction import redact
 from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 if TYPE_CHECKING:
@@ -251,7 +253,7 @@ class Publisher:
                 pause = backoff * random.uniform(0.5, 1.0)
                 logger.warning(
                     "publish to %s: %s; reconnecting in %.1f s (stream holds up to seq %d)",
-                    ", ".join(self._servers),
+                    shown_servers(self._servers),
                     self._last_error,
                     pause,
                     self._acked,
@@ -290,7 +292,9 @@ class Publisher:
                 "publishing store %s to stream %s on %s after seq %d",
                 self._store_id,
                 self._stream,
-                nc.connected_url.netloc if nc.connected_url else self._servers[0],
+                shown_servers(
+                    [nc.connected_url.geturl() if nc.connected_url else self._servers[0]]
+                ),
                 after,
             )
             inbox = nc.new_inbox()
@@ -527,7 +531,7 @@ class Publisher:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = redact(str(exc).strip())
     name = type(exc).__name__
     if isinstance(exc, _Lost):
         return text
