@@ -315,6 +315,11 @@ def _parser() -> argparse.ArgumentParser:
     _file_argument(backup.add_argument("destination", metavar="DEST", type=_path))
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
+    command(
+        "new-store-id",
+        "give a store restored from a backup a new id, so that it publishes as a new "
+        "store (needs the store's write lock)",
+    )
 
     reproject = command(
         "reproject",
@@ -1159,6 +1164,20 @@ def _vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_store_id(args: argparse.Namespace) -> int:
+    from relaystore.storage.connection import open_writer
+    from relaystore.storage.schema import renew_store_id
+
+    _require_store(args.db)
+    handle = open_writer(args.db)
+    try:
+        old, new = renew_store_id(handle.connection)
+    finally:
+        handle.close()
+    print(f"store {args.db} was {old}, is now {new}; it publishes as a new store from seq 1")
+    return 0
+
+
 def _compact(args: argparse.Namespace) -> int:
     from relaystore.actors.store import EventStore
     from relaystore.domain.messages import CompactTranscript, LoadState
@@ -1322,6 +1341,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "backup": _backup,
     "vacuum": _vacuum,
+    "new-store-id": _new_store_id,
     "prune-log": _prune_log,
     "compact": _compact,
     "publish": _publish,
