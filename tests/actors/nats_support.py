@@ -28,6 +28,7 @@ from tests.actors.cli_support import ENV, TIMEOUT, command
 __all__ = [
     "NatsServer",
     "StreamMessage",
+    "attempt",
     "events_lines",
     "journal_root",
     "nats_server",
@@ -151,6 +152,13 @@ def journal_root(folder: Path, session_id: str, turns: int, *, seal_every: int =
     for turn in range(turns):
         builder.prompt_turn(f"prompt {turn}", chunks=(f"answer {turn} " * 8,))
     return builder.write_worker_root(folder / session_id, session_id, seal_every=seal_every)
+
+
+def attempt(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``relaystore`` with ``args``, whatever its exit status; output as text."""
+    return subprocess.run(
+        command(db, *args), cwd=db.parent, env=ENV, capture_output=True, text=True, timeout=TIMEOUT
+    )
 
 
 def run(db: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

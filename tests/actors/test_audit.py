@@ -77,6 +77,21 @@ def _audit(
     return status, document
 
 
+def _fail_a_turn(db: Path) -> int:
+    """Damage the feed: the third turn_ended event says the turn failed. Its seq."""
+    connection = apsw.Connection(str(db))
+    seq, body = connection.execute(
+        "SELECT seq, body FROM api_events WHERE session_id = ? "
+        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
+        (SESSION,),
+    ).fetchone()
+    forged = body.replace('"completed"', '"failed"', 1)
+    assert forged != body
+    connection.execute("UPDATE api_events SET body = ? WHERE seq = ?", (forged, seq))
+    connection.close()
+    return int(seq)
+
+
 def _divergence(document: dict[str, object]) -> dict[str, object]:
     sessions = document["sessions"]
     assert isinstance(sessions, list)
@@ -155,17 +170,7 @@ def test_a_clean_store_passes_every_audit_beside_a_writer_committing_continuousl
 def test_a_tampered_feed_row_is_named_beside_a_writer_committing_continuously(
     replayed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    connection = apsw.Connection(str(replayed))
-    seq, body = connection.execute(
-        "SELECT seq, body FROM api_events WHERE session_id = ? "
-        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
-        (SESSION,),
-    ).fetchone()
-    connection.execute(
-        "UPDATE api_events SET body = ? WHERE seq = ?",
-        (body.replace('"completed"', '"failed"', 1), seq),
-    )
-    connection.close()
+    seq = _fail_a_turn(replayed)
 
     with _busy_writer(replayed) as done:
         for _ in range(3):
@@ -207,16 +212,7 @@ def test_a_corrupted_api_event_body_is_named_by_its_seq(
     replayed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _copy(replayed, "damaged.sqlite3")
-    connection = apsw.Connection(str(db))
-    seq, body = connection.execute(
-        "SELECT seq, body FROM api_events WHERE session_id = ? "
-        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
-        (SESSION,),
-    ).fetchone()
-    forged = body.replace('"completed"', '"failed"', 1)
-    assert forged != body
-    connection.execute("UPDATE api_events SET body = ? WHERE seq = ?", (forged, seq))
-    connection.close()
+    seq = _fail_a_turn(db)
 
     status, document = _audit(capsys, db)
 

@@ -35,6 +35,7 @@ from relaystore.domain.errors import InvalidInput
 from tests.actors.cli_support import ENV, TIMEOUT, command
 from tests.actors.nats_support import (
     NatsServer,
+    attempt,
     events_lines,
     journal_root,
     last_published,
@@ -430,14 +431,7 @@ def _publish_all(url: str, db: Path) -> None:
 
 def _refused_publish(db: Path, url: str) -> str:
     """``relaystore publish`` that must refuse at once: its one line of stderr."""
-    result = subprocess.run(
-        command(db, "publish", "--nats", url),
-        cwd=db.parent,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    result = attempt(db, "publish", "--nats", url)
     assert result.returncode == 1, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 2, lines  # the start-up line, then the refusal

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from relaystore.domain.redaction import redact
-from tests.actors.cli_support import ENV, TIMEOUT, command
+from tests.actors.cli_support import TIMEOUT
 from tests.actors.nats_support import (
+    attempt,
     journal_root,
     publisher,
     run,
@@ -53,12 +54,6 @@ def _stop(process: subprocess.Popen[bytes]) -> str:
     return stderr.decode()
 
 
-def _relaystore(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command(db, *args), env=ENV, capture_output=True, text=True, timeout=TIMEOUT
-    )
-
-
 def test_publish_shows_the_server_without_its_password_in_every_line(tmp_path: Path) -> None:
     db = tmp_path / "store.sqlite3"
     run(db, "replay", str(journal_root(tmp_path / "roots", "s-1", 10)))
@@ -91,7 +86,7 @@ def test_publish_shows_the_server_without_its_password_in_every_line(tmp_path: P
 def test_fleet_events_cannot_reach_a_server_without_showing_its_secret(
     tmp_path: Path, url: str
 ) -> None:
-    result = _relaystore(tmp_path / "store.sqlite3", "fleet", "events", "--nats", url)
+    result = attempt(tmp_path / "store.sqlite3", "fleet", "events", "--nats", url)
     assert result.returncode == 1
     assert result.stderr == f"relaystore: cannot reach a NATS server at {redact(url)} " + (
         "(NoServersError: nats: no servers available for connection)\n"
@@ -101,7 +96,7 @@ def test_fleet_events_cannot_reach_a_server_without_showing_its_secret(
 
 def test_fleet_events_names_a_missing_stream_without_the_password(tmp_path: Path) -> None:
     with running_server(tmp_path, credentials=CREDENTIALS) as server:
-        result = _relaystore(tmp_path / "store.sqlite3", "fleet", "events", "--nats", server.url)
+        result = attempt(tmp_path / "store.sqlite3", "fleet", "events", "--nats", server.url)
     assert result.returncode == 1
     assert f"no stream RELAYSTORE on nats://{USER}:***@127.0.0.1:{server.port}" in result.stderr
     assert SECRET not in result.stderr
@@ -121,7 +116,7 @@ def test_fleet_events_names_a_missing_stream_without_the_password(tmp_path: Path
     ids=["port", "path", "scheme", "slash-in-password", "token-in-list", "stray", "misspelt"],
 )
 def test_usage_errors_never_echo_a_password(tmp_path: Path, args: list[str]) -> None:
-    result = _relaystore(tmp_path / "store.sqlite3", *args)
+    result = attempt(tmp_path / "store.sqlite3", *args)
     assert result.returncode == 2
     assert SECRET not in result.stderr
     assert "***@host" in result.stderr  # it still says which URL
