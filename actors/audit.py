@@ -5,7 +5,10 @@ worker journal given (read with every digest and link checked, up to the store's
 frontier), with this build's rules, and compares (:mod:`relaystore.domain.audit`): the
 events the store applied against the journal's, the stored projection against the
 derived one, and the session's API events against the derived ones. It only reads, so
-it runs on a store opened read-only, beside a running writer.
+it runs on a store opened read-only, beside a running writer: the projection, the log
+and the feed it compares are read in one snapshot
+(:func:`relaystore.storage.audit.load_audit_view`), so a page the writer commits
+meanwhile is in all three or in none.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from __future__ import annotations
 from relaystore.actors.journal import JournalReader, JournalSource
 from relaystore.actors.journal.start import history_start
 from relaystore.actors.store import EventStore
-from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.audit import (
     AuditResult,
+    AuditView,
     Divergence,
     first_event_divergence,
     first_feed_divergence,
@@ -23,32 +26,19 @@ from relaystore.domain.audit import (
 )
 from relaystore.domain.errors import RelayLogUnavailable, StoreError
 from relaystore.domain.materialized import HistoryStart, MaterializedSession
-from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRelayLog
 from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
 from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import encode
 
 __all__ = ["audit_session"]
 
-_PAGE = 1000
 
-
-def _feed(store: EventStore, session_id: str) -> list[tuple[int, str, str]]:
+def _feed(view: AuditView) -> list[tuple[int, str, str]]:
     """``(seq, type, body)`` of the session's API events, in seq order."""
-    rows: list[tuple[int, str, str]] = []
-    after = 0
-    while True:
-        page = store.ask(
-            LoadApiEvents(
-                filter=ApiEventFilter(session_id=session_id), after_seq=after, limit=_PAGE
-            )
-        )
-        for event in page.events:
-            body = encode({"type": event.type, "data": event.data}).decode()
-            rows.append((event.seq, event.type, body))
-        if not page.events:
-            return rows
-        after = page.next_after_seq
+    return [
+        (event.seq, event.type, encode({"type": event.type, "data": event.data}).decode())
+        for event in view.feed
+    ]
 
 
 def _from_journal(
@@ -87,8 +77,8 @@ def audit_session(
 ) -> AuditResult:
     """Audit one session against its log, or against ``journal`` when given."""
     source = "log" if journal is None else str(journal.path)
-    stored = store.ask(LoadMaterializedSession(session_id=session_id))
-    if stored is None:
+    view = store._audit_view(session_id)
+    if view is None:
         return AuditResult(
             session_id=session_id,
             source=source,
@@ -96,18 +86,16 @@ def audit_session(
             api_events=0,
             refused="the store holds no projection of this session",
         )
-    feed = _feed(store, session_id)
-    log = store.ask(LoadRelayLog(session_id=session_id))
+    stored, log, feed = view.projection, view.log, _feed(view)
     try:
         if journal is None:
-            assert log is not None
             rebuilt = rebuild(log, action="audit")
             applied: list[RelayEvent | RelayLine] = []
             journal_events: list[RelayEvent | RelayLine] = []
             short = None
         else:
             rebuilt, journal_events, short = _from_journal(journal, stored)
-            applied = list(log.events()) if log is not None and log.pages else []
+            applied = list(log.events()) if log.pages else []
     except RelayLogUnavailable as exc:
         return AuditResult(
             session_id=session_id,

@@ -12,6 +12,7 @@ argument, an option value out of range), 130 when interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -21,10 +22,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 from relaystore.domain.errors import InvalidInput, StoreError
 
@@ -203,8 +204,18 @@ def _file_argument(action: argparse.Action) -> None:
     action.complete = _FILE_COMPLETION  # type: ignore[attr-defined]  # read by shtab
 
 
+class _Parser(argparse.ArgumentParser):
+    """The command line's parser: a usage error never shows a credential it echoes
+    (an option's value, an unrecognized argument); its subcommands' parsers are too."""
+
+    def error(self, message: str) -> NoReturn:
+        from relaystore.domain.redaction import redact
+
+        super().error(redact(message))
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="relaystore",
         description="Replay, verify, read, serve and keep relaystore event stores.",
         epilog="--db may also follow the command. Exit status: 0 success, 1 bad input or "
@@ -216,7 +227,7 @@ def _parser() -> argparse.ArgumentParser:
         parser.add_argument("--db", type=_path, default=None, metavar="PATH", help=db_help)
     )
     # The same option after the command; SUPPRESS keeps the value given before it.
-    after = argparse.ArgumentParser(add_help=False)
+    after = _Parser(add_help=False)
     _file_argument(
         after.add_argument(
             "--db", type=_path, default=argparse.SUPPRESS, metavar="PATH", help=db_help
@@ -321,6 +332,11 @@ def _parser() -> argparse.ArgumentParser:
     _file_argument(backup.add_argument("destination", metavar="DEST", type=_path))
 
     command("vacuum", "compact the store after deletes (needs the store's write lock)")
+    command(
+        "new-store-id",
+        "give a store restored from a backup a new id, so that it publishes as a new "
+        "store (needs the store's write lock)",
+    )
 
     reproject = command(
         "reproject",
@@ -438,7 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"relaystore: {' '.join(message.split())}", file=sys.stderr)
+    from relaystore.domain.redaction import redact
+
+    print(f"relaystore: {redact(' '.join(message.split()))}", file=sys.stderr)
     return 1
 
 
@@ -990,20 +1008,45 @@ def _publish(args: argparse.Namespace) -> int:
     return asyncio.run(_publish_until_stopped(args))
 
 
+@contextlib.contextmanager
+def _nats_log(*, publisher: bool) -> Iterator[None]:
+    """The publisher's log lines (with ``publisher``) and nats-py's own errors on stderr,
+    one line each, credentials masked."""
+    import logging
+
+    from relaystore.domain.redaction import redact
+
+    class Redacting(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return redact(" ".join(super().format(record).split()))
+
+        def formatException(self, ei: Any) -> str:
+            return f"({ei[0].__name__}: {ei[1]})"
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Redacting("relaystore: %(message)s"))
+    logs = [logging.getLogger("nats")]
+    if publisher:
+        logs.append(logging.getLogger("relaystore.actors.nats_publish"))
+        logs[-1].setLevel(logging.INFO)
+    for log in logs:
+        log.addHandler(handler)
+    try:
+        yield
+    finally:
+        for log in logs:
+            log.removeHandler(handler)
+
+
 async def _publish_until_stopped(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
     import signal
 
     from relaystore.actors.aio import AsyncEventStore
     from relaystore.actors.nats_publish import Publisher
+    from relaystore.domain.redaction import redact
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("relaystore: %(message)s"))
-    log = logging.getLogger("relaystore.actors.nats_publish")
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
+    with _nats_log(publisher=True):
         async with AsyncEventStore.open(args.db, read_only=True, readers=1) as store:
             publisher = Publisher(
                 store, args.nats, stream=args.stream, subject_prefix=args.subject_prefix
@@ -1012,7 +1055,7 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signal.SIGTERM, publisher.stop)
             print(
                 f"relaystore: publishing {args.db} (store {publisher.store_id}) to stream "
-                f"{args.stream} on {args.nats} as {args.subject_prefix}.{publisher.store_id}.>; "
+                f"{args.stream} on {redact(args.nats)} as {args.subject_prefix}.{publisher.store_id}.>; "
                 "Ctrl-C stops",
                 file=sys.stderr,
                 flush=True,
@@ -1024,8 +1067,6 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
                 f"published, {figures.duplicates} duplicates dropped by the server)",
                 file=sys.stderr,
             )
-    finally:
-        log.removeHandler(handler)
     return 0
 
 
@@ -1042,20 +1083,21 @@ async def _fleet_events(args: argparse.Namespace) -> int:
     from relaystore.actors.fleet import FleetFeed
 
     out = sys.stdout.buffer
-    async with FleetFeed(
-        args.nats,
-        stream=args.stream,
-        subject_prefix=args.subject_prefix,
-        store_id=args.store,
-        workspace_id=args.workspace,
-        session_id=args.session,
-        durable=args.durable,
-        follow=args.follow,
-    ) as feed:
-        async for event in feed:
-            # Flushed before the feed acknowledges the batch: a crash repeats, never loses.
-            out.write(event.line() + b"\n")
-            out.flush()
+    with _nats_log(publisher=False):
+        async with FleetFeed(
+            args.nats,
+            stream=args.stream,
+            subject_prefix=args.subject_prefix,
+            store_id=args.store,
+            workspace_id=args.workspace,
+            session_id=args.session,
+            durable=args.durable,
+            follow=args.follow,
+        ) as feed:
+            async for event in feed:
+                # Flushed before the feed acknowledges the batch: a crash repeats, never loses.
+                out.write(event.line() + b"\n")
+                out.flush()
     return 0
 
 
@@ -1128,6 +1170,20 @@ def _vacuum(args: argparse.Namespace) -> int:
         f"vacuumed {args.db}: {report.pages_before} pages before, {report.pages_after} after "
         f"({report.pages_before - report.pages_after} reclaimed)"
     )
+    return 0
+
+
+def _new_store_id(args: argparse.Namespace) -> int:
+    from relaystore.storage.connection import open_writer
+    from relaystore.storage.schema import renew_store_id
+
+    _require_store(args.db)
+    handle = open_writer(args.db)
+    try:
+        old, new = renew_store_id(handle.connection)
+    finally:
+        handle.close()
+    print(f"store {args.db} was {old}, is now {new}; it publishes as a new store from seq 1")
     return 0
 
 
@@ -1294,6 +1350,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "backup": _backup,
     "vacuum": _vacuum,
+    "new-store-id": _new_store_id,
     "prune-log": _prune_log,
     "compact": _compact,
     "publish": _publish,

@@ -61,6 +61,7 @@ from relaystore.actors.inbox import inbox_of
 from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
     CommitPage,
+    LoadAuditView,
     LoadIndexEntries,
     LoadProjection,
     LoadTranscriptItem,
@@ -142,7 +143,12 @@ ProjectionMode = Literal["thread", "process"]
 (:mod:`relaystore.actors.projection_worker`)."""
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
-_READER_ROUTED: tuple[type[Any], ...] = (*_READER_TYPES, LoadTranscriptItem, LoadIndexEntries)
+_READER_ROUTED: tuple[type[Any], ...] = (
+    *_READER_TYPES,
+    LoadTranscriptItem,
+    LoadIndexEntries,
+    LoadAuditView,
+)
 """What readers answer: the reader messages, and what projectors read back from the store."""
 
 

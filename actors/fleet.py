@@ -41,6 +41,7 @@ from relaystore.actors.nats_common import (
     filter_subject,
     is_transient,
     require_nats,
+    shown_servers,
     validate_consumer_name,
     validate_servers,
     validate_store_id,
@@ -48,6 +49,7 @@ from relaystore.actors.nats_common import (
     validate_subject_prefix,
 )
 from relaystore.domain.errors import InvalidInput, StoreError
+from relaystore.domain.redaction import redact
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -161,8 +163,8 @@ class FleetFeed:
             if not is_transient(exc):
                 raise
             raise StoreError(
-                f"cannot reach a NATS server at {', '.join(self._servers)} "
-                f"({type(exc).__name__}: {exc})"
+                f"cannot reach a NATS server at {shown_servers(self._servers)} "
+                f"({type(exc).__name__}: {redact(str(exc))})"
             ) from None
         await probe.close()
         self._nc = nc = await connect(
@@ -213,7 +215,7 @@ class FleetFeed:
             await jsm.stream_info(self._stream)
         except nats.js.errors.NotFoundError:
             raise InvalidInput(
-                f"no stream {self._stream} on {', '.join(self._servers)}; start "
+                f"no stream {self._stream} on {shown_servers(self._servers)}; start "
                 "relaystore publish first, or give --stream"
             ) from None
         config = api.ConsumerConfig(

@@ -18,6 +18,7 @@ __all__ = [
     "INTERNAL_MESSAGES",
     "CommitPage",
     "CommitReprojection",
+    "LoadAuditView",
     "LoadIndexEntries",
     "LoadLoggedLine",
     "LoadProjection",
@@ -99,9 +100,18 @@ class LoadIndexEntries:
     limit: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadAuditView:
+    """``relaystore audit`` reads a session's projection, relay log and feed in one
+    snapshot, through a reader. Reply: the
+    :class:`~relaystore.domain.audit.AuditView`, or None without a projection."""
+
+    session_id: str
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
-ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries
-"""Reader messages only projectors send."""
+ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries | LoadAuditView
+"""Reader messages only the actors send (projectors, ``audit``)."""
 """Writer messages only projectors send."""
 
 INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], ...] = (
@@ -111,5 +121,6 @@ INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], 
     LoadLoggedLine,
     LoadTranscriptItem,
     LoadIndexEntries,
+    LoadAuditView,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.ids import validate_id
+from relaystore.domain.redaction import redact
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -39,6 +40,7 @@ __all__ = [
     "filter_subject",
     "is_transient",
     "require_nats",
+    "shown_servers",
     "store_subjects",
     "subject_token",
     "validate_consumer_name",
@@ -82,7 +84,8 @@ def validate_servers(servers: str | Sequence[str]) -> list[str]:
     """The server URLs of ``--nats`` (comma-separated) or a list, each checked.
 
     A URL is ``nats://HOST:PORT`` (or ``tls://``, ``ws://``, ``wss://``), optionally with
-    ``user:password@``; the port defaults to 4222.
+    ``user:password@``; the port defaults to 4222. A refusal shows the URL with its
+    credentials masked (:func:`~relaystore.domain.redaction.redact`).
     """
     if isinstance(servers, str):
         urls = [part.strip() for part in servers.split(",")]
@@ -93,19 +96,27 @@ def validate_servers(servers: str | Sequence[str]) -> list[str]:
     if not urls or not all(urls):
         raise InvalidInput("--nats: give a server URL such as nats://127.0.0.1:4222")
     for url in urls:
+        shown = redact(url)
         try:
             parts = urllib.parse.urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            raise InvalidInput(f"--nats: {url!r} is not a valid URL ({exc})") from None
+            # The parser's reason quotes a piece of the URL: only when nothing was masked.
+            why = f" ({exc})" if shown == url else ""
+            raise InvalidInput(f"--nats: {shown!r} is not a valid URL{why}") from None
         if parts.scheme not in SCHEMES or not parts.hostname:
             raise InvalidInput(
-                f"--nats: {url!r} is not a NATS server URL; use "
+                f"--nats: {shown!r} is not a NATS server URL; use "
                 f"{'/'.join(SCHEMES)}://HOST[:PORT], e.g. nats://127.0.0.1:4222"
             )
         if port == 0 or parts.path not in ("", "/") or parts.query or parts.fragment:
-            raise InvalidInput(f"--nats: {url!r} is not a NATS server URL (HOST:PORT only)")
+            raise InvalidInput(f"--nats: {shown!r} is not a NATS server URL (HOST:PORT only)")
     return urls
+
+
+def shown_servers(servers: Sequence[str]) -> str:
+    """The server URLs as a message shows them: comma-separated, credentials masked."""
+    return redact(", ".join(servers))
 
 
 def validate_stream_name(name: str) -> str:
@@ -221,4 +232,6 @@ async def connect(
     except Exception as exc:
         if is_transient(exc):
             raise
-        raise StoreError(f"cannot connect to NATS at {', '.join(servers)}: {exc}") from exc
+        raise StoreError(
+            f"cannot connect to NATS at {shown_servers(servers)}: {redact(str(exc))}"
+        ) from exc

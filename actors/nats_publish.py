@@ -17,6 +17,12 @@ Guarantees, and why they hold:
   and a new one resumes from the stream again. What a dead connection's server still
   processes after the new one looked is a repeat of the same ``Nats-Msg-Id`` inside the
   stream's duplicate window, which the server drops.
+* **One history per store id.** A store whose history is not the one the stream holds
+  under its id (a backup restored after later events were published: its latest seq
+  is behind the stream's last message for it, or its event at that seq differs) is
+  refused with :class:`~relaystore.domain.errors.StoreForked` before anything is sent
+  (the rule: :mod:`relaystore.domain.publishing`); ``relaystore new-store-id`` gives
+  it a new id, under which it publishes as a new store.
 * **Order.** Events are sent in ``seq`` order on one connection, so each store's
   messages are in ``seq`` order in the stream.
 * **A refusal is not skipped.** When the server refuses one message (an error ack), the
@@ -54,6 +60,7 @@ from relaystore.actors.nats_common import (
     connect,
     is_transient,
     require_nats,
+    shown_servers,
     store_subjects,
     subject_token,
     validate_servers,
@@ -64,6 +71,8 @@ from relaystore.actors.nats_common import (
 from relaystore.domain.api_events import RawApiEvent
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.messages import LoadRawApiEvents, LoadState
+from relaystore.domain.publishing import fork_from_stream
+from relaystore.domain.redaction import redact
 from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 if TYPE_CHECKING:
@@ -251,7 +260,7 @@ class Publisher:
                 pause = backoff * random.uniform(0.5, 1.0)
                 logger.warning(
                     "publish to %s: %s; reconnecting in %.1f s (stream holds up to seq %d)",
-                    ", ".join(self._servers),
+                    shown_servers(self._servers),
                     self._last_error,
                     pause,
                     self._acked,
@@ -290,7 +299,9 @@ class Publisher:
                 "publishing store %s to stream %s on %s after seq %d",
                 self._store_id,
                 self._stream,
-                nc.connected_url.netloc if nc.connected_url else self._servers[0],
+                shown_servers(
+                    [nc.connected_url.geturl() if nc.connected_url else self._servers[0]]
+                ),
                 after,
             )
             inbox = nc.new_inbox()
@@ -344,7 +355,8 @@ class Publisher:
             )
 
     async def _last_in_stream(self, nc: Client) -> int:
-        """The seq of this store's last message in the stream (0 for none)."""
+        """The seq of this store's last message in the stream (0 for none), once the
+        store is known to hold the history the stream published under its id."""
         import nats.js.errors
 
         jsm = nc.jsm(timeout=self._connect_timeout * 2)
@@ -363,6 +375,19 @@ class Publisher:
                 f"{message.seq}) that relaystore did not publish for store {self._store_id}; "
                 "remove it, or publish under another --subject-prefix"
             )
+        # The store's event at that seq and its latest seq, in one snapshot.
+        page = await self._store.ask(LoadRawApiEvents(after_seq=int(seq) - 1, limit=1))
+        held = page.events[0].json if page.events and page.events[0].seq == int(seq) else None
+        fork = fork_from_stream(
+            store_id=self._store_id,
+            stream=self._stream,
+            stream_seq=int(seq),
+            stream_event=message.data or b"",
+            store_latest=page.latest_seq,
+            store_event=held,
+        )
+        if fork is not None:
+            raise fork
         return int(seq)
 
     async def _pump(self, nc: Client, reply: str, after: int) -> None:
@@ -527,7 +552,7 @@ class Publisher:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = redact(str(exc).strip())
     name = type(exc).__name__
     if isinstance(exc, _Lost):
         return text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import LoadIndexEntries, LoadTranscriptItem
+from relaystore.actors.internal import LoadAuditView, LoadIndexEntries, LoadTranscriptItem
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -20,6 +20,7 @@ from relaystore.domain.messages import (
     LoadState,
     LoadStats,
 )
+from relaystore.storage.audit import load_audit_view
 from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import (
     load_index_entries,
@@ -78,6 +79,8 @@ class ReaderActor(TellSafeActor):
                 return load_stats(connection)
             case LoadRelayLog(session_id=session_id):
                 return load_relay_log(connection, session_id)
+            case LoadAuditView(session_id=session_id):
+                return load_audit_view(connection, session_id)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

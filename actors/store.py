@@ -19,8 +19,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from relaystore.actors.core import FollowPager, ProjectionMode, Settings, StoreCore
+from relaystore.actors.internal import LoadAuditView
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.audit import AuditView
 from relaystore.domain.errors import StoreClosed
+from relaystore.domain.ids import validate_id
 from relaystore.domain.messages import (
     LoadApiEvents,
     ObserveRelayEvents,
@@ -140,6 +143,13 @@ class EventStore:
             ObserveRelayEvents(session_id=session_id, events=events)
         )
         return wait
+
+    def _audit_view(self, session_id: str) -> AuditView | None:
+        """A session's projection, relay log and feed in one snapshot, for ``audit``."""
+        validate_id("session", session_id)
+        self._core.check_open()
+        view: AuditView | None = self._core.ask_blocking(LoadAuditView(session_id=session_id))
+        return view
 
     def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting; a failure is logged and stops nothing.

@@ -26,13 +26,15 @@ from collections.abc import Sequence
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEventData
+from relaystore.domain.api_events import ApiEvent, ApiEventData
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.relay import RelayEvent, RelayLine
+from relaystore.domain.relay_log import StoredRelayLog
 from relaystore.domain.wire import encode
 
 __all__ = [
     "AuditResult",
+    "AuditView",
     "Divergence",
     "first_event_divergence",
     "first_feed_divergence",
@@ -70,6 +72,17 @@ class AuditResult(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def matches(self) -> bool:
         return self.divergence is None and self.refused is None
+
+
+class AuditView(msgspec.Struct, frozen=True, kw_only=True):
+    """What an audit compares, read from the store in one snapshot: the session's
+    projection, its relay log and its feed as one committed state, so a writer that
+    commits meanwhile never puts one ahead of another."""
+
+    projection: MaterializedSession
+    log: StoredRelayLog
+    feed: list[ApiEvent]
+    """The session's API events, in seq order."""
 
 
 def _clip(text: str, limit: int = 200) -> str:

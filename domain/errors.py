@@ -16,6 +16,8 @@ The tree::
     ├── AskTimeout          an ask got no reply within its timeout (also a TimeoutError)
     ├── StoreClosed         a message after ``close()``
     ├── StoreLocked         another process holds the store for writing
+    ├── StoreForked         the store's history is not what a stream published under its
+    │                       id (a backup restored after later events were published)
     └── StoreBusy           another connection held SQLite's write lock past the busy
                             timeout; nothing of the batch was written: retry
 
@@ -42,6 +44,7 @@ __all__ = [
     "StoreClosed",
     "StoreBusy",
     "StoreError",
+    "StoreForked",
     "StoreLocked",
     "UnknownRelayKind",
     "UnknownSession",
@@ -240,6 +243,21 @@ class StoreClosed(StoreError):
 
 class StoreLocked(StoreError):
     """Another process holds the store open for writing."""
+
+
+class StoreForked(StoreError):
+    """The store's history is not the one a NATS stream holds under its store id.
+
+    A backup restored after later events were published: its seqs run behind, or its
+    events differ from, the ones published under the same id. Publishing it under that
+    id would give the id two histories; ``relaystore new-store-id`` gives the restored
+    store an id of its own. ``store_id`` and ``stream_seq`` say which id and which seq.
+    """
+
+    def __init__(self, detail: str, *, store_id: str, stream_seq: int) -> None:
+        self.store_id = store_id
+        self.stream_seq = stream_seq
+        super().__init__(detail)
 
 
 class StoreBusy(StoreError):

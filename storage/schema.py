@@ -28,9 +28,10 @@ Revisions (relaystore's own numbering):
    reads and writes them: the floor stays.
 6. ``store_identity``: the store's id, 32 random
    lowercase hex digits generated once, when the store is created or migrated to this
-   revision, and never changed after (a backup copies it, ``VACUUM`` keeps it, nothing
-   writes it again): what names the store in a feed shared by many stores. Additive,
-   so the floor stays 4.
+   revision (a backup copies it, ``VACUUM`` keeps it); only ``relaystore
+   new-store-id`` writes it again, for a restored backup that forked from what was
+   published under its id: what names the store in a feed shared by many stores.
+   Additive, so the floor stays 4.
 7. ``relay_log_pages`` (:data:`RELAY_LOG_DDL`): the
    relay log, one compressed row per committed projection page. Additive, so the floor
    stays: an older build writes pages without log rows, which the log's coverage check
@@ -111,6 +112,7 @@ __all__ = [
     "not_a_store",
     "read_schema_state",
     "read_store_id",
+    "renew_store_id",
     "tables_ddl",
 ]
 
@@ -558,8 +560,11 @@ CREATE TABLE IF NOT EXISTS store_identity (
 """
 """The store's id (one row, written once; see revision 6)."""
 
+_RANDOM_STORE_ID = "lower(hex(randomblob(16)))"
+"""A fresh store id: 32 random lowercase hex digits."""
+
 _NEW_STORE_ID = (
-    "INSERT INTO store_identity(singleton, store_id) VALUES (1, lower(hex(randomblob(16))))"
+    f"INSERT INTO store_identity(singleton, store_id) VALUES (1, {_RANDOM_STORE_ID})"
     " ON CONFLICT(singleton) DO NOTHING"
 )
 
@@ -605,6 +610,21 @@ def read_store_id(connection: apsw.Connection) -> str:
         revision = int(connection.pragma("user_version"))
         raise _mismatch(SchemaMismatchReason.INVALID_METADATA, revision, path)
     return value
+
+
+def renew_store_id(connection: apsw.Connection) -> tuple[str, str]:
+    """Give the store a fresh random id, on the writer connection; ``(old, new)``.
+
+    The one write of ``store_identity`` after it was made: for a store restored from a
+    backup that forked from what was published under its id
+    (:mod:`relaystore.domain.publishing`), so that it publishes as a new store.
+    """
+    old = read_store_id(connection)
+    with transaction(connection, "give the store a new id"):
+        connection.execute(
+            f"UPDATE store_identity SET store_id = {_RANDOM_STORE_ID} WHERE singleton = 1"
+        )
+    return old, read_store_id(connection)
 
 
 class _LegacyErrorData(msgspec.Struct, kw_only=True):

@@ -90,6 +90,7 @@ CONTRACT_NAMES = [
     "StoreBusy",
     "StoreClosed",
     "StoreError",
+    "StoreForked",
     "StoreLocked",
     "StoreStats",
     "TranscriptHistory",
@@ -167,6 +168,7 @@ def test_every_error_derives_from_store_error() -> None:
         "StoreClosed",
         "StoreLocked",
         "StoreBusy",
+        "StoreForked",
         "AskTimeout",
         "UnknownRelayKind",
     ]:

@@ -28,6 +28,7 @@ from tests.actors.cli_support import ENV, TIMEOUT, command
 __all__ = [
     "NatsServer",
     "StreamMessage",
+    "attempt",
     "events_lines",
     "journal_root",
     "nats_server",
@@ -60,17 +61,26 @@ def _free_port() -> int:
 
 
 class NatsServer:
-    """``nats-server -js`` on 127.0.0.1; :meth:`stop` and :meth:`start` keep port and data."""
+    """``nats-server -js`` on 127.0.0.1; :meth:`stop` and :meth:`start` keep port and data.
 
-    def __init__(self, binary: str, folder: Path) -> None:
+    With ``credentials`` (user, password) the server refuses clients without them, and
+    :attr:`url` carries them."""
+
+    def __init__(
+        self, binary: str, folder: Path, credentials: tuple[str, str] | None = None
+    ) -> None:
         self.binary = binary
         self.folder = folder
         self.port = _free_port()
+        self.credentials = credentials
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        if self.credentials is None:
+            return f"nats://127.0.0.1:{self.port}"
+        user, password = self.credentials
+        return f"nats://{user}:{password}@127.0.0.1:{self.port}"
 
     def start(self) -> None:
         assert self.process is None
@@ -85,6 +95,11 @@ class NatsServer:
                 str(self.port),
                 "-sd",
                 str(self.folder / "jetstream"),
+                *(
+                    ()
+                    if self.credentials is None
+                    else ("--user", self.credentials[0], "--pass", self.credentials[1])
+                ),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -115,9 +130,11 @@ class NatsServer:
 
 
 @contextlib.contextmanager
-def running_server(folder: Path, *, started: bool = True) -> Iterator[NatsServer]:
+def running_server(
+    folder: Path, *, started: bool = True, credentials: tuple[str, str] | None = None
+) -> Iterator[NatsServer]:
     """A JetStream server with its own store directory (fails without nats-server)."""
-    server = NatsServer(nats_server(), folder)
+    server = NatsServer(nats_server(), folder, credentials)
     if started:
         server.start()
     try:
@@ -135,6 +152,13 @@ def journal_root(folder: Path, session_id: str, turns: int, *, seal_every: int =
     for turn in range(turns):
         builder.prompt_turn(f"prompt {turn}", chunks=(f"answer {turn} " * 8,))
     return builder.write_worker_root(folder / session_id, session_id, seal_every=seal_every)
+
+
+def attempt(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``relaystore`` with ``args``, whatever its exit status; output as text."""
+    return subprocess.run(
+        command(db, *args), cwd=db.parent, env=ENV, capture_output=True, text=True, timeout=TIMEOUT
+    )
 
 
 def run(db: Path, *args: str) -> subprocess.CompletedProcess[bytes]:

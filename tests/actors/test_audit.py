@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
@@ -18,8 +21,8 @@ from relaystore.actors.cli import main
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
 from relaystore.actors.store import EventStore
-from relaystore.domain.messages import SaveSession
-from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, SessionUpdate
+from relaystore.domain.messages import ObserveRelayEvents, SaveSession
+from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, SessionUpdate
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import START_MS, observations, write_journal
 
@@ -28,10 +31,11 @@ EVENTS = 200
 FORGED = 77
 
 
-def _journal(path: Path, *, forge: bool = False) -> Path:
+def _events(count: int, *, forge: bool = False) -> list[RelayEvent]:
+    """The session's first ``count`` events (the same ones for every count)."""
     builder = JournalBuilder(format=RELAY_EVENT_FORMAT_V1, start_ms=START_MS + 37, step_ms=37)
     stream = observations()
-    while builder.next_ordinal <= EVENTS:
+    while builder.next_ordinal <= count:
         command_id, observation = next(stream)
         if forge and builder.next_ordinal == FORGED:
             assert isinstance(observation, SessionUpdate)
@@ -43,7 +47,11 @@ def _journal(path: Path, *, forge: bool = False) -> Path:
                 }
             )
         builder.add(observation, command_id=command_id)
-    return write_journal(path, builder.events)
+    return builder.events
+
+
+def _journal(path: Path, *, forge: bool = False) -> Path:
+    return write_journal(path, _events(EVENTS, forge=forge))
 
 
 @pytest.fixture
@@ -67,6 +75,21 @@ def _audit(
     status = main(["--db", str(db), "audit", "--json", *args])
     document: dict[str, object] = json.loads(capsys.readouterr().out)
     return status, document
+
+
+def _fail_a_turn(db: Path) -> int:
+    """Damage the feed: the third turn_ended event says the turn failed. Its seq."""
+    connection = apsw.Connection(str(db))
+    seq, body = connection.execute(
+        "SELECT seq, body FROM api_events WHERE session_id = ? "
+        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
+        (SESSION,),
+    ).fetchone()
+    forged = body.replace('"completed"', '"failed"', 1)
+    assert forged != body
+    connection.execute("UPDATE api_events SET body = ? WHERE seq = ?", (forged, seq))
+    connection.close()
+    return int(seq)
 
 
 def _divergence(document: dict[str, object]) -> dict[str, object]:
@@ -93,6 +116,68 @@ def test_a_clean_store_matches_its_log_and_its_journal_beside_a_running_writer(
         f"{SESSION}: matches log ({EVENTS} events, "
         f"{document['sessions'][0]['api_events']} API events)"  # type: ignore[index]
     )
+
+
+BUSY_EVENTS = 2400
+"""How far the busy writer takes the session (from ordinal EVENTS), a few events a page."""
+
+
+@contextmanager
+def _busy_writer(db: Path) -> Iterator[threading.Event]:
+    """A supervisor committing the session's next events, a few per page, until it has
+    written them all or the block ends; the event is set once it has stopped."""
+    events = _events(BUSY_EVENTS)[EVENTS:]
+    stop, done = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+    with EventStore.open(db, synchronous="OFF") as writer:
+
+        def commit() -> None:
+            try:
+                for start in range(0, len(events), 3):
+                    if stop.is_set():
+                        return
+                    batch: list[RelayEvent] = events[start : start + 3]
+                    writer.ask(ObserveRelayEvents(session_id=SESSION, events=list(batch)))
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                failures.append(exc)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=commit)
+        thread.start()
+        try:
+            yield done
+        finally:
+            stop.set()
+            thread.join()
+    assert failures == []
+
+
+def test_a_clean_store_passes_every_audit_beside_a_writer_committing_continuously(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each audit reads the projection, the log and the feed while pages keep committing:
+    # read in separate snapshots, the log ran ahead of the projection it was compared to.
+    audits = 0
+    with _busy_writer(replayed) as done:
+        while not done.is_set():
+            status, document = _audit(capsys, replayed, SESSION)
+            assert (status, document["matches"]) == (0, True), document
+            audits += not done.is_set()  # it ran beside the writer from start to end
+    assert audits >= 3
+
+
+def test_a_tampered_feed_row_is_named_beside_a_writer_committing_continuously(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seq = _fail_a_turn(replayed)
+
+    with _busy_writer(replayed) as done:
+        for _ in range(3):
+            status, document = _audit(capsys, replayed, SESSION)
+            assert status == 1
+            assert _divergence(document)["where"] == f"api event seq {seq}"
+        assert not done.is_set(), "the writer finished before the audits ran beside it"
 
 
 def test_a_corrupted_projection_field_is_named(
@@ -127,16 +212,7 @@ def test_a_corrupted_api_event_body_is_named_by_its_seq(
     replayed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _copy(replayed, "damaged.sqlite3")
-    connection = apsw.Connection(str(db))
-    seq, body = connection.execute(
-        "SELECT seq, body FROM api_events WHERE session_id = ? "
-        "AND json_extract(body, '$.type') = 'turn_ended' ORDER BY seq LIMIT 1 OFFSET 2",
-        (SESSION,),
-    ).fetchone()
-    forged = body.replace('"completed"', '"failed"', 1)
-    assert forged != body
-    connection.execute("UPDATE api_events SET body = ? WHERE seq = ?", (forged, seq))
-    connection.close()
+    seq = _fail_a_turn(db)
 
     status, document = _audit(capsys, db)
 

@@ -35,6 +35,7 @@ from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
     CommitPage,
     CommitReprojection,
+    LoadAuditView,
     LoadIndexEntries,
     LoadLoggedLine,
     LoadProjection,
@@ -260,6 +261,7 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
     LoadIndexEntries: LoadIndexEntries(
         session_id="session-1", after_position=None, after_id=None, limit=10
     ),
+    LoadAuditView: LoadAuditView(session_id="session-1"),
 }
 
 

@@ -313,3 +313,26 @@ def test_the_backup_command_refuses_a_sidecar_in_one_line_and_the_store_still_wo
     )
     assert not Path(f"{db}-journal").exists()
     assert "sessions 1" in ok(db, "stats").stdout.splitlines()
+
+
+def test_a_new_store_id_needs_the_write_lock_and_changes_only_the_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from relaystore.actors.cli import main
+
+    db = tmp_path / "restored.sqlite3"
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session()))
+        old = store.metrics().store_id
+        assert main(["--db", str(db), "new-store-id"]) == 1  # a supervisor holds it
+        assert "relaystore: " in capsys.readouterr().err
+    with EventStore.open(db, read_only=True) as store:
+        assert store.metrics().store_id == old
+    assert main(["--db", str(db), "new-store-id"]) == 0
+    with EventStore.open(db, read_only=True) as store:
+        new = store.metrics().store_id
+        assert list(store.ask(LoadState()).sessions) == [example_session().id]
+    assert new != old
+    assert capsys.readouterr().out == (
+        f"store {db} was {old}, is now {new}; it publishes as a new store from seq 1\n"
+    )

@@ -35,6 +35,7 @@ from relaystore.domain.errors import InvalidInput
 from tests.actors.cli_support import ENV, TIMEOUT, command
 from tests.actors.nats_support import (
     NatsServer,
+    attempt,
     events_lines,
     journal_root,
     last_published,
@@ -417,3 +418,70 @@ def test_the_embedded_publisher_follows_a_store_it_writes(
 
     asyncio.run(scenario())
     assert assert_stream_is_the_feed(nats_server.url, db) == 600
+
+
+def _publish_all(url: str, db: Path) -> None:
+    """Run ``relaystore publish`` until the stream holds the store's latest seq."""
+    process = publisher(db, url)
+    try:
+        wait_until_published(url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db))
+    finally:
+        stop(process)
+
+
+def _refused_publish(db: Path, url: str) -> str:
+    """``relaystore publish`` that must refuse at once: its one line of stderr."""
+    result = attempt(db, "publish", "--nats", url)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, lines  # the start-up line, then the refusal
+    return lines[1]
+
+
+def test_a_restored_backup_behind_the_stream_is_refused_until_it_takes_a_new_id(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    url = nats_server.url
+    db = new_store(tmp_path, "f")  # 40 events
+    early, late = tmp_path / "early.sqlite3", tmp_path / "late.sqlite3"
+    run(db, "backup", str(early))
+    for root, workspace in roots(tmp_path, "more", 1, 30):  # 60 more
+        run(db, "replay", "--workspace", workspace, str(root))
+    _publish_all(url, db)
+    run(db, "backup", str(late))  # holds everything published
+    sid = store_id(db)
+    assert store_id(early) == store_id(late) == sid
+
+    # The early backup, restored and given new events: seqs 41.. are another history.
+    for root, workspace in roots(tmp_path, "after", 1, 10):  # 20 events: up to seq 60
+        run(early, "replay", "--workspace", workspace, str(root))
+    line = _refused_publish(early, url)
+    assert line == (
+        f"relaystore: store {sid} has forked from its published history: stream {STREAM} "
+        "holds its events up to seq 100, but the store's latest seq is 60 (a backup restored "
+        "after later events were published); publishing it under this id would give the id "
+        "two histories, so give the store a new id with `relaystore new-store-id` and "
+        "publish it again as a new store"
+    )
+    for root, workspace in roots(tmp_path, "later", 1, 30):  # past the stream's seq 100
+        run(early, "replay", "--workspace", workspace, str(root))
+    line = _refused_publish(early, url)
+    assert f"its event seq 100 differs from the one stream {STREAM} holds" in line
+    assert assert_stream_is_the_feed(url, db) == 100  # the id still has one history
+
+    renewed = run(early, "new-store-id").stdout.decode()
+    new_id = store_id(early)
+    assert new_id != sid
+    assert (
+        renewed
+        == f"store {early} was {sid}, is now {new_id}; it publishes as a new store from seq 1\n"
+    )
+    _publish_all(url, early)
+    assert assert_stream_is_the_feed(url, early) == 40 + 20 + 60
+    assert assert_stream_is_the_feed(url, db) == 100
+
+    # The late backup holds what was published: it resumes as the same store.
+    for root, workspace in roots(tmp_path, "resumed", 1, 5):
+        run(late, "replay", "--workspace", workspace, str(root))
+    _publish_all(url, late)
+    assert assert_stream_is_the_feed(url, late) == 110

@@ -1,0 +1,63 @@
+"""Whether a store's history is the one a stream published under its id: the fork rule.
+
+A store id names one history in a NATS stream: every ``(store id, seq)`` is published
+once, and a consumer keys on it. A store restored from a backup keeps its id, which is
+right while the backup holds everything that was published (it then publishes what
+follows, as the same store). A backup older than what was published is another
+history under the same id: its next events would take seqs the stream holds already
+with other content.
+
+Rule (:func:`fork_from_stream`), checked each time a publisher resumes, against the
+stream's last message for the id (its seq ``S`` and bytes) and the store in one
+snapshot (its latest seq ever committed, its event ``S`` if it still holds one):
+
+* the store's latest seq is below ``S``: forked (a store's seqs never go back, deletes
+  included, so it never committed what the stream holds at ``S``);
+* the store holds event ``S`` and its bytes differ from the stream's: forked;
+* otherwise not: event ``S`` is the same, or the store deleted that event's session
+  since it was published (nothing left to compare; the seqs still agree).
+
+A forked store is refused, never published: it takes a new id
+(``relaystore new-store-id``) and then publishes its whole history as a new store,
+while the stream keeps the old id's history as it was.
+"""
+
+from __future__ import annotations
+
+from relaystore.domain.errors import StoreForked
+
+__all__ = ["fork_from_stream"]
+
+
+def fork_from_stream(
+    *,
+    store_id: str,
+    stream: str,
+    stream_seq: int,
+    stream_event: bytes,
+    store_latest: int,
+    store_event: bytes | None,
+) -> StoreForked | None:
+    """The refusal when the store forked from what ``stream`` holds for ``store_id``
+    (its last message: ``stream_seq``, ``stream_event``), or None; see the module doc.
+    ``store_event``: the store's event ``stream_seq`` as published bytes, None when the
+    store does not hold it."""
+    if stream_seq <= 0:
+        return None
+    if store_latest < stream_seq:
+        why = (
+            f"stream {stream} holds its events up to seq {stream_seq}, but the store's "
+            f"latest seq is {store_latest}"
+        )
+    elif store_event is not None and store_event != stream_event:
+        why = f"its event seq {stream_seq} differs from the one stream {stream} holds"
+    else:
+        return None
+    return StoreForked(
+        f"store {store_id} has forked from its published history: {why} (a backup "
+        "restored after later events were published); publishing it under this id "
+        "would give the id two histories, so give the store a new id with "
+        "`relaystore new-store-id` and publish it again as a new store",
+        store_id=store_id,
+        stream_seq=stream_seq,
+    )

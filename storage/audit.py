@@ -1,0 +1,40 @@
+"""The reads of ``relaystore audit``: a session's projection, relay log and feed at once.
+
+Guarantees: :func:`load_audit_view` reads the three in one read transaction, so they
+are one committed state. A page's projection, its log row and its API events commit in
+one transaction (:func:`relaystore.storage.projection.commit_page`), so beside a writer
+that keeps committing, the log never holds events the projection has not applied and
+the feed never lacks an event the projection derived: a clean store audits clean.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.audit import AuditView
+from relaystore.storage.materialized import load_materialized_session
+from relaystore.storage.paging import MAX_PAGE_LIMIT, load_api_events
+from relaystore.storage.relay_log import load_relay_log
+from relaystore.storage.transaction import transaction
+
+__all__ = ["load_audit_view"]
+
+
+def load_audit_view(connection: apsw.Connection, session_id: str) -> AuditView | None:
+    """The session's projection, log and feed in one snapshot (None: no projection)."""
+    with transaction(connection, f"read session {session_id} for an audit"):
+        projection = load_materialized_session(connection, session_id)
+        log = load_relay_log(connection, session_id)
+        if projection is None or log is None:
+            return None
+        feed: list[ApiEvent] = []
+        only = ApiEventFilter(session_id=session_id)
+        after = 0
+        while True:
+            page = load_api_events(connection, only, after, MAX_PAGE_LIMIT)
+            if not page.events:
+                break
+            feed.extend(page.events)
+            after = page.next_after_seq
+    return AuditView(projection=projection, log=log, feed=feed)
