@@ -28,6 +28,7 @@ import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -79,9 +80,9 @@ def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | Non
 class AsyncEventStore:
     """An open relaystore for asyncio code; open with ``async with AsyncEventStore.open(...)``."""
 
-    def __init__(self, store: EventStore, loop: asyncio.AbstractEventLoop) -> None:
-        self._store = store
-        self._core: StoreCore = store._core
+    def __init__(self, core: StoreCore, loop: asyncio.AbstractEventLoop) -> None:
+        self._core = core
+        self._store = EventStore(core)
         self._loop = loop
         self._commits = asyncio.Condition()
         self._latest = self._core.commits.latest
@@ -110,6 +111,21 @@ class AsyncEventStore:
     def sync(self) -> EventStore:
         """The blocking facade on the same core (for code running in worker threads)."""
         return self._store
+
+    @property
+    def path(self) -> Path:
+        """The store's file."""
+        return self._core.path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened ``read_only`` (readers only)."""
+        return self._core.read_only
+
+    @property
+    def relay_log(self) -> bool:
+        """Whether the store keeps the relay log (see :attr:`EventStore.relay_log`)."""
+        return self._core.relay_log
 
     @property
     def latest_seq(self) -> int:
@@ -270,8 +286,8 @@ class _Opening:
 
     async def _open(self) -> AsyncEventStore:
         loop = asyncio.get_running_loop()
-        store = await asyncio.to_thread(EventStore.open, self._path, **self._options)
-        return AsyncEventStore(store, loop)
+        core = await asyncio.to_thread(StoreCore.open, self._path, **self._options)
+        return AsyncEventStore(core, loop)
 
     async def __aenter__(self) -> AsyncEventStore:
         self._store = await self._open()

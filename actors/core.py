@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from typing import Any, Generic, Literal, TypedDict, TypeVar, get_args
+from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, get_args
 
 import msgspec
 import pykka
@@ -152,6 +152,17 @@ _READER_ROUTED: tuple[type[Any], ...] = (
 """What readers answer: the reader messages, and what projectors read back from the store."""
 
 
+DEFAULT_READERS = 2
+DEFAULT_QUEUE_CAPACITY = 256
+DEFAULT_SYNCHRONOUS: Synchronous = "FULL"
+DEFAULT_MAX_BATCH = 256
+DEFAULT_MAX_PROJECTORS = 256
+DEFAULT_PROJECTOR_IDLE_SECONDS = 300.0
+DEFAULT_PROJECTION: ProjectionMode = "process"
+"""The defaults of :meth:`EventStore.open`'s options, the one place they are written (its
+signature and :meth:`Settings.check` both name these)."""
+
+
 class OpenOptions(TypedDict, total=False):
     """The keyword options of :meth:`EventStore.open` (``AsyncEventStore.open`` takes the same).
 
@@ -189,15 +200,15 @@ class Settings:
         cls,
         path: object,
         *,
-        readers: object,
-        queue_capacity: object,
-        synchronous: object,
-        read_only: object,
-        max_batch: object,
-        max_projectors: object,
-        projector_idle_seconds: object,
+        readers: object = DEFAULT_READERS,
+        queue_capacity: object = DEFAULT_QUEUE_CAPACITY,
+        synchronous: object = DEFAULT_SYNCHRONOUS,
+        read_only: object = False,
+        max_batch: object = DEFAULT_MAX_BATCH,
+        max_projectors: object = DEFAULT_MAX_PROJECTORS,
+        projector_idle_seconds: object = DEFAULT_PROJECTOR_IDLE_SECONDS,
         relay_log: object = True,
-        projection: object = "process",
+        projection: object = DEFAULT_PROJECTION,
     ) -> Settings:
         """The settings, or :class:`InvalidInput` naming the first bad option."""
         try:
@@ -293,6 +304,12 @@ class FollowPager(Generic[P]):
 
 class StoreCore:
     """An open store's actors and the facade rules both facades share (see the module)."""
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], **options: Unpack[OpenOptions]) -> StoreCore:
+        """Check the options (:meth:`Settings.check`; :meth:`EventStore.open` documents
+        them and their defaults) and open the store: what both facades start from."""
+        return cls(Settings.check(path, **options))
 
     def __init__(self, settings: Settings) -> None:
         self.path = settings.path

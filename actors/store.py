@@ -18,14 +18,26 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from relaystore.actors.core import FollowPager, ProjectionMode, Settings, StoreCore
+from relaystore.actors.core import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_PROJECTORS,
+    DEFAULT_PROJECTION,
+    DEFAULT_PROJECTOR_IDLE_SECONDS,
+    DEFAULT_QUEUE_CAPACITY,
+    DEFAULT_READERS,
+    DEFAULT_SYNCHRONOUS,
+    FollowPager,
+    ProjectionMode,
+    StoreCore,
+)
 from relaystore.actors.internal import LoadAuditView
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter
+from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from relaystore.domain.audit import AuditView
 from relaystore.domain.errors import StoreClosed
 from relaystore.domain.ids import validate_id
 from relaystore.domain.messages import (
     LoadApiEvents,
+    LoadRawApiEvents,
     ObserveRelayEvents,
     ProjectionReport,
     Request,
@@ -51,15 +63,15 @@ class EventStore:
         cls,
         path: str | os.PathLike[str],
         *,
-        readers: int = 2,
-        queue_capacity: int = 256,
-        synchronous: Synchronous = "FULL",
+        readers: int = DEFAULT_READERS,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
+        synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
         read_only: bool = False,
-        max_batch: int = 256,
-        max_projectors: int = 256,
-        projector_idle_seconds: float = 300.0,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_projectors: int = DEFAULT_MAX_PROJECTORS,
+        projector_idle_seconds: float = DEFAULT_PROJECTOR_IDLE_SECONDS,
         relay_log: bool = True,
-        projection: ProjectionMode = "process",
+        projection: ProjectionMode = DEFAULT_PROJECTION,
     ) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
 
@@ -84,19 +96,20 @@ class EventStore:
         ``"thread"`` projects in each projector's thread (for an interpreter that
         cannot start itself again: an embedded or frozen one).
         """
-        settings = Settings.check(
-            path,
-            readers=readers,
-            queue_capacity=queue_capacity,
-            synchronous=synchronous,
-            read_only=read_only,
-            max_batch=max_batch,
-            max_projectors=max_projectors,
-            projector_idle_seconds=projector_idle_seconds,
-            relay_log=relay_log,
-            projection=projection,
+        return cls(
+            StoreCore.open(
+                path,
+                readers=readers,
+                queue_capacity=queue_capacity,
+                synchronous=synchronous,
+                read_only=read_only,
+                max_batch=max_batch,
+                max_projectors=max_projectors,
+                projector_idle_seconds=projector_idle_seconds,
+                relay_log=relay_log,
+                projection=projection,
+            )
         )
-        return cls(StoreCore(settings))
 
     def __init__(self, core: StoreCore) -> None:
         self._core = core
@@ -201,6 +214,20 @@ class EventStore:
                 except StoreClosed:
                     return
 
+    def follow_raw(
+        self,
+        after_seq: int = 0,
+        filter: ApiEventFilter | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Iterator[RawApiEvent]:
+        """What :meth:`follow` yields, each event as its wire bytes (``LoadRawApiEvents``).
+
+        The same events, order, waiting and ending as :meth:`follow`; nothing is decoded.
+        """
+        pager = self._core.follow_pager(LoadRawApiEvents, after_seq, filter, timeout)
+        return self._follow(pager)
+
     def metrics(self) -> StoreMetrics:
         """A snapshot of the store's figures; cheap enough to poll every second."""
         return self._core.metrics()
@@ -209,6 +236,10 @@ class EventStore:
     def latest_seq(self) -> int:
         """The newest committed API event ``seq`` this store has seen."""
         return self._core.commits.latest
+
+    def fetch_latest_seq(self) -> int:
+        """The newest committed API event ``seq``, read from the store now."""
+        return self.ask(LoadApiEvents(limit=1)).latest_seq
 
     # -- lifecycle -----------------------------------------------------------------
 

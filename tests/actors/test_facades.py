@@ -8,7 +8,9 @@ every actor answers a message it does not take with an error.
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import inspect
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -46,6 +48,7 @@ from relaystore.domain.projection import PageDelta
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from relaystore.testing import example_session
 from tests.actors.activity_support import activity
+from tests.paths import ROOT
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)
 
@@ -352,3 +355,47 @@ def test_a_users_mypy_catches_a_misspelt_open_option_in_both_facades(tmp_path: P
     assert [line.split(":")[1] for line in errors] == ["4", "5", "6"], result.stdout
     assert '"readerz"' in errors[0]
     assert '"readerz"' in errors[1]
+
+
+_ONLY_ASYNC = {"sync"}
+"""The asyncio facade's handle on the blocking one (there is no way back without a loop)."""
+
+
+def _surface(facade: type) -> dict[str, Any]:
+    return {name: getattr(facade, name) for name in dir(facade) if not name.startswith("_")}
+
+
+def test_both_facades_offer_the_same_public_surface() -> None:
+    # The same names, each a property in both or a method in both with the same
+    # parameters; a method that waits is a coroutine in the asyncio facade, a follow an
+    # async iterator: so the two cannot drift apart again.
+    blocking, awaiting = _surface(EventStore), _surface(AsyncEventStore)
+    assert set(awaiting) - _ONLY_ASYNC == set(blocking)
+    for name, member in blocking.items():
+        other = awaiting[name]
+        assert isinstance(member, property) == isinstance(other, property), name
+        if isinstance(member, property) or name == "open":
+            continue
+        assert list(inspect.signature(member).parameters) == list(
+            inspect.signature(other).parameters
+        ), name
+        blocking_returns = get_type_hints(member).get("return")
+        if name in {"metrics", "follow", "follow_raw"}:  # never waits, or an iterator
+            assert not inspect.iscoroutinefunction(other), name
+        else:
+            assert inspect.iscoroutinefunction(other), (name, blocking_returns)
+
+
+def test_neither_facade_reaches_into_the_others_private_names() -> None:
+    for module, other in [("store", "aio"), ("aio", "store")]:
+        source = (ROOT / "actors" / f"{module}.py").read_text()
+        tree = ast.parse(source)
+        private = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})
+        }
+        assert not private, (module, other, private)
