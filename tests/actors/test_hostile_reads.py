@@ -29,23 +29,15 @@ from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.reads import LoadTranscriptPage, ReadMessage, TranscriptItemView
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
+from tests.actors.test_reads import _fill
 
 SESSION = "session-1"
+"""The session :func:`tests.actors.test_reads._fill` fills (an open question, a turn
+still streaming)."""
+STREAMED = "streamed"
 READS: list[type[Any]] = list(get_args(ReadMessage))
 EDGES = [-(2**64), -(2**63) - 1, -1, 0, 1, 2, 3, INT64_MAX, INT64_MAX + 1, 2**64]
 IDS = [SESSION, "nobody", "", " ", "a/b", "../x", "x" * 300, "é", "a\x00b", "default"]
-
-
-def _fill(store: EventStore) -> JournalBuilder:
-    store.ask(SaveSession(record=example_session(SESSION)))
-    journal = JournalBuilder()
-    events = journal.prompt_turn("hello there", chunks=("one ", "two"))
-    events += journal.prompt_turn("second prompt", chunks=("three",))
-    events += journal.question(action=None)
-    events += journal.start_prompt("third")
-    events += journal.say("streaming...")
-    store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
-    return journal
 
 
 @pytest.fixture(params=["thread", "process"])
@@ -111,14 +103,15 @@ def test_paging_while_a_writer_streams_sees_every_item_in_order(tmp_path: Path) 
     streams 40 turns into it; each page's items are past the cursor, in seq order, and
     the last version of every item the reader saw holds the final transcript's content."""
     with EventStore.open(tmp_path / "s.sqlite3") as store:
-        journal = _fill(store)
+        store.ask(SaveSession(record=example_session(STREAMED)))
+        journal = JournalBuilder()
         done = threading.Event()
 
         def write() -> None:
             try:
                 for turn in range(40):
                     events = journal.prompt_turn(f"turn {turn}", chunks=("a", "b", "c"))
-                    store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+                    store.ask(ObserveRelayEvents(session_id=STREAMED, events=events))
             finally:
                 done.set()
 
@@ -131,7 +124,7 @@ def test_paging_while_a_writer_streams_sees_every_item_in_order(tmp_path: Path) 
             finished = done.is_set()  # one more full pass after the writer ends
             while True:
                 page = store.ask(
-                    LoadTranscriptPage(session_id=SESSION, after_seq=cursor, limit=next(limits))
+                    LoadTranscriptPage(session_id=STREAMED, after_seq=cursor, limit=next(limits))
                 )
                 assert page is not None
                 seqs = [item.seq for item in page.items]
@@ -144,7 +137,7 @@ def test_paging_while_a_writer_streams_sees_every_item_in_order(tmp_path: Path) 
                     break
                 cursor = page.next_after_seq
         writer.join()
-        final = store.ask(LoadTranscriptPage(session_id=SESSION, limit=10**6))
+        final = store.ask(LoadTranscriptPage(session_id=STREAMED, limit=10**6))
         assert final is not None
         assert cursor == final.latest_seq
 
