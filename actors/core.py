@@ -67,7 +67,7 @@ from relaystore.actors.internal import (
     LoadTranscriptItem,
 )
 from relaystore.actors.live import LiveProjectors
-from relaystore.actors.metrics import WriterStats, percentile
+from relaystore.actors.metrics import StoreReadings, WriterStats, percentile
 from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
 from relaystore.actors.projector import PageCommit, Projection, ProjectorActor, ProjectorCore
 from relaystore.actors.reader import ReaderActor
@@ -336,6 +336,8 @@ class StoreCore:
         self._stats = WriterStats()
         self._followers = 0
         self._wal: WalWatcher | None = None
+        self._readings: StoreReadings | None = None
+        """A read-only store's figures read from the store (another process writes it)."""
         started: list[ActorRef[Any]] = []
         try:
             if not settings.read_only:
@@ -368,6 +370,7 @@ class StoreCore:
             if settings.read_only:
                 self.commits = CommitWatch(self._read_latest())
                 self._wal = WalWatcher(settings.path, self.commits, self._read_latest)
+                self._readings = StoreReadings(open_reader(settings.path))
         except BaseException:
             for ref in started:
                 _stop(ref)
@@ -585,12 +588,17 @@ class StoreCore:
                 self._followers -= 1
 
     def metrics(self) -> StoreMetrics:
-        """A snapshot of the store's figures; never blocks on an actor."""
+        """A snapshot of the store's figures; never blocks on an actor (a read-only store
+        reads ``latest_seq`` and ``sessions_behind`` from the store, see
+        :class:`~relaystore.actors.metrics.StoreReadings`)."""
         stats = self._stats
         latencies, batches = stats.window()
         depth = inbox_of(self.writer).qsize() if self.writer is not None else 0
         with self._lock:
             followers = self._followers
+        latest, behind = self.commits.latest, stats.sessions_behind
+        if self._readings is not None:
+            latest, behind = self._readings.read()
         return StoreMetrics(
             store_id=self.store_id,
             writer_inbox_depth=depth,
@@ -604,10 +612,10 @@ class StoreCore:
             messages_written=stats.messages,
             relay_events_applied=stats.relay_events,
             api_events_written=stats.api_events,
-            latest_seq=self.commits.latest,
+            latest_seq=latest,
             writer_busy=stats.busy,
             busy_refusals=stats.busy_refusals,
-            sessions_behind=stats.sessions_behind,
+            sessions_behind=behind,
             relay_lines_held=stats.relay_lines_held,
             projector_loads=self._projectors.started,
             worker_restarts=0 if self._workers is None else self._workers.restarts,
@@ -634,6 +642,8 @@ class StoreCore:
             self._workers.close()
         for reader in self._readers:
             _stop(reader)
+        if self._readings is not None:
+            self._readings.close()
         if self.writer is not None:
             _stop(self.writer)
         figures = self._stats

@@ -1,11 +1,16 @@
-"""The writer's running figures, read by :meth:`EventStore.metrics` from other threads."""
+"""The figures :meth:`EventStore.metrics` reports: the writer's own running figures, read
+from other threads (:class:`WriterStats`), and in a read-only store what only the store
+itself can tell (:class:`StoreReadings`)."""
 
 from __future__ import annotations
 
 import threading
 from collections import deque
 
-__all__ = ["WriterStats", "percentile"]
+from relaystore.storage.stats import load_live_figures
+from relaystore.storage.transaction import Connection
+
+__all__ = ["StoreReadings", "WriterStats", "percentile"]
 
 
 class WriterStats:
@@ -71,6 +76,35 @@ class WriterStats:
         """Copies of the recent commit latencies (seconds) and batch sizes."""
         with self._lock:
             return list(self._latencies), list(self._batches)
+
+
+class StoreReadings:
+    """What a read-only store's metrics read from the store itself, where another
+    process writes: the newest committed seq and the sessions behind their relay log.
+
+    Owns one read connection of its own (opened with the store, closed with it). A
+    reading is one short read transaction on the caller's thread, under this object's
+    lock, never through an actor; after :meth:`close` the last reading stands.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._lock = threading.Lock()
+        self._connection: Connection | None = connection
+        self._last = (0, 0)
+
+    def read(self) -> tuple[int, int]:
+        """The newest committed seq and the count of sessions behind, read now."""
+        with self._lock:
+            if self._connection is not None:
+                self._last = load_live_figures(self._connection)
+            return self._last
+
+    def close(self) -> None:
+        """Close the connection (readings after it repeat the last one)."""
+        with self._lock:
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_ORDINAL",
     "Step",
     "advance",
+    "check_ordinal",
     "check_own_digest",
     "checked_frontier",
 ]
@@ -67,14 +68,23 @@ class Step(enum.Enum):
     """The event is at or below the frontier (a re-delivery): skip it."""
 
 
-def _in_range(event: RelayEvent | RelayLine, session_id: str | None) -> None:
-    if not 1 <= event.ordinal <= MAX_ORDINAL:
+def check_ordinal(ordinal: int, *, session_id: str | None = None) -> None:
+    """The table's first row on its own: raise :class:`RelayChainError`
+    (``ORDINAL_OUT_OF_RANGE``) unless ``ordinal`` is in 1..:data:`MAX_ORDINAL`. The facade
+    asks it of every event before any actor sees the message (an ordinal past SQLite's
+    INTEGER cannot even cross to a worker process), with these words in both
+    projection modes."""
+    if not 1 <= ordinal <= MAX_ORDINAL:
         raise RelayChainError(
             ChainFault.ORDINAL_OUT_OF_RANGE,
-            f"relay event ordinal {event.ordinal} is outside 1..{MAX_ORDINAL}",
+            f"relay event ordinal {ordinal} is outside 1..{MAX_ORDINAL}",
             session_id=session_id,
-            ordinal=event.ordinal,
+            ordinal=ordinal,
         )
+
+
+def _in_range(event: RelayEvent | RelayLine, session_id: str | None) -> None:
+    check_ordinal(event.ordinal, session_id=session_id)
     check_format(event.format, ordinal=event.ordinal, session_id=session_id)
 
 

@@ -27,7 +27,11 @@ def validate_id(kind: str, value: str) -> None:
         or value in (".", "..")
         or any(c not in _ID_CHARACTERS for c in value)
     ):
+        # A long one is shown shortened: the message is one line of a log or a 400 body.
+        shown = json.dumps(value if len(value) <= 80 else f"{value[:80]}…", ensure_ascii=False)
+        if len(value) > 80:
+            shown += f" ({len(value)} characters)"
         raise InvalidInput(
-            f"invalid {kind} id {json.dumps(value, ensure_ascii=False)}; use 1-64 ASCII "
+            f"invalid {kind} id {shown}; use 1-64 ASCII "
             "letters, digits, '.', '-' or '_' (not '.' or '..')"
         )

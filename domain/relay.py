@@ -349,9 +349,13 @@ __all__ = [
     "decode_relay_event",
     "decode_relay_line",
     "encode_relay_event",
+    "line_too_long",
 ]
 
 MAX_RELAY_LINE_BYTES = 2 * 1024 * 1024
+"""The longest relay line relaystore reads, or takes in a message: a journal line, an
+event sent to the facade (as :func:`encode_relay_event` writes it) and a relay log row
+read back for ``audit`` and ``reproject`` keep the same limit."""
 MIN_RECORDED_AT_MS = 0
 """The earliest ``recorded_at_ms`` a relay event may carry, read from a journal, sent in
 a message or built by the test kit alike. The origin's field is an i64, but no worker's
@@ -447,9 +451,7 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
     """
     raw = line.encode() if isinstance(line, str) else line
     if len(raw) > MAX_RELAY_LINE_BYTES:
-        raise InvalidInput(
-            f"relay line is {len(raw)} bytes, over the {MAX_RELAY_LINE_BYTES}-byte limit"
-        )
+        raise line_too_long(len(raw))
     try:
         wire = _EVENT_DECODER.decode(raw)
     except msgspec.ValidationError as exc:
@@ -574,6 +576,11 @@ def _unknown_kind(message: str) -> tuple[str, str, str]:
     if at is None:
         return message, "shape", "$.observation"
     return at.group(1), "shape", "$.observation" + at.group(2)[1:]
+
+
+def line_too_long(size: int) -> InvalidInput:
+    """The refusal of a relay line of ``size`` bytes, over :data:`MAX_RELAY_LINE_BYTES`."""
+    return InvalidInput(f"relay line is {size} bytes, over the {MAX_RELAY_LINE_BYTES}-byte limit")
 
 
 def encode_relay_event(event: RelayEvent | RelayLine) -> bytes:

@@ -28,6 +28,20 @@ class VacuumReport(msgspec.Struct, frozen=True, kw_only=True):
 class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     """A snapshot of an open store, cheap enough to poll every second.
 
+    Whose figures they are:
+
+    * **Read from the store** (true whichever process writes it): ``store_id``,
+      ``latest_seq`` and ``sessions_behind``. A store with the writer keeps them as its
+      writer commits (it is the only writer); a read-only store (``read_only=True``,
+      ``relaystore serve``) reads them from the file each time ``metrics()`` is called,
+      through a read connection of its own, never through an actor.
+    * **This process's own, counted since it opened the store** (0 in a read-only
+      store, which has no writer): ``commits``, the latencies and batch sizes,
+      ``messages_written``, ``relay_events_applied``, ``api_events_written``,
+      ``writer_busy``, ``busy_refusals``, ``relay_lines_held``, ``projector_loads``,
+      ``worker_restarts``; and the live ``writer_inbox_depth``, ``live_projectors`` and
+      ``followers``.
+
     Latencies and batch sizes cover the most recent commits (a bounded window).
     ``writer_busy`` is True while another connection's write lock kept the writer's
     newest batch from beginning (until its next commit); ``busy_refusals`` counts the
@@ -53,7 +67,8 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     busy_refusals: int = 0
     sessions_behind: int = 0
     """Sessions whose projection waits behind their relay log for a build that knows a
-    kind (counted when the writer starts and after each commit that may change it)."""
+    kind: the store's own count (the writer counts it when it starts and after each
+    commit that may change it; a read-only store reads it when asked)."""
     relay_lines_held: int = 0
     """Relay lines this process kept in the log without projecting them."""
     projector_loads: int = 0

@@ -8,7 +8,12 @@ field against the id rule, and raises :class:`InvalidInput` naming the message a
 field. Nothing it refuses reaches a store.
 
 Relay events are checked field by field instead of by a round trip (a replay sends
-thousands of them); the chain rule checks ordinals and digests.
+thousands of them): the envelope's fields one by one, every ordinal by the chain rule's
+own range check (:func:`~relaystore.domain.chain.check_ordinal`, so an ordinal out of
+range is the same :class:`RelayChainError` whichever path would have projected it), and
+the observations of a message in one msgpack round trip through their declared types
+(types without coercion, every typed integer in SQLite's range; 2.8 µs an event). The
+chain rule checks digests and the rest of the chain where the session's frontier is known.
 """
 
 from __future__ import annotations
@@ -23,10 +28,19 @@ from typing import Any, cast
 import msgspec
 
 from relaystore.domain.api_events import ApiEventFilter
+from relaystore.domain.chain import check_ordinal
 from relaystore.domain.errors import InvalidInput, StoreError
 from relaystore.domain.integers import INT64_MAX, INT64_MIN
 from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from relaystore.domain.relay import MIN_RECORDED_AT_MS, RelayEvent, RelayLine, RelayObservation
+from relaystore.domain.relay import (
+    MAX_RELAY_LINE_BYTES,
+    MIN_RECORDED_AT_MS,
+    RelayEvent,
+    RelayLine,
+    RelayObservation,
+    encode_relay_event,
+    line_too_long,
+)
 from relaystore.domain.sessions import validate_id, validate_timestamp
 
 __all__ = ["check_cursor", "validate_message"]
@@ -57,7 +71,7 @@ def validate_message(message: object) -> None:
             raise InvalidInput(
                 f"{name}.session_id: expected a str, got {type(session_id).__name__}"
             )
-        _check_events(f"{name}.events", message.events)
+        _check_events(f"{name}.events", session_id, message.events)
     else:
         _check_fields(name, message)
     if isinstance(message, RecoverInterruptedCheckpoints) and message.updated_at.strip():
@@ -209,13 +223,15 @@ def _check_int(where: str, value: object, low: int | None) -> None:
         raise InvalidInput(f"{where}: {value} is outside {low}..{INT64_MAX}")
 
 
-def _check_events(where: str, events: object) -> None:
+def _check_events(where: str, session_id: str, events: object) -> None:
     if not isinstance(events, list):
         raise InvalidInput(f"{where}: expected a list of RelayEvent, got {type(events).__name__}")
+    observations: list[object] = []
     for index, event in enumerate(events):
         at = f"{where}[{index}]"
         if type(event) is RelayLine:
-            _check_envelope(at, event)
+            _check_envelope(at, session_id, event)
+            observations.append(None)
             for text in ("kind", "position", "path"):
                 value = getattr(event, text)
                 if type(value) is not str or not value:
@@ -226,18 +242,62 @@ def _check_events(where: str, events: object) -> None:
             continue
         if type(event) is not RelayEvent:
             raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
-        _check_envelope(at, event)
+        _check_envelope(at, session_id, event)
         if not isinstance(event.observation, _OBSERVATION_TYPES):
             raise InvalidInput(
                 f"{at}.observation: expected a relay observation, "
                 f"got {type(event.observation).__name__}"
             )
+        observations.append(event.observation)
+    _check_observations(where, observations)
 
 
-def _check_envelope(at: str, event: RelayEvent | RelayLine) -> None:
+_OBSERVATIONS_OUT = msgspec.msgpack.Encoder()
+_OBSERVATIONS_IN = msgspec.msgpack.Decoder(list[RelayObservation | None])
+_AT_EVENT = re.compile(r"\[([0-9]+)\](.*)", re.DOTALL)
+
+
+def _check_observations(where: str, observations: list[object]) -> None:
+    """Every observation against its declared type, in one round trip (None stands for
+    a line of a kind this build does not know): a wrong type, a typed integer outside
+    SQLite's INTEGER range and any integer msgpack cannot carry are refused, naming the
+    event and the field (``events[3].observation.data.started_at_ms``)."""
+
+    def at(path: str) -> str:  # "[3].data.x" (a path into the list) -> "[3].observation.data.x"
+        found = _AT_EVENT.fullmatch(path)
+        return path if found is None else f"[{found.group(1)}].observation{found.group(2)}"
+
+    try:
+        decoded = _OBSERVATIONS_IN.decode(_OBSERVATIONS_OUT.encode(observations))
+    except (msgspec.ValidationError, OverflowError) as exc:
+        # OverflowError: an integer past what msgpack carries (2**64 - 1, -2**63).
+        try:
+            path = _integer_out_of_range(msgspec.to_builtins(observations))
+        except (TypeError, ValueError, RecursionError):
+            path = None  # another value msgpack could not carry came first
+        if path is not None:  # worded as every other message's integer out of range
+            raise InvalidInput(
+                f"{where}{at(path)}: integer outside SQLite's INTEGER range"
+            ) from None
+        text = str(exc)
+        found = _AT_PATH.fullmatch(text)
+        if found is None:
+            raise InvalidInput(f"{where}: {text}") from None
+        raise InvalidInput(f"{where}{at(found.group(2))}: {found.group(1)}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(
+            f"{where}: an observation holds a value of no relaystore type ({exc})"
+        ) from None
+    if decoded != observations:  # a value of another type than declared (a tuple for a list)
+        path, expected, given = _first_difference(decoded, observations)
+        raise InvalidInput(f"{where}{at(path)}: expected {expected}, got {given}")
+
+
+def _check_envelope(at: str, session_id: str, event: RelayEvent | RelayLine) -> None:
     """The fields a relay event and an undecoded line share."""
     _check_int(f"{at}.format", event.format, 0)
-    _check_int(f"{at}.ordinal", event.ordinal, None)  # its range is the chain rule's
+    _check_int(f"{at}.ordinal", event.ordinal, None)
+    check_ordinal(event.ordinal, session_id=session_id)  # the chain rule's range, its words
     _check_int(f"{at}.recorded_at_ms", event.recorded_at_ms, MIN_RECORDED_AT_MS)
     for text in ("digest", "previous_digest"):
         if type(getattr(event, text)) is not str:
@@ -246,3 +306,11 @@ def _check_envelope(at: str, event: RelayEvent | RelayLine) -> None:
         raise InvalidInput(f"{at}.command_id: expected a str or None")
     if type(event.observation_json) is not bytes:
         raise InvalidInput(f"{at}.observation_json: expected bytes")
+    # The line it is logged as must read back (audit, reproject): the journal's limit.
+    # Escaped, a str takes at most 6 bytes a character; only a line that may be over
+    # the limit is encoded to measure it.
+    texts = len(event.digest) + len(event.previous_digest) + len(event.command_id or "")
+    if len(event.observation_json) + 6 * texts + 256 > MAX_RELAY_LINE_BYTES:
+        size = len(encode_relay_event(event))
+        if size > MAX_RELAY_LINE_BYTES:
+            raise InvalidInput(f"{at}: {line_too_long(size).detail}")

@@ -25,7 +25,7 @@ import apsw
 import msgspec
 
 from relaystore.domain.api_events import ApiActivityState
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation import ElicitationRequest, shown
 from relaystore.domain.errors import InvalidInput, ProjectionError
 from relaystore.domain.materialized import MaterializedExecutionState, TranscriptBody
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
@@ -466,7 +466,7 @@ def load_transcript_history(
             ).fetchone()
             if found is None:
                 raise InvalidInput(
-                    f"before_id {before_id!r} names no transcript item of this session",
+                    f"before_id {shown(before_id)} names no transcript item of this session",
                     session_id=session_id,
                 )
             before_position = int(found[0])

@@ -10,7 +10,7 @@ from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.schema import read_schema_state, read_store_id
 from relaystore.storage.transaction import transaction
 
-__all__ = ["StoreStats", "count_sessions_behind", "load_stats"]
+__all__ = ["StoreStats", "count_sessions_behind", "load_live_figures", "load_stats"]
 
 
 def count_sessions_behind(connection: apsw.Connection) -> int:
@@ -18,6 +18,13 @@ def count_sessions_behind(connection: apsw.Connection) -> int:
     with transaction(connection, "count the sessions behind their relay log"):
         count = connection.execute("SELECT count(*) FROM projection_behind").get
     return count if isinstance(count, int) else 0
+
+
+def load_live_figures(connection: apsw.Connection) -> tuple[int, int]:
+    """The newest committed seq and how many sessions are behind their relay log, in one
+    read transaction (what a read-only store's metrics read from the store)."""
+    with transaction(connection, "read the store's live figures"):
+        return load_latest_seq(connection), count_sessions_behind(connection)
 
 
 def load_stats(connection: apsw.Connection) -> StoreStats:

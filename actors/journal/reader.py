@@ -56,11 +56,11 @@ from relaystore.domain.errors import (
     UnknownRelayKind,
 )
 from relaystore.domain.relay import (
-    MAX_RELAY_LINE_BYTES,
     RelayCursor,
     RelayEvent,
     RelayLine,
     decode_relay_event,
+    line_too_long,
 )
 
 __all__ = [
@@ -284,14 +284,7 @@ class JournalReader:
                         self._torn(TornTail(path=path, line=number, byte_count=line.size))
                         return
                     if line.data is None:
-                        self._problem(
-                            InvalidInput(
-                                f"relay line is {line.size} bytes, over the "
-                                f"{MAX_RELAY_LINE_BYTES}-byte limit"
-                            ),
-                            path,
-                            number,
-                        )
+                        self._problem(line_too_long(line.size), path, number)
                         continue
                     event: RelayEvent | RelayLine
                     try:

@@ -50,10 +50,14 @@ from relaystore.testing import example_session
 from tests.actors.seed import all_events, chain, turn
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EventStore]:
+@pytest.fixture(params=["thread", "process"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[EventStore]:
+    """A store in each projection mode: every table here holds in both."""
     monkeypatch.chdir(tmp_path)  # garbage BackupStore destinations land here, not in the tree
-    with EventStore.open(tmp_path / "store.sqlite3", queue_capacity=4) as store:
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path, queue_capacity=4, projection=request.param) as store:
         store.ask(SaveSession(record=example_session()))
         yield store
 

@@ -115,13 +115,15 @@ class Opened:
     awaiting: Awaiting
 
 
-@pytest.fixture
-def both(tmp_path: Path) -> Iterator[Callable[..., Opened]]:
-    """Opens a store through each facade (two files, the same options)."""
+@pytest.fixture(params=["thread", "process"])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Opened]]:
+    """Opens a store through each facade (two files, the same options), in each
+    projection mode."""
     runners: list[asyncio.Runner] = []
     opened: list[Opened] = []
 
     def open_both(**options: Any) -> Opened:
+        options.setdefault("projection", request.param)
         n = len(opened)
         runner = asyncio.Runner()
         runners.append(runner)

@@ -214,11 +214,15 @@ CASES = [
 ]
 
 
-def _run_both(db: Path, journal: Path) -> tuple[subprocess.CompletedProcess[str], ...]:
-    """Run ``verify`` and ``replay`` of ``journal`` side by side; return both results."""
+def _run_both(
+    db: Path, journal: Path, projection: str = "process"
+) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """Run ``verify`` and ``replay`` of ``journal`` side by side (replay projecting in
+    ``projection`` mode); return both results."""
+    modes = {"verify": (), "replay": ("--projection", projection)}
     runs = [
         subprocess.Popen(
-            command(db, name, str(journal), "--session", SESSION),
+            command(db, name, str(journal), "--session", SESSION, *modes[name]),
             cwd=db.parent,
             env=ENV,
             stdout=subprocess.PIPE,
@@ -242,9 +246,10 @@ def _frontier(db: Path) -> int | None:
     return None if session is None else session.applied_event_ordinal
 
 
+@pytest.mark.parametrize("projection", ["thread", "process"])
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
-    case: Hostile, tmp_path: Path
+    case: Hostile, projection: str, tmp_path: Path
 ) -> None:
     events = conversation(TOTAL, fmt=case.fmt)
     lines = [_line(event) for event in events]
@@ -252,7 +257,7 @@ def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
     journal = write_journal(tmp_path / "journal.jsonl", b"\n".join(lines) + b"\n")
     db = tmp_path / "store.sqlite3"
 
-    verified, replayed = _run_both(db, journal)
+    verified, replayed = _run_both(db, journal, projection)
 
     assert "Traceback" not in verified.stderr + replayed.stderr
     report = verify_sources([journal], session_id=SESSION)
