@@ -86,6 +86,9 @@ def measure(
                 warm += builder.prompt_turn(f"warm-up {turn}", chunks=("one ", "two ", "three"))
             for start in range(0, len(warm), 512):
                 _feed(store, session_id, warm[start : start + 512])
+            # The builder keeps what it built: let it go, so the peak RSS is the store's.
+            builder.start = builder.frontier
+            builder.events.clear()
         plan: list[tuple[str, list[RelayEvent]]] = []
         ids = list(builders)
         for turn in range(measured_turns):
