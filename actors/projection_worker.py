@@ -7,7 +7,8 @@ proxy (:class:`RemoteProjection`): it hands its message to the store's worker pr
 digests, the chain rule, the projection, folding pages) and calls back over a pipe for
 what only the embedding process has: the writer, which commits each page it sends
 (pages stay pipelined, one in flight, as in the thread path; each is sealed first, so
-its events cross as their packed relay log row), and the readers, which load the
+its events cross as their packed relay log row, and crosses as msgpack:
+:mod:`~relaystore.domain.projection.page_wire`), and the readers, which load the
 session's projection. A store runs one worker per core (:class:`WorkerPool`, at most
 :data:`POOL_LIMIT`); each projector is given the least busy one when it starts. The
 writer stays the single owner of the write connection; the worker process opens no
@@ -78,6 +79,7 @@ from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
 from relaystore.domain.projection import PageDelta
 from relaystore.domain.projection.index import ColdEntry
+from relaystore.domain.projection.page_wire import decode_page, encode_page
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 
 __all__ = [
@@ -179,7 +181,9 @@ class PageOut:
     """A page for the writer, not waited on (``Call("wait", number)`` waits)."""
 
     number: int
-    page: PageDelta
+    page: bytes
+    """The page, sealed, as :func:`~relaystore.domain.projection.page_wire.encode_page`
+    encodes it (a fraction of pickling it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +223,8 @@ class Done:
 
     value: Any
     error: BaseException | None = None
-    page: PageDelta | None = None
+    page: bytes | None = None
+    """The deferred last page, encoded as :attr:`PageOut.page` is."""
 
 
 def _sendable(error: BaseException) -> BaseException:
@@ -282,8 +287,8 @@ class _Serving:
         self._pages = 0
         self._defer = False
         """The conversation under way hands its last page back with :class:`Done`."""
-        self._last: PageDelta | None = None
-        """That page, once the core finished it."""
+        self._last: bytes | None = None
+        """That page, once the core finished it (encoded)."""
 
     def serve(self) -> None:
         while True:
@@ -362,7 +367,7 @@ class _Serving:
         self._pages += 1
         number = self._pages
         page.seal(log=self._start.hold_unknown)
-        self._out.send(PageOut(number, page))
+        self._out.send(PageOut(number, encode_page(page)))
 
         def wait() -> tuple[RelayCursor, int]:
             committed: tuple[RelayCursor, int] = self._call("wait", number)
@@ -376,7 +381,7 @@ class _Serving:
         if not self._defer:
             return self._send_page(session_id, page)
         page.seal(log=self._start.hold_unknown)
-        self._last = page
+        self._last = encode_page(page)
         return lambda: (page.end, page.applied)
 
 
@@ -797,7 +802,8 @@ class RemoteProjection:
                 while True:
                     out = connection.recv()
                     if isinstance(out, PageOut):
-                        pending[out.number] = self._send_page(session_id, out.page)
+                        page = decode_page(out.page)
+                        pending[out.number] = self._send_page(session_id, page)
                     elif isinstance(out, Call):
                         connection.send(self._answer(out, pending, committed))
                     elif isinstance(out, Done):
@@ -810,7 +816,7 @@ class RemoteProjection:
             raise
         # The worker is free: it projects another session while this page commits.
         if done.page is not None:
-            self._commit_last(done.page, committed)
+            self._commit_last(decode_page(done.page), committed)
         if done.error is not None:
             raise done.error
         return done.value

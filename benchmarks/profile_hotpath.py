@@ -123,7 +123,9 @@ def _replay(args: argparse.Namespace, scratch: Path) -> str:
     _profiles.append(("MainThread", main, cpu))
     started = time.perf_counter()
     main.enable()
-    with EventStore.open(scratch / "store.sqlite3", synchronous="FULL") as store:
+    with EventStore.open(
+        scratch / "store.sqlite3", synchronous="FULL", projection=args.projection
+    ) as store:
         applied = replay_journal(store, stats.path)
     main.disable()
     cpu.append(time.thread_time())
@@ -173,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         default="wall",
         help="wall: elapsed time (waits and fsync show where they block); cpu: each "
         "thread's CPU time (time.thread_time: slower, inflates many-call functions)",
+    )
+    parser.add_argument(
+        "--projection",
+        choices=["thread", "process"],
+        default="thread",
+        help="replay: where sessions project (thread: the projector's work is profiled "
+        "here; process: the worker's is not, only its pipe's)",
     )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--save", type=Path, help="write the merged profile here")

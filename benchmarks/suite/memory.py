@@ -83,22 +83,23 @@ def child(argv: list[str]) -> int:
     return 0
 
 
-def measure(*args: str) -> dict[str, Any]:
-    """Run the child in a fresh interpreter and return its report."""
+def measure(*args: str, module: str = "suite.memory") -> dict[str, Any]:
+    """Run ``module``'s child (this one's by default) in a fresh interpreter and return
+    its report (the JSON object its last line prints)."""
     here = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(here), str(here.parent), *filter(None, [env.get("PYTHONPATH")])]
     )
     done = subprocess.run(
-        [sys.executable, "-m", "suite.memory", *args],
+        [sys.executable, "-m", module, *args],
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"memory child {args[0]} failed:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"{module} child {args[0]} failed:\n{done.stderr[-4000:]}")
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
 

@@ -16,13 +16,23 @@ the eviction policy and the cost of a reload. One runs in the projectors' thread
 other with every option at its default (``projection="process"``: each reload and each
 small message crosses a worker's pipe); each row's baseline (10 sessions) projects the
 way the row does. Same aim.
+
+The defaults rows (and their baselines) run in a fresh interpreter each
+(``python -m suite.sessions defaults ...``), so a last row can say the memory 1,000 live
+sessions take with every option its default (100 with ``--quick``): the peak RSS
+(``VmHWM``) of that interpreter plus its projection workers' (read before the store
+closes), against the 10-session baseline's. Aim: under 300 MiB.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from relaystore.actors.core import ProjectionMode
 from relaystore.actors.store import EventStore
@@ -30,6 +40,8 @@ from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.relay import RelayEvent
 from relaystore.testing import JournalBuilder, example_session
 from suite.common import Context, Figure, log
+from suite.memory import _status_kib, _workers_peak_mib
+from suite.memory import measure as fresh
 
 NAME = "sessions"
 DEFAULT_MAX_PROJECTORS: int = (
@@ -42,6 +54,8 @@ DEFAULT_PROJECTION: ProjectionMode = (
 """``EventStore.open``'s default ``projection`` ("process")."""
 BASE = 10
 AIM = 0.85
+MEMORY_LIMIT_MIB = 300.0
+"""The memory aim of the defaults row: 1,000 live sessions under this (issue 35)."""
 
 
 def _feed(store: EventStore, session_id: str, events: list[RelayEvent]) -> None:
@@ -55,10 +69,11 @@ def measure(
     measured_turns: int,
     max_projectors: int | None = None,
     projection: ProjectionMode = "thread",
+    before_close: Callable[[EventStore], object] | None = None,
 ) -> tuple[float, int]:
     """Relay events/s of the measured phase, ``measured_turns`` turns in total, round
     robin, and how many projectors it started (sessions reloaded). ``max_projectors``:
-    None keeps every session's projector."""
+    None keeps every session's projector. ``before_close`` sees the store last."""
     builders = {f"s-{n}": JournalBuilder() for n in range(sessions)}
     cap = sessions + 1 if max_projectors is None else max_projectors
     with EventStore.open(
@@ -71,6 +86,9 @@ def measure(
                 warm += builder.prompt_turn(f"warm-up {turn}", chunks=("one ", "two ", "three"))
             for start in range(0, len(warm), 512):
                 _feed(store, session_id, warm[start : start + 512])
+            # The builder keeps what it built: let it go, so the peak RSS is the store's.
+            builder.start = builder.frontier
+            builder.events.clear()
         plan: list[tuple[str, list[RelayEvent]]] = []
         ids = list(builders)
         for turn in range(measured_turns):
@@ -84,56 +102,97 @@ def measure(
             _feed(store, session_id, events)
         elapsed = time.perf_counter() - started
         loads = store.metrics().projector_loads - loads
+        if before_close is not None:
+            before_close(store)
     return total / elapsed, loads
+
+
+def child(argv: list[str]) -> int:
+    """``defaults DB SESSIONS ITEMS TURNS CAP``: one :func:`measure` with every option
+    but ``max_projectors`` its default, in this fresh interpreter; prints its rate,
+    reloads and peak RSS (its own and its workers') as one JSON object."""
+    mode, db, sessions, items, turns, cap = argv
+    if mode != "defaults":
+        raise SystemExit(f"unknown mode {mode}")
+    report: dict[str, Any] = {}
+
+    def workers(store: EventStore) -> None:
+        report["workers_peak_mib"] = _workers_peak_mib(store)
+
+    rate, loads = measure(
+        Path(db), int(sessions), int(items), int(turns), int(cap), DEFAULT_PROJECTION, workers
+    )
+    report["own_peak_mib"] = _status_kib("VmHWM") / 1024
+    report["peak_mib"] = report["own_peak_mib"] + report.get("workers_peak_mib", 0.0)
+    report.update(rate=rate, loads=loads)
+    print(json.dumps(report))
+    return 0
+
+
+def _measured(
+    path: Path, sessions: int, items: int, turns: int, cap: int | None, projection: ProjectionMode
+) -> tuple[float, int, dict[str, Any] | None]:
+    """One :func:`measure`: a defaults row's in a fresh interpreter (with its memory)."""
+    if cap is None or projection != DEFAULT_PROJECTION:
+        return (*measure(path, sessions, items, turns, cap, projection), None)
+    args = ("defaults", str(path), str(sessions), str(items), str(turns), str(cap))
+    report = fresh(*args, module="suite.sessions")
+    return report["rate"], report["loads"], report
 
 
 def run(ctx: Context) -> list[Figure]:
     items = ctx.scale(400, 100)
+    cap = DEFAULT_MAX_PROJECTORS if not ctx.quick else 85
     counts: list[tuple[int, int | None, ProjectionMode]] = (
         [
             (300, None, "thread"),
             (1000, None, "thread"),
-            (300, DEFAULT_MAX_PROJECTORS, "thread"),
-            (300, DEFAULT_MAX_PROJECTORS, DEFAULT_PROJECTION),
+            (300, cap, "thread"),
+            (300, cap, DEFAULT_PROJECTION),
+            (1000, cap, DEFAULT_PROJECTION),
         ]
         if not ctx.quick
-        else [(100, None, "thread"), (100, 85, "thread"), (100, 85, DEFAULT_PROJECTION)]
+        else [(100, None, "thread"), (100, cap, "thread"), (100, cap, DEFAULT_PROJECTION)]
     )
     figures = []
-    for sessions, cap, projection in counts:
+    for sessions, limit, projection in counts:
         turns = sessions * ctx.scale(3, 2)
-        rates = []
-        base_rates = []
-        loads = []
-        tag = ("" if cap is None else f"-cap{cap}") + ("" if projection == "thread" else "-p")
+        rates, base_rates, loads = [], [], []
+        peaks: list[dict[str, Any] | None] = []
+        base_peaks: list[dict[str, Any] | None] = []
+        tag = ("" if limit is None else f"-cap{limit}") + ("" if projection == "thread" else "-p")
         for r in range(ctx.scale(2, 1)):
-            base_rates.append(
-                measure(
-                    ctx.scratch / f"sessions-base-{sessions}{tag}-{r}.sqlite3",
-                    BASE,
-                    items,
-                    turns,
-                    projection=projection,
-                )[0]
+            # The baseline runs the way the row does (a defaults row's: also afresh).
+            base_limit = None if limit is None else limit
+            base = _measured(
+                ctx.scratch / f"sessions-base-{sessions}{tag}-{r}.sqlite3",
+                BASE,
+                items,
+                turns,
+                base_limit,
+                projection,
             )
-            rate, reloads = measure(
+            base_rates.append(base[0])
+            base_peaks.append(base[2])
+            rate, reloads, peak = _measured(
                 ctx.scratch / f"sessions-{sessions}{tag}-{r}.sqlite3",
                 sessions,
                 items,
                 turns,
-                cap,
+                limit,
                 projection,
             )
             rates.append(rate)
             loads.append(reloads)
+            peaks.append(peak)
         rate, base = max(rates), max(base_rates)
         log(
-            f"sessions: {sessions} live (max_projectors {cap or 'above N'}) {rate:,.0f} ev/s"
+            f"sessions: {sessions} live (max_projectors {limit or 'above N'}) {rate:,.0f} ev/s"
             f" vs {BASE} live {base:,.0f} ev/s; projectors started {loads} for {turns} turns"
         )
         name = f"{sessions} sessions interleaved, transcripts of {items} items"
-        if cap is not None:
-            name += f", max_projectors={cap}"
+        if limit is not None:
+            name += f", max_projectors={limit}"
         if projection != "thread":
             name += f', projection="{projection}" (every option its default)'
         figures.append(
@@ -155,4 +214,34 @@ def run(ctx: Context) -> list[Figure]:
                 },
             )
         )
+        if sessions == counts[-1][0] and limit is not None and projection == DEFAULT_PROJECTION:
+            figures.append(_memory(sessions, items, peaks, base_peaks))
     return figures
+
+
+def _memory(
+    sessions: int,
+    items: int,
+    peaks: list[dict[str, Any] | None],
+    base_peaks: list[dict[str, Any] | None],
+) -> Figure:
+    """The defaults row's memory: the largest peak over its rounds, against the baseline's."""
+    peak = max(report["peak_mib"] for report in peaks if report is not None)
+    base = max(report["peak_mib"] for report in base_peaks if report is not None)
+    log(f"sessions: {sessions} live with every option its default: peak RSS {peak:.0f} MiB")
+    return Figure(
+        NAME,
+        f"peak RSS with {sessions} live sessions of {items} items, every option its default "
+        "(this process and its workers)",
+        peak,
+        "MiB",
+        f"{BASE} sessions, same events",
+        base,
+        aim=f"value < {MEMORY_LIMIT_MIB:.0f} MiB",
+        ok=peak < MEMORY_LIMIT_MIB,
+        details={"children": peaks, "baseline_children": base_peaks},
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(child(sys.argv[1:]))

@@ -19,6 +19,7 @@ module             holds
 ``frozen``         the transcript list, its items behind a window of the newest kept as bytes
 ``integrity``      item-change, queue and title rules (the only statement of them)
 ``page``           :class:`PageDelta`: a page of mutations coalesced for the store
+``page_wire``      a sealed page as msgpack bytes: how it crosses a worker's pipe
 ``markers``        stable-id prefixes and fixed texts (wire data)
 =================  ====================================================================
 """

@@ -267,10 +267,21 @@ INDEX_SETS = frozenset((*_ID_SETS, *_ORDERED))
 
 _FACTS_DECODER = msgspec.json.Decoder(ItemFacts)
 
+_STREAMING_FACTS: dict[type, ItemFacts] = {
+    AgentBody: ItemFacts(sets=(_OPEN_AGENTS,)),
+    ThoughtBody: ItemFacts(sets=(_OPEN_THOUGHTS,)),
+}
+"""The facts of a streaming agent or thought item (not a harness turn's): what
+:func:`_sets_of`, :func:`_item_terminal_ids` and :func:`_result_keys` say of one."""
+
 
 def item_facts(item: TranscriptItem) -> ItemFacts:
     """What the index files about ``item`` (:data:`NO_FACTS` when nothing)."""
     body = item.body
+    if (type(body) is AgentBody or type(body) is ThoughtBody) and not item.stable_id.startswith(
+        HARNESS_TURN_ITEM_PREFIX
+    ):  # most items (streamed chunks): an open set or nothing, no terminals, no results
+        return _STREAMING_FACTS[type(body)] if body.streaming else NO_FACTS
     sets = _sets_of(item)
     terminal_ids = _item_terminal_ids(body)
     raw_key, parked_key = _result_keys(body)
