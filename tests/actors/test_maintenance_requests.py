@@ -27,6 +27,14 @@ from tests.actors.supervisor_support import (
 )
 
 
+def _store_with(tmp_path: Path, session_id: str) -> Path:
+    """A store holding one saved session, closed."""
+    db = tmp_path / "store.sqlite3"
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session(session_id)))
+    return db
+
+
 def _sessions(db: Path) -> set[str]:
     with EventStore.open(db, read_only=True, readers=1) as store:
         return set(store.ask(LoadState()).sessions)
@@ -114,9 +122,7 @@ def test_a_refused_request_prints_its_one_line_and_exits_1(
 
 
 def test_without_a_writer_the_command_opens_the_store_itself(tmp_path: Path) -> None:
-    db = tmp_path / "store.sqlite3"
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("doomed")))
+    db = _store_with(tmp_path, "doomed")
     result = ok(db, "delete", "doomed")
     assert "deleted session doomed" in result.stdout
     assert result.stderr == ""
@@ -127,9 +133,7 @@ def test_without_a_writer_the_command_opens_the_store_itself(tmp_path: Path) -> 
 def test_a_holder_that_takes_no_requests_is_refused_naming_its_process(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db = tmp_path / "store.sqlite3"
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("kept")))
+    db = _store_with(tmp_path, "kept")
     holder = start_holder(db, spawned, says_requests=False)
     try:
         vacuum = failure(cli(db, "vacuum"))
@@ -148,9 +152,7 @@ def test_a_holder_that_takes_no_requests_is_refused_naming_its_process(
 def test_a_request_no_writer_takes_in_time_fails_typed_and_leaves_nothing(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db = tmp_path / "store.sqlite3"
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("kept")))
+    db = _store_with(tmp_path, "kept")
     holder = start_holder(db, spawned, says_requests=True)  # claims requests, never answers
     try:
         result = cli(db, "delete", "kept", "--timeout", "0.5")
@@ -169,9 +171,7 @@ def test_a_request_no_writer_takes_in_time_fails_typed_and_leaves_nothing(
 def test_a_request_id_runs_once_even_when_the_command_is_killed_and_run_again(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db = tmp_path / "store.sqlite3"
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("doomed")))
+    db = _store_with(tmp_path, "doomed")
     holder = start_holder(db, spawned, says_requests=True)
     asking = subprocess.Popen(
         command(db, "delete", "doomed", "--request-id", "req-1", "--timeout", "60"),
@@ -205,9 +205,7 @@ def test_a_request_id_runs_once_even_when_the_command_is_killed_and_run_again(
 def test_a_request_id_of_another_request_is_refused(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db = tmp_path / "store.sqlite3"
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("doomed")))
+    db = _store_with(tmp_path, "doomed")
     supervisor = start_supervisor(db, spawned)
     try:
         ok(db, "vacuum", "--request-id", "req-2")
