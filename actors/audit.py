@@ -118,7 +118,7 @@ def audit_session(
     divergence = (
         first_event_divergence(applied, journal_events)
         or short
-        or first_projection_divergence(stored, derived)
+        or first_projection_divergence(stored, derived, view.retention_frontier)
         or first_feed_divergence([event for _, _, event in rebuilt.page.api_events], feed)
     )
     return AuditResult(

@@ -34,6 +34,7 @@ from relaystore.domain.errors import InvalidInput, StoreError
 if TYPE_CHECKING:
     from relaystore.actors.replay import ReplayReport
     from relaystore.actors.store import EventStore
+    from relaystore.domain.maintenance import MaintenanceRequest
     from relaystore.domain.materialized import ProjectionBehind
     from relaystore.domain.relay import RelayCursor
 
@@ -153,6 +154,16 @@ def _store_id(text: str) -> str:
     from relaystore.actors.nats_common import validate_store_id
 
     return _checked(validate_store_id, "store id")(text)
+
+
+def _sha256(text: str) -> str:
+    from relaystore.domain.hashing import is_relay_digest
+
+    if not is_relay_digest(text):
+        raise argparse.ArgumentTypeError(
+            f"expected 64 lowercase hexadecimal characters, got {text!r}"
+        )
+    return text
 
 
 def _nats_servers(text: str) -> str:
@@ -331,17 +342,42 @@ def _parser() -> argparse.ArgumentParser:
     backup = command("backup", "write a consistent copy of the store (safe while it is written)")
     _file_argument(backup.add_argument("destination", metavar="DEST", type=_path))
 
-    command("vacuum", "compact the store after deletes (needs the store's write lock)")
+    def maintenance(name: str, text: str) -> argparse.ArgumentParser:
+        """A command that changes the store: run here, or by the writer that holds it."""
+        parser = command(
+            name,
+            f"{text} (beside a running supervisor its store runs it: the request waits in "
+            "the store for the writer, which prints nothing; this command prints its answer)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="how long a running supervisor has to take the request before it is "
+            "withdrawn undone (default 30)",
+        )
+        parser.add_argument(
+            "--request-id",
+            type=_id("request"),
+            default=None,
+            metavar="ID",
+            help="name the request (a run again with the same id prints its recorded "
+            "answer instead of running it twice; default: a fresh id, shown on stderr)",
+        )
+        return parser
+
+    maintenance("vacuum", "compact the store after deletes")
     command(
         "new-store-id",
         "give a store restored from a backup a new id, so that it publishes as a new "
         "store (needs the store's write lock)",
     )
 
-    reproject = command(
+    reproject = maintenance(
         "reproject",
         "rebuild sessions' projections from their relay logs with this build's rules "
-        "(appends only the API events the feed lacks)",
+        "(appends only the API events the feed lacks; retention applies again)",
     )
     reproject.add_argument(
         "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
@@ -371,20 +407,58 @@ def _parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--json", action="store_true", help="print one JSON object")
 
-    prune = command(
+    prune = maintenance(
         "prune-log",
         "delete a session's relay log through an ordinal its verified checkpoint covers",
     )
-    prune.add_argument("session", type=_id("session"))
+    prune.add_argument("session", type=_id("session"), help="the session")
     prune.add_argument(
         "--through", type=_count, required=True, metavar="N", help="the last ordinal to delete"
     )
 
-    compact = command(
+    compact = maintenance(
         "compact", "forget what old tool calls no longer show, behind each verified checkpoint"
     )
     compact.add_argument(
         "session", nargs="?", type=_id("session"), help="one session (default: every session)"
+    )
+
+    delete = maintenance(
+        "delete",
+        "delete a session: its record, events, activity, checkpoint and projection "
+        "(its usage stays)",
+    )
+    delete.add_argument("session", type=_id("session"), help="the session")
+
+    checkpoint = maintenance(
+        "checkpoint",
+        "record a verified checkpoint of a session: an archive holding its history "
+        "through an ordinal the store applied (compact and prune-log act behind it)",
+    )
+    checkpoint.add_argument("session", type=_id("session"), help="the session")
+    checkpoint.add_argument(
+        "--through",
+        type=_count,
+        required=True,
+        metavar="ORDINAL",
+        help="the last ordinal the archive holds (at most the session's frontier; "
+        "checkpoints only move forward)",
+    )
+    _file_argument(
+        checkpoint.add_argument(
+            "--archive",
+            type=_path,
+            required=True,
+            metavar="PATH",
+            help="the checkpoint archive; its SHA-256 is read and recorded",
+        )
+    )
+    checkpoint.add_argument(
+        "--sha256",
+        type=_sha256,
+        default=None,
+        metavar="HEX",
+        help="the archive's expected SHA-256: refused unless the file has it",
     )
 
     publish = command(
@@ -1159,18 +1233,72 @@ def _backup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _vacuum(args: argparse.Namespace) -> int:
-    from relaystore.actors.store import EventStore
-    from relaystore.domain.messages import CompactStore
+def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
+    """Run a maintenance request on the store (here, or by the writer that holds it) and
+    print its answer: exit 1 when it failed."""
+    from relaystore.actors.maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
 
     _require_store(args.db)
-    with EventStore.open(args.db, readers=1) as store:
-        report = store.ask(CompactStore())
-    print(
-        f"vacuumed {args.db}: {report.pages_before} pages before, {report.pages_after} after "
-        f"({report.pages_before - report.pages_after} reclaimed)"
+
+    def announce(request_id: str, holder: Any) -> None:
+        if _tty(sys.stderr):  # a person waiting; a script's stderr stays one line a failure
+            print(
+                f"relaystore: {holder.describe()} holds the store: it runs request "
+                f"{request_id} (--request-id finds its answer again)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    timeout = REQUEST_TIMEOUT_SECONDS if args.timeout is None else args.timeout
+    answer = maintain(
+        args.db, request, timeout=timeout, request_id=args.request_id, announce=announce
     )
-    return 0
+    for line in answer.out:
+        print(line)
+    for line in answer.err:
+        print(f"relaystore: {line}", file=sys.stderr)
+    if answer.error is not None:
+        return _fail(answer.error)
+    return 1 if answer.failed else 0
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    from relaystore.domain.maintenance import VacuumRequest
+
+    return _maintain(args, VacuumRequest())
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from relaystore.domain.maintenance import DeleteRequest
+
+    return _maintain(args, DeleteRequest(session_id=args.session))
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from relaystore.domain.maintenance import CheckpointRequest
+
+    archive = Path(args.archive).absolute()
+    digest = hashlib.sha256()
+    with open(archive, "rb") as file:  # OSError: one line naming the file
+        while chunk := file.read(1024 * 1024):
+            digest.update(chunk)
+    sha256 = digest.hexdigest()
+    if args.sha256 is not None and args.sha256 != sha256:
+        raise InvalidInput(
+            f"the archive's SHA-256 is {sha256}, not {args.sha256}: not the archive meant",
+            path=str(archive),
+        )
+    return _maintain(
+        args,
+        CheckpointRequest(
+            session_id=args.session,
+            through_ordinal=args.through,
+            archive_path=str(archive),
+            sha256=sha256,
+        ),
+    )
 
 
 def _new_store_id(args: argparse.Namespace) -> int:
@@ -1188,33 +1316,9 @@ def _new_store_id(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from relaystore.actors.store import EventStore
-    from relaystore.domain.messages import CompactTranscript, LoadState
+    from relaystore.domain.maintenance import CompactRequest
 
-    _require_store(args.db)
-    with EventStore.open(args.db, readers=1) as store:
-        if args.session is not None:
-            sessions = [args.session]
-        else:
-            sessions = [
-                sid for sid, record in store.ask(LoadState()).sessions.items() if record.checkpoint
-            ]
-        total_items = total_bytes = 0
-        for session_id in sessions:
-            items = reclaimed = 0
-            while True:  # one transaction per pass: the writer serves between them
-                report = store.ask(CompactTranscript(session_id=session_id))
-                items, reclaimed = items + report.items, reclaimed + report.bytes
-                if not report.remaining or not report.items:
-                    break
-            print(
-                f"session {session_id}: {items} tool calls compacted, {reclaimed} bytes reclaimed"
-            )
-            total_items, total_bytes = total_items + items, total_bytes + reclaimed
-    print(
-        f"compacted {total_items} tool calls in {len(sessions)} sessions, {total_bytes} bytes reclaimed"
-    )
-    return 0
+    return _maintain(args, CompactRequest(session_id=args.session))
 
 
 def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
@@ -1225,44 +1329,9 @@ def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
 
 
 def _reproject(args: argparse.Namespace) -> int:
-    from relaystore.actors.store import EventStore
-    from relaystore.domain.messages import LoadStats, Reproject
+    from relaystore.domain.maintenance import ReprojectRequest
 
-    _require_store(args.db)
-    refused = 0
-    with EventStore.open(args.db, readers=1) as store:
-        sessions = _session_ids(store, args.sessions)
-        if args.behind:
-            behind = store.ask(LoadStats()).projection_behind
-            sessions = [session_id for session_id in sessions if session_id in behind]
-            if not sessions:
-                print("no session is behind its relay log")
-        for session_id in sessions:
-            try:
-                report = store.ask(Reproject(session_id=session_id))
-            except StoreError as exc:
-                refused += 1
-                print(f"relaystore: {' '.join(str(exc).split())}", file=sys.stderr)
-                continue
-            appended = ", ".join(
-                f"{n} {kind}" for kind, n in sorted(report.appended_by_kind.items())
-            )
-            changed = report.first_changed_position
-            print(
-                f"reprojected {session_id}: {report.events_reprojected} events; "
-                f"API events appended: {appended or 'none'}; first changed transcript "
-                f"position: {'none' if changed is None else changed}"
-            )
-            if report.caught_up_from is not None:
-                print(
-                    f"  caught up: the projection was behind at ordinal {report.caught_up_from}"
-                    " and now reaches the frontier"
-                    if report.behind is None
-                    else f"  caught up from ordinal {report.caught_up_from}"
-                )
-            if report.behind is not None:
-                print(f"  still {report.behind.describe()}")
-    return 1 if refused else 0
+    return _maintain(args, ReprojectRequest(session_ids=list(args.sessions), behind=args.behind))
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -1311,18 +1380,9 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _prune_log(args: argparse.Namespace) -> int:
-    from relaystore.actors.store import EventStore
-    from relaystore.domain.messages import PruneRelayLog
+    from relaystore.domain.maintenance import PruneLogRequest
 
-    _require_store(args.db)
-    with EventStore.open(args.db, readers=1) as store:
-        report = store.ask(PruneRelayLog(session_id=args.session, through_ordinal=args.through))
-    starts = "empty" if report.log_starts_at is None else f"at ordinal {report.log_starts_at}"
-    print(
-        f"pruned the relay log of {report.session_id}: {report.pages_pruned} pages, "
-        f"{report.events_pruned} events; it now starts {starts}"
-    )
-    return 0
+    return _maintain(args, PruneLogRequest(session_id=args.session, through_ordinal=args.through))
 
 
 def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -1353,6 +1413,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "new-store-id": _new_store_id,
     "prune-log": _prune_log,
     "compact": _compact,
+    "delete": _delete,
+    "checkpoint": _checkpoint,
     "publish": _publish,
     "fleet": _fleet,
     "reproject": _reproject,

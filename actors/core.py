@@ -16,6 +16,9 @@
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
   :class:`~relaystore.actors.wal_watch.WalWatcher`);
+* **maintenance requests** a command leaves for the writer: a writable store's
+  :class:`~relaystore.actors.maintenance_requests.MaintenanceDesk`, started with the
+  store and stopped first when it closes;
 * **metrics** and the projectors' wiring to the writer: in their own threads, or with
   ``projection="process"`` through the store's
   :class:`~relaystore.actors.projection_worker.WorkerPool` (each worker started with
@@ -63,10 +66,12 @@ from relaystore.actors.internal import (
     CommitPage,
     LoadAuditView,
     LoadIndexEntries,
+    LoadOpenRequests,
     LoadProjection,
     LoadTranscriptItem,
 )
 from relaystore.actors.live import LiveProjectors
+from relaystore.actors.maintenance_requests import MaintenanceDesk
 from relaystore.actors.metrics import StoreReadings, WriterStats, percentile
 from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
 from relaystore.actors.projector import PageCommit, Projection, ProjectorActor, ProjectorCore
@@ -148,6 +153,7 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadTranscriptItem,
     LoadIndexEntries,
     LoadAuditView,
+    LoadOpenRequests,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
 
@@ -338,6 +344,7 @@ class StoreCore:
         self._wal: WalWatcher | None = None
         self._readings: StoreReadings | None = None
         """A read-only store's figures read from the store (another process writes it)."""
+        self._desk: MaintenanceDesk | None = None
         started: list[ActorRef[Any]] = []
         try:
             if not settings.read_only:
@@ -371,6 +378,10 @@ class StoreCore:
                 self.commits = CommitWatch(self._read_latest())
                 self._wal = WalWatcher(settings.path, self.commits, self._read_latest)
                 self._readings = StoreReadings(open_reader(settings.path))
+            else:
+                self._desk = MaintenanceDesk(self)
+                self._desk.start()
+                handle.take_requests()
         except BaseException:
             for ref in started:
                 _stop(ref)
@@ -636,6 +647,8 @@ class StoreCore:
                 return
             self._closed = True
         atexit.unregister(self.close)
+        if self._desk is not None:
+            self._desk.stop()
         self.commits.close()
         self._projectors.stop_all()
         if self._workers is not None:

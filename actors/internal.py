@@ -1,4 +1,6 @@
-"""The actors' own messages: what a projector asks of the writer. Not part of the contract.
+"""The actors' own messages: what a projector asks of the writer, and what the
+maintenance desk (:mod:`relaystore.actors.maintenance_requests`) asks. Not part of the
+contract.
 
 A projector loads its session's committed projection and commits its pages through the
 writer (the one write connection), and reads a committed item back through a reader,
@@ -11,20 +13,30 @@ refuses them at ``store.ask``, and the facades refuse them by type at run time t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from relaystore.domain.maintenance import MaintenanceAnswer, RequestState
 from relaystore.domain.projection.page import PageDelta
+from relaystore.domain.sessions import CheckpointMetadata
 
 __all__ = [
     "INTERNAL_MESSAGES",
     "CommitPage",
+    "ClaimRequest",
     "CommitReprojection",
+    "DeskReaderMessage",
+    "DeskWriterMessage",
+    "FinishRequest",
     "LoadAuditView",
     "LoadIndexEntries",
     "LoadLoggedLine",
+    "LoadOpenRequests",
     "LoadProjection",
     "LoadTranscriptItem",
     "ProjectorReaderMessage",
     "ProjectorWriterMessage",
+    "RecordCheckpoint",
+    "RecoverRequests",
 ]
 
 
@@ -109,12 +121,62 @@ class LoadAuditView:
     session_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadOpenRequests:
+    """The desk reads the open (pending or running) maintenance requests, oldest first,
+    through a reader. Reply: a list of
+    :class:`~relaystore.domain.maintenance.StoredRequest` (at most ``limit``)."""
+
+    limit: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRequest:
+    """The desk takes a pending request for this process's writer. Reply: True, or
+    False when it was withdrawn (or taken) meanwhile."""
+
+    request_id: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishRequest:
+    """The desk records a request's answer (when it is in ``from_state``). Reply: True,
+    or False when it was not in that state."""
+
+    request_id: str
+    answer: MaintenanceAnswer
+    from_state: RequestState = "running"
+    requester_pid: int | None = None
+    """Only while this process still asks for it (None: whoever does)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoverRequests:
+    """The desk of a writer that just opened the store fails the requests an earlier
+    writer left running, with ``answer``. Reply: how many."""
+
+    answer: MaintenanceAnswer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordCheckpoint:
+    """``relaystore checkpoint``: record ``checkpoint`` as the session's verified one.
+    Reply: the checkpoint it replaces (None: it had none)."""
+
+    session_id: str
+    checkpoint: CheckpointMetadata
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
 ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries | LoadAuditView
 """Reader messages only the actors send (projectors, ``audit``)."""
 """Writer messages only projectors send."""
+DeskWriterMessage = ClaimRequest | FinishRequest | RecoverRequests | RecordCheckpoint
+DeskReaderMessage = LoadOpenRequests
+"""What the maintenance desk asks of the writer and of a reader."""
 
-INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], ...] = (
+INTERNAL_MESSAGES: tuple[type[Any], ...] = (
     LoadProjection,
     CommitPage,
     CommitReprojection,
@@ -122,5 +184,10 @@ INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], 
     LoadTranscriptItem,
     LoadIndexEntries,
     LoadAuditView,
+    LoadOpenRequests,
+    ClaimRequest,
+    FinishRequest,
+    RecoverRequests,
+    RecordCheckpoint,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

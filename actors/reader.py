@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import LoadAuditView, LoadIndexEntries, LoadTranscriptItem
+from relaystore.actors.internal import (
+    LoadAuditView,
+    LoadIndexEntries,
+    LoadOpenRequests,
+    LoadTranscriptItem,
+)
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -34,6 +39,7 @@ from relaystore.storage.paging import (
 )
 from relaystore.storage.reads import READ_TYPES, answer_read
 from relaystore.storage.relay_log import load_relay_log
+from relaystore.storage.requests import open_requests
 from relaystore.storage.sessions import load_state
 from relaystore.storage.stats import load_stats
 from relaystore.storage.transaction import Connection
@@ -81,6 +87,8 @@ class ReaderActor(TellSafeActor):
                 return load_relay_log(connection, session_id)
             case LoadAuditView(session_id=session_id):
                 return load_audit_view(connection, session_id)
+            case LoadOpenRequests(limit=limit):
+                return open_requests(connection, limit)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

@@ -36,11 +36,16 @@ from typing import Any
 from relaystore.actors.envelope import Envelope, Unanswerable
 from relaystore.actors.inbox import BoundedActor
 from relaystore.actors.internal import (
+    ClaimRequest,
     CommitPage,
     CommitReprojection,
+    DeskWriterMessage,
+    FinishRequest,
     LoadLoggedLine,
     LoadProjection,
     ProjectorWriterMessage,
+    RecordCheckpoint,
+    RecoverRequests,
 )
 from relaystore.actors.metrics import WriterStats
 from relaystore.domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
@@ -67,6 +72,7 @@ from relaystore.storage import (
     projection,
     relay_log,
     reproject,
+    requests,
     retention,
     sessions,
 )
@@ -88,7 +94,9 @@ COMMIT takes on average either, since waiting longer would cost more than the co
 it saves (so at ``synchronous=OFF`` it hardly waits)."""
 
 
-def perform(connection: Connection, message: WriterMessage | ProjectorWriterMessage) -> Any:
+def perform(
+    connection: Connection, message: WriterMessage | ProjectorWriterMessage | DeskWriterMessage
+) -> Any:
     """Carry out one writer message on the write connection (inside its savepoint)."""
     match message:
         case SaveSession(record=record):
@@ -140,6 +148,20 @@ def perform(connection: Connection, message: WriterMessage | ProjectorWriterMess
             return relay_log.load_logged_line(connection, session_id, ordinal)
         case PruneRelayLog(session_id=session_id, through_ordinal=through):
             return relay_log.prune_relay_log(connection, session_id, through)
+        case RecordCheckpoint(session_id=session_id, checkpoint=checkpoint):
+            return checkpoints.record_checkpoint(connection, session_id, checkpoint)
+        case ClaimRequest(request_id=request_id, pid=pid):
+            return requests.claim_request(connection, request_id, pid)
+        case FinishRequest(request_id=request_id, answer=answer, from_state=state):
+            return requests.finish_request(
+                connection,
+                request_id,
+                answer,
+                from_state=state,
+                requester_pid=message.requester_pid,
+            )
+        case RecoverRequests(answer=answer):
+            return requests.recover_requests(connection, answer)
     raise Unanswerable("writer", message)
 
 

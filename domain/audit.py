@@ -9,7 +9,10 @@ difference is named:
    journal holds (:func:`first_event_divergence`);
 2. the projection: the stored materialized session against the derived one, field by
    field in the wire shape, the transcript in the store's order (position, stable id)
-   (:func:`first_projection_divergence`);
+   (:func:`first_projection_divergence`), modulo retention: at or below the session's
+   checkpoint frontier both sides are compared as retention leaves them
+   (:func:`~relaystore.domain.retention.retained_session`), so what a ``compact`` pass
+   forgot of an old tool call is no divergence, and nothing else is forgiven;
 3. the feed: every API event the rules derive must be in the session's feed, matched by
    canonical body as a multiset (the rule :mod:`relaystore.domain.projection.rebuild`
    uses to append). A derived event the feed lacks is a divergence, named with the
@@ -30,6 +33,7 @@ from relaystore.domain.api_events import ApiEvent, ApiEventData
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.relay_log import StoredRelayLog
+from relaystore.domain.retention import retained_session
 from relaystore.domain.wire import encode
 
 __all__ = [
@@ -83,6 +87,9 @@ class AuditView(msgspec.Struct, frozen=True, kw_only=True):
     log: StoredRelayLog
     feed: list[ApiEvent]
     """The session's API events, in seq order."""
+    retention_frontier: int | None = None
+    """The session's checkpoint frontier (None: no checkpoint): retention may have
+    shrunk tool calls at or below it."""
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -117,10 +124,17 @@ def _canonical(session: MaterializedSession) -> object:
 
 
 def first_projection_divergence(
-    stored: MaterializedSession, derived: MaterializedSession
+    stored: MaterializedSession,
+    derived: MaterializedSession,
+    retention_frontier: int | None = None,
 ) -> Divergence | None:
-    """The first field (in the wire shape) where ``stored`` differs from ``derived``."""
-    found = _first_difference(_canonical(stored), _canonical(derived), "projection")
+    """The first field (in the wire shape) where ``stored`` differs from ``derived``,
+    both as retention leaves them at or below ``retention_frontier`` (see the module)."""
+    found = _first_difference(
+        _canonical(retained_session(stored, retention_frontier)),
+        _canonical(retained_session(derived, retention_frontier)),
+        "projection",
+    )
     if found is None:
         return None
     path, mine, theirs = found

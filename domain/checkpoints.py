@@ -19,6 +19,7 @@ __all__ = [
     "RECOVERED_CHECKPOINT_ERROR",
     "RECOVERED_CHECKPOINT_MESSAGE",
     "check_begin",
+    "check_recorded_checkpoint",
     "checkpoint_ended",
     "failed_result",
     "recovered",
@@ -66,6 +67,46 @@ def check_begin(
         raise LifecycleConflict(
             f"command id {command_id} already owns the checkpoint operation of session "
             f"{command_owns}; use a new command id",
+            session_id=session_id,
+        )
+
+
+def check_recorded_checkpoint(
+    session_id: str,
+    through_ordinal: int,
+    applied_ordinal: int,
+    stored_frontier: int | None,
+    open_operation: str | None,
+) -> None:
+    """Whether an operator may record a checkpoint covering ``through_ordinal`` (see
+    ``relaystore checkpoint``): the store applied that ordinal (``applied_ordinal``, the
+    session's kept frontier), a checkpoint only moves forward (retention and pruning may
+    have acted on the frontier ``stored_frontier`` already, so a lower one would hide
+    what they did), and no checkpoint operation of the supervisor's is open (its
+    command id ``open_operation``: that operation records its own checkpoint).
+
+    Raises :class:`InvalidInput` or :class:`LifecycleConflict`."""
+    if through_ordinal < 1:
+        raise InvalidInput(
+            f"a checkpoint covers ordinal 1 or more, not {through_ordinal}", session_id=session_id
+        )
+    if through_ordinal > applied_ordinal:
+        raise InvalidInput(
+            f"cannot record a checkpoint through ordinal {through_ordinal}: the store "
+            f"applied the session only through ordinal {applied_ordinal}",
+            session_id=session_id,
+        )
+    if stored_frontier is not None and through_ordinal < stored_frontier:
+        raise InvalidInput(
+            f"cannot record a checkpoint through ordinal {through_ordinal}: the session's "
+            f"checkpoint covers ordinal {stored_frontier} already, and a checkpoint only "
+            "moves forward",
+            session_id=session_id,
+        )
+    if open_operation is not None:
+        raise LifecycleConflict(
+            f"session {session_id} has checkpoint operation {open_operation} open; it "
+            "records its own checkpoint when it finishes",
             session_id=session_id,
         )
 

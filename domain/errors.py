@@ -16,6 +16,8 @@ The tree::
     ├── AskTimeout          an ask got no reply within its timeout (also a TimeoutError)
     ├── StoreClosed         a message after ``close()``
     ├── StoreLocked         another process holds the store for writing
+    ├── RequestUnanswered   no writer took a maintenance request in time (withdrawn,
+    │                       nothing done; also a TimeoutError)
     ├── StoreForked         the store's history is not what a stream published under its
     │                       id (a backup restored after later events were published)
     └── StoreBusy           another connection held SQLite's write lock past the busy
@@ -39,6 +41,7 @@ __all__ = [
     "ProjectionError",
     "RelayChainError",
     "RelayLogUnavailable",
+    "RequestUnanswered",
     "SchemaMismatch",
     "SchemaMismatchReason",
     "StoreClosed",
@@ -242,7 +245,27 @@ class StoreClosed(StoreError):
 
 
 class StoreLocked(StoreError):
-    """Another process holds the store open for writing."""
+    """Another process holds the store open for writing: ``holder_pid`` is that process
+    when the lock file names it (a writer of this build stamps its pid there)."""
+
+    def __init__(
+        self, detail: str, *, holder_pid: int | None = None, path: str | None = None
+    ) -> None:
+        self.holder_pid = holder_pid
+        super().__init__(detail, path=path)
+
+
+class RequestUnanswered(StoreError, TimeoutError):
+    """No writer took a maintenance request within its time.
+
+    The request was withdrawn before anyone took it, so nothing of it was done; run the
+    command again (when the store's writer takes requests, or is gone). ``request_id``
+    names it.
+    """
+
+    def __init__(self, detail: str, *, request_id: str, path: str | None = None) -> None:
+        self.request_id = request_id
+        super().__init__(detail, path=path)
 
 
 class StoreForked(StoreError):

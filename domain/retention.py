@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import msgspec
 
-from relaystore.domain.materialized import ToolBody
-from relaystore.domain.wire import JSON
+from relaystore.domain.materialized import MaterializedSession, ToolBody
+from relaystore.domain.wire import JSON, encode
 
 __all__ = [
     "DIFF_PATCH_META_KEY",
@@ -33,6 +33,8 @@ __all__ = [
     "TranscriptRetention",
     "compact_tool_body",
     "line_changes",
+    "retained_body",
+    "retained_session",
 ]
 
 RETENTION_BATCH_ITEMS = 4_096
@@ -202,3 +204,35 @@ def compact_tool_body(body: ToolBody) -> ToolBody | None:
     if not changed:
         return None
     return ToolBody(call=call, presentation=body.presentation)
+
+
+def retained_body(body: ToolBody, stored: str) -> ToolBody | None:
+    """What retention keeps of a ``tool`` body whose stored JSON is ``stored``: None
+    when it keeps the body as it is (at most :data:`RETENTION_BODY_FLOOR` characters,
+    nothing to drop, or not strictly shorter in UTF-8 bytes)."""
+    if len(stored) <= RETENTION_BODY_FLOOR:
+        return None
+    compacted = compact_tool_body(body)
+    if compacted is None or len(encode(compacted)) >= len(stored.encode()):
+        return None
+    return compacted
+
+
+def retained_session(session: MaterializedSession, frontier: int | None) -> MaterializedSession:
+    """``session`` with retention applied to every ``tool`` item at or below the
+    checkpoint ``frontier`` (None: no checkpoint, nothing changes): what the store holds
+    of it once every pass ran. Audit compares both sides through it, so a body retention
+    shrank matches the whole one its events derive, and nothing else is forgiven."""
+    if frontier is None:
+        return session
+    changed = False
+    items = []
+    for item in session.transcript:
+        body = item.body
+        if item.position <= frontier and isinstance(body, ToolBody):
+            kept = retained_body(body, encode(body).decode())
+            if kept is not None:
+                item = msgspec.structs.replace(item, body=kept)
+                changed = True
+        items.append(item)
+    return msgspec.structs.replace(session, transcript=items) if changed else session

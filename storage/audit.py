@@ -1,4 +1,5 @@
-"""The reads of ``relaystore audit``: a session's projection, relay log and feed at once.
+"""The reads of ``relaystore audit``: a session's projection, relay log, feed and
+checkpoint frontier (what retention may have acted on) at once.
 
 Guarantees: :func:`load_audit_view` reads the three in one read transaction, so they
 are one committed state. A page's projection, its log row and its API events commit in
@@ -16,6 +17,7 @@ from relaystore.domain.audit import AuditView
 from relaystore.storage.materialized import load_materialized_session
 from relaystore.storage.paging import MAX_PAGE_LIMIT, load_api_events
 from relaystore.storage.relay_log import load_relay_log
+from relaystore.storage.sessions import load_checkpoint_frontier
 from relaystore.storage.transaction import transaction
 
 __all__ = ["load_audit_view"]
@@ -28,6 +30,7 @@ def load_audit_view(connection: apsw.Connection, session_id: str) -> AuditView |
         log = load_relay_log(connection, session_id)
         if projection is None or log is None:
             return None
+        checkpoint = load_checkpoint_frontier(connection, session_id)
         feed: list[ApiEvent] = []
         only = ApiEventFilter(session_id=session_id)
         after = 0
@@ -37,4 +40,9 @@ def load_audit_view(connection: apsw.Connection, session_id: str) -> AuditView |
                 break
             feed.extend(page.events)
             after = page.next_after_seq
-    return AuditView(projection=projection, log=log, feed=feed)
+    return AuditView(
+        projection=projection,
+        log=log,
+        feed=feed,
+        retention_frontier=checkpoint,
+    )

@@ -21,6 +21,7 @@ from relaystore.domain.checkpoints import (
     RECOVERED_CHECKPOINT_ERROR,
     RECOVERED_CHECKPOINT_MESSAGE,
     check_begin,
+    check_recorded_checkpoint,
     checkpoint_ended,
     failed_result,
     recovered,
@@ -28,13 +29,15 @@ from relaystore.domain.checkpoints import (
 )
 from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
 from relaystore.domain.outcomes import CommandResultKind, OutcomeReason
-from relaystore.domain.sessions import SessionRecord
+from relaystore.domain.sessions import CheckpointMetadata, SessionRecord
 from relaystore.domain.wire import decode_json
 from relaystore.storage.events import insert_api_event
+from relaystore.storage.materialized import load_frontier
 from relaystore.storage.sessions import (
     current_time_ms,
     load_session,
     merge_lifecycle_fields,
+    replace_checkpoint,
     update_lifecycle_fields,
 )
 from relaystore.storage.transaction import transaction
@@ -46,6 +49,7 @@ __all__ = [
     "begin_checkpoint",
     "correlate_checkpoint_barrier",
     "finish_failed_checkpoint",
+    "record_checkpoint",
     "recover_interrupted_checkpoints",
     "save_requested_checkpoint",
 ]
@@ -239,3 +243,31 @@ def _finish(
     event = checkpoint_ended(command_id, related_ids, outcome, reason, message)
     insert_api_event(connection, session_id, current_time_ms(now_ms), event)
     connection.execute("DELETE FROM checkpoint_operations WHERE session_id = ?", (session_id,))
+
+
+def record_checkpoint(
+    connection: apsw.Connection, session_id: str, checkpoint: CheckpointMetadata
+) -> CheckpointMetadata | None:
+    """Record ``checkpoint`` as the session's verified checkpoint (``relaystore
+    checkpoint``); returns the one it replaces. One transaction, no API event (the
+    origin's ``replace_checkpoint`` appends none). Refused by
+    :func:`~relaystore.domain.checkpoints.check_recorded_checkpoint`, and with
+    :class:`UnknownSession` for a session the store lacks or has no projection of."""
+    checkpoint.validate()
+    with transaction(connection, f"record a checkpoint of session {session_id}"):
+        stored = load_session(connection, session_id)
+        frontier = load_frontier(connection, session_id)
+        if stored is None or frontier is None:
+            raise UnknownSession(session_id)
+        operation = connection.execute(
+            "SELECT command_id FROM checkpoint_operations WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        check_recorded_checkpoint(
+            session_id,
+            checkpoint.event_frontier,
+            frontier.ordinal,
+            None if stored.checkpoint is None else stored.checkpoint.event_frontier,
+            None if operation is None else str(operation[0]),
+        )
+        replace_checkpoint(connection, session_id, checkpoint)
+    return stored.checkpoint

@@ -4,9 +4,15 @@ Guarantees:
 
 * :func:`open_writer` holds an exclusive lock across processes for as long as the
   writer is open: a second writable open of the same file, from this process or any
-  other, raises :class:`~relaystore.domain.errors.StoreLocked` at once. The lock is an ``flock``
-  on the sidecar file ``<path>.lock`` (kept on disk; only the lock matters), released by
-  :meth:`WriterConnection.close` or when the process ends.
+  other, raises :class:`~relaystore.domain.errors.StoreLocked` at once, naming the
+  process that holds it. The lock is an ``flock`` on the sidecar file ``<path>.lock``
+  (kept on disk), released by :meth:`WriterConnection.close` or when the process ends.
+  The holder writes one JSON line there, ``{"pid": N, "requests": false}``
+  (:func:`read_lock_holder`); ``requests`` turns true once its store takes maintenance
+  requests (:meth:`WriterConnection.take_requests`). Only the ``flock`` decides who
+  holds the store: the line only names the holder.
+* :func:`open_requester` opens a connection that writes nothing but maintenance
+  requests (:mod:`relaystore.storage.requests`): no lock, no migration.
 * A store file the writer creates is readable and writable by its owner only (0600);
   SQLite gives its ``-wal`` and ``-shm`` files the same mode. The lock file is 0600 too.
 * The writer uses WAL, ``synchronous`` FULL unless told otherwise, foreign keys, a 5 s
@@ -49,11 +55,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import time
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Self
 
@@ -79,9 +87,13 @@ __all__ = [
     "ReadMode",
     "Synchronous",
     "WriterConnection",
+    "LockHolder",
     "choose_read_mode",
     "lock_path",
     "open_reader",
+    "open_requester",
+    "process_alive",
+    "read_lock_holder",
     "open_writer",
     "recognise_store",
 ]
@@ -112,6 +124,76 @@ def lock_path(path: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(path)) + ".lock"
 
 
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    """The process the store's lock file names: its ``pid``, its name (``/proc``'s
+    ``comm``, when readable) and whether its store takes maintenance requests."""
+
+    pid: int
+    takes_requests: bool
+    name: str | None = None
+
+    def alive(self) -> bool:
+        """Whether the process still runs (see :func:`process_alive`)."""
+        return process_alive(self.pid)
+
+    def describe(self) -> str:
+        """``process 1234 (python3)``."""
+        return f"process {self.pid}" + (f" ({self.name})" if self.name else "")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (where a store's lock and its WAL
+    index live, so every process that uses the store is here)."""
+    if pid <= 0:  # 0 and below name process groups, not a process
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+_LOCK_LINE_BYTES = 256
+"""The most of the lock file :func:`read_lock_holder` reads."""
+
+
+def read_lock_holder(path: str | os.PathLike[str]) -> LockHolder | None:
+    """The process the store's lock file names (None: none named, or unreadable).
+
+    The name may be stale (a holder that died leaves it); :meth:`LockHolder.alive`
+    says whether that process still runs."""
+    try:
+        with open(lock_path(path), "rb") as file:
+            text = file.read(_LOCK_LINE_BYTES)
+        stamp = json.loads(text)
+        pid, requests = stamp["pid"], stamp.get("requests", False)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if type(pid) is not int or pid <= 0 or type(requests) is not bool:
+        return None
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as file:
+            name: str | None = file.read(64).strip() or None
+    except OSError:
+        name = None
+    return LockHolder(pid=pid, takes_requests=requests, name=name)
+
+
+def _stamp_holder(fd: int, *, requests: bool) -> None:
+    """Name this process in the lock file it holds (see the module notes)."""
+    line = json.dumps({"pid": os.getpid(), "requests": requests}).encode() + b"\n"
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, line, 0)
+    except OSError as exc:  # only the flock matters: a holder left unnamed is no fault
+        logger.warning("cannot name the writer in its lock file: %s", exc)
+
+
 class WriterConnection:
     """The store's only write connection, with the cross-process write lock it holds.
 
@@ -132,6 +214,11 @@ class WriterConnection:
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
         return self._lock_fd is None
+
+    def take_requests(self) -> None:
+        """Say in the lock file that this writer's store takes maintenance requests."""
+        if self._lock_fd is not None:
+            _stamp_holder(self._lock_fd, requests=True)
 
     def check_schema(self) -> int:
         """Re-check the schema before a message, without writing (see ``check_writer_schema``).
@@ -281,6 +368,29 @@ def open_reader(path: str | os.PathLike[str]) -> apsw.Connection:
         if isinstance(exc, apsw.Error):
             raise store_error(exc, "open the store for reading", None).located(path=where) from exc
         raise
+    return connection
+
+
+def open_requester(path: str | os.PathLike[str]) -> apsw.Connection:
+    """A connection to the store at ``path`` for :mod:`relaystore.storage.requests`:
+    read-write, but it writes nothing except maintenance request rows (each one short
+    ``IMMEDIATE`` transaction), takes no lock file and never migrates. Raises
+    ``SchemaMismatch`` for a store this build does not read (one that needs migrating
+    has no request table yet) and :class:`~relaystore.domain.errors.InvalidInput` when
+    there is no file at ``path``."""
+    where = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(where):
+        raise InvalidInput(
+            "no relaystore store here; open it for writing once to create it", path=where
+        )
+    ensure_supported(recognise_store(where), path=where)
+    try:
+        connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READWRITE)
+        connection.transaction_mode = "IMMEDIATE"
+        _configure(connection)
+        connection.pragma("synchronous", "FULL")
+    except apsw.Error as exc:
+        raise store_error(exc, "open the store for a request", None).located(path=where) from exc
     return connection
 
 
@@ -439,14 +549,18 @@ def _acquire(path: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
         os.close(fd)
+        holder = read_lock_holder(path)
+        by = "by this or another process" if holder is None else f"by {holder.describe()}"
         raise StoreLocked(
-            "the store is already open for writing (by this or another process); "
+            f"the store is already open for writing ({by}); "
             f"close that writer first, or open this one read-only (lock file {lock})",
+            holder_pid=None if holder is None else holder.pid,
             path=path,
         ) from exc
     except OSError as exc:
         os.close(fd)
         raise StoreError(f"cannot lock {lock}: {exc}", path=path) from exc
+    _stamp_holder(fd, requests=False)
     return fd
 
 

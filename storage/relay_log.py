@@ -22,6 +22,7 @@ from relaystore.domain.relay_log import (
     unpack_lines,
 )
 from relaystore.storage.materialized import decode_stored, load_frontier
+from relaystore.storage.sessions import load_checkpoint_frontier
 from relaystore.storage.transaction import transaction
 
 _SEED_QUEUE = msgspec.json.Decoder(list[MaterializedQueuedPrompt])
@@ -136,17 +137,13 @@ def prune_relay_log(
     with transaction(connection, f"prune the relay log of session {session_id}"):
         if load_frontier(connection, session_id) is None:
             raise UnknownSession(session_id)
-        row = connection.execute(
-            "SELECT event_frontier FROM session_checkpoints WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        if row is None:
+        covered = load_checkpoint_frontier(connection, session_id)
+        if covered is None:
             raise RelayLogUnavailable(
                 f"cannot prune the relay log of session {session_id}: it has no verified "
                 "checkpoint, so no prefix of its history is covered elsewhere",
                 session_id=session_id,
             )
-        covered = int(row[0])
         if through_ordinal > covered:
             raise RelayLogUnavailable(
                 f"cannot prune the relay log of session {session_id} through ordinal "

@@ -6,9 +6,12 @@ checks that the session is still at the page's end (nothing was applied since th
 was read), resets the session's materialized rows to its history start, writes the
 page over them (:func:`storage.projection.commit_page`, without a new log row: the log
 is what was read) and appends only the API events the feed lacks
-(:func:`~relaystore.domain.projection.rebuild.feed_to_append`). Committed API events are
-never rewritten or deleted; the relay log, the session record, its checkpoint and its
-history start are left as they are.
+(:func:`~relaystore.domain.projection.rebuild.feed_to_append`). Retention is a rule of
+the projection, so it applies again, in the same transaction, to the rebuilt transcript
+behind the session's checkpoint (:func:`storage.retention.compact_transcript`, every
+pass): a body ``compact`` shrank stays shrunk. Committed API events are never rewritten
+or deleted; the relay log, the session record, its checkpoint and its history start are
+left as they are.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from relaystore.domain.projection.rebuild import (
 from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.paging import load_latest_seq
 from relaystore.storage.projection import commit_page
+from relaystore.storage.retention import compact_transcript
 from relaystore.storage.transaction import transaction
 
 __all__ = ["commit_reprojection", "reset_projection"]
@@ -87,6 +91,9 @@ def commit_reprojection(
         first_seq = load_latest_seq(connection) + 1 if appended else None
         reset_projection(connection, session_id, page)
         commit_page(connection, session_id, page, log=False, logged=True)
+        retention = compact_transcript(connection, session_id)
+        while retention.remaining and retention.items:  # every pass, in this transaction
+            retention = compact_transcript(connection, session_id)
         after = load_materialized_session(connection, session_id)
         assert after is not None
     kinds = Counter(event.kind for _, _, event in appended)

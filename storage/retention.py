@@ -19,9 +19,11 @@ from relaystore.domain.retention import (
     RETENTION_BATCH_ITEMS,
     RETENTION_BODY_FLOOR,
     TranscriptRetention,
-    compact_tool_body,
+    retained_body,
 )
 from relaystore.domain.wire import encode
+from relaystore.storage.materialized import load_frontier
+from relaystore.storage.sessions import load_checkpoint_frontier
 from relaystore.storage.transaction import transaction
 
 __all__ = ["compact_transcript"]
@@ -47,14 +49,9 @@ def compact_transcript(
     the store lacks.
     """
     with transaction(connection, f"compact the transcript of session {session_id}"):
-        row = connection.execute(
-            "SELECT (SELECT event_frontier FROM session_checkpoints WHERE session_id = ?1)"
-            " FROM materialized_sessions WHERE session_id = ?1",
-            (session_id,),
-        ).fetchone()
-        if row is None:
+        if load_frontier(connection, session_id) is None:
             raise UnknownSession(session_id)
-        covered = row[0] if frontier is None else frontier
+        covered = load_checkpoint_frontier(connection, session_id) if frontier is None else frontier
         if covered is None:
             return TranscriptRetention()
         rows = connection.execute(
@@ -67,13 +64,11 @@ def compact_transcript(
                 body = _TOOL.decode(text)
             except msgspec.DecodeError:
                 continue  # a row this cannot read is a row it must not rewrite
-            compacted = compact_tool_body(body)
+            compacted = retained_body(body, text)
             if compacted is None:
                 continue
             new = encode(compacted)
             old_bytes = len(text.encode())
-            if len(new) >= old_bytes:
-                continue
             connection.execute(
                 "UPDATE materialized_transcript_items SET body_json = ?"
                 " WHERE session_id = ? AND stable_id = ?",

@@ -45,7 +45,7 @@ Revisions (relaystore's own numbering):
    the last line *projected* (``materialized_sessions`` keeps that), so it refuses the
    unknown line again and every line after it as a gap: it can never project past the
    unknown line, nor out of order.
-9. *Current* (:data:`SCHEMA_VERSION`). ``materialized_transcript_items.index_facts``
+9. ``materialized_transcript_items.index_facts``
    (:data:`INDEX_FACTS_DDL`): what the transcript index files about each item
    (:class:`~relaystore.domain.projection.index.ItemFacts`), written with its body as
    ``"<ordinal>:<facts>"``, so a projector reloading a long session reads the facts and
@@ -55,6 +55,11 @@ Revisions (relaystore's own numbering):
    the facts (an older build's, or a retention pass's); this build's ordinal prefix
    makes each of its writes differ from the value before. Additive, so the floor stays;
    existing items start unknown.
+10. *Current* (:data:`SCHEMA_VERSION`). ``maintenance_requests``
+   (:data:`MAINTENANCE_REQUESTS_DDL`): the maintenance a command asks of the process
+   that holds the store for writing (:mod:`relaystore.storage.requests`). Additive, so
+   the floor stays: an older build's writer never answers a request, and the command
+   that made it withdraws it when its time runs out.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -101,6 +106,8 @@ __all__ = [
     "FORWARD_REVISION",
     "INDEX_FACTS_DDL",
     "INDEX_FACTS_REVISION",
+    "MAINTENANCE_REQUESTS_DDL",
+    "REQUESTS_REVISION",
     "SCHEMA_VERSION",
     "STORE_IDENTITY_DDL",
     "SchemaState",
@@ -125,7 +132,10 @@ FORWARD_REVISION = 8
 INDEX_FACTS_REVISION = 9
 """The revision that keeps each transcript item's index facts (renumber here only)."""
 
-SCHEMA_VERSION = INDEX_FACTS_REVISION
+REQUESTS_REVISION = 10
+"""The revision that adds maintenance requests (renumber here only)."""
+
+SCHEMA_VERSION = REQUESTS_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -200,6 +210,26 @@ BEGIN
 END;
 """
 """Revision 9: each item's index facts, forgotten when its body changes without them."""
+
+MAINTENANCE_REQUESTS_DDL = """
+CREATE TABLE IF NOT EXISTS maintenance_requests (
+    request_id TEXT PRIMARY KEY CHECK(length(request_id) BETWEEN 1 AND 64),
+    kind TEXT NOT NULL CHECK(length(kind) > 0),
+    request_json TEXT NOT NULL CHECK(json_valid(request_json)),
+    state TEXT NOT NULL CHECK(state IN ('pending', 'running', 'done', 'failed')),
+    requested_at_ms INTEGER NOT NULL,
+    requester_pid INTEGER NOT NULL,
+    taken_by_pid INTEGER,
+    answered_at_ms INTEGER,
+    answer_json TEXT CHECK(answer_json IS NULL OR json_valid(answer_json))
+) STRICT;
+CREATE UNIQUE INDEX IF NOT EXISTS maintenance_requests_open
+    ON maintenance_requests(request_json) WHERE state IN ('pending', 'running');
+CREATE INDEX IF NOT EXISTS maintenance_requests_state
+    ON maintenance_requests(state, requested_at_ms);
+"""
+"""Revision 10: maintenance requests for the store's writer; one open request per
+distinct request (a command run again joins it)."""
 
 
 @functools.cache
@@ -363,6 +393,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         _widen_session_checks(connection)
         _keep_accounting(connection)
         connection.execute(INDEX_FACTS_DDL)
+        connection.execute(MAINTENANCE_REQUESTS_DDL)
         connection.execute(_NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -433,6 +464,15 @@ def _add_index_facts(connection: apsw.Connection) -> None:
             return
         connection.execute(INDEX_FACTS_DDL)
         _record_revision(connection, INDEX_FACTS_REVISION)
+
+
+def _add_maintenance_requests(connection: apsw.Connection) -> None:
+    """Revision 10: maintenance requests (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {REQUESTS_REVISION}"):
+        if int(connection.pragma("user_version")) != REQUESTS_REVISION - 1:
+            return
+        connection.execute(MAINTENANCE_REQUESTS_DDL)
+        _record_revision(connection, REQUESTS_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -588,6 +628,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     RELAY_LOG_REVISION: _add_relay_log,
     FORWARD_REVISION: _add_forward_tables,
     INDEX_FACTS_REVISION: _add_index_facts,
+    REQUESTS_REVISION: _add_maintenance_requests,
 }
 
 

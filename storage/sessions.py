@@ -40,9 +40,11 @@ from relaystore.storage.transaction import transaction
 __all__ = [
     "current_time_ms",
     "delete_session",
+    "load_checkpoint_frontier",
     "load_session",
     "load_state",
     "merge_lifecycle_fields",
+    "replace_checkpoint",
     "save_lifecycle_session",
     "save_session",
     "update_lifecycle_fields",
@@ -257,15 +259,26 @@ def _write(
         ),
     )
     if write_checkpoint:
-        _write_checkpoint(connection, record.id, record.checkpoint)
+        replace_checkpoint(connection, record.id, record.checkpoint)
     fault = lifecycle_fault(previous_error, record)
     if fault is not None:
         insert_api_event(connection, record.id, current_time_ms(now_ms), fault)
 
 
-def _write_checkpoint(
+def load_checkpoint_frontier(connection: apsw.Connection, session_id: str) -> int | None:
+    """The event frontier of the session's verified checkpoint (None: it has none): what
+    retention and pruning may act on, at or below it."""
+    row = connection.execute(
+        "SELECT event_frontier FROM session_checkpoints WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def replace_checkpoint(
     connection: apsw.Connection, session_id: str, checkpoint: CheckpointMetadata | None
 ) -> None:
+    """Replace the session's checkpoint row by ``checkpoint`` (None: delete it), inside
+    the caller's transaction (the origin's ``replace_checkpoint``)."""
     if checkpoint is None:
         connection.execute("DELETE FROM session_checkpoints WHERE session_id = ?", (session_id,))
         return

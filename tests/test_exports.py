@@ -78,6 +78,7 @@ CONTRACT_NAMES = [
     "RelayLogUnavailable",
     "Reproject",
     "Request",
+    "RequestUnanswered",
     "RuntimeReceipt",
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
@@ -170,6 +171,7 @@ def test_every_error_derives_from_store_error() -> None:
         "StoreBusy",
         "StoreForked",
         "AskTimeout",
+        "RequestUnanswered",
         "UnknownRelayKind",
     ]:
         assert issubclass(getattr(relaystore, name), relaystore.StoreError)

@@ -35,19 +35,26 @@ from relaystore.actors.core import OpenOptions
 from relaystore.actors.envelope import Envelope, OneShotReply
 from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
+    ClaimRequest,
     CommitPage,
     CommitReprojection,
+    FinishRequest,
     LoadAuditView,
     LoadIndexEntries,
     LoadLoggedLine,
+    LoadOpenRequests,
     LoadProjection,
     LoadTranscriptItem,
+    RecordCheckpoint,
+    RecoverRequests,
 )
 from relaystore.aio import AsyncEventStore
+from relaystore.domain.maintenance import MaintenanceAnswer
 from relaystore.domain.projection import PageDelta
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor
 from relaystore.testing import example_session
 from tests.actors.activity_support import activity
+from tests.actors.retention_support import checkpoint_at
 from tests.paths import ROOT
 
 GENESIS = RelayCursor(ordinal=0, digest=RELAY_EVENT_GENESIS_DIGEST)
@@ -267,6 +274,11 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
         session_id="session-1", after_position=None, after_id=None, limit=10
     ),
     LoadAuditView: LoadAuditView(session_id="session-1"),
+    LoadOpenRequests: LoadOpenRequests(limit=8),
+    ClaimRequest: ClaimRequest(request_id="r-1", pid=1),
+    FinishRequest: FinishRequest(request_id="r-1", answer=MaintenanceAnswer()),
+    RecoverRequests: RecoverRequests(answer=MaintenanceAnswer()),
+    RecordCheckpoint: RecordCheckpoint(session_id="session-1", checkpoint=checkpoint_at(1)),
 }
 
 

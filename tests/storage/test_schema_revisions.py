@@ -27,6 +27,7 @@ from relaystore.storage.schema import (
     FORWARD_REVISION,
     INDEX_FACTS_REVISION,
     RELAY_LOG_REVISION,
+    REQUESTS_REVISION,
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
@@ -47,6 +48,7 @@ from tests.storage.legacy import (
     step_back_to_revision_6,
     step_back_to_revision_7,
     step_back_to_revision_8,
+    step_back_to_revision_9,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -120,7 +122,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == INDEX_FACTS_REVISION
+        assert writer.revision == SCHEMA_VERSION == REQUESTS_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -214,6 +216,9 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "materialized_seeds",
         "materialized_transcript_items",  # revision 9: index facts
         "materialized_transcript_facts_stale",
+        "maintenance_requests",  # revision 10: maintenance requests
+        "maintenance_requests_open",
+        "maintenance_requests_state",
     }
 
 
@@ -826,7 +831,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
     assert {"projection_behind", "materialized_seeds"} <= after
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [RELAY_LOG_REVISION, FORWARD_REVISION, INDEX_FACTS_REVISION],
+        [RELAY_LOG_REVISION, FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -845,14 +850,40 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
     }
 
     with open_writer(store_path) as writer:
-        assert writer.revision == INDEX_FACTS_REVISION == SCHEMA_VERSION
+        assert writer.revision == SCHEMA_VERSION
         assert load_session(writer.connection, "kept") is not None
     fresh = tmp_path / "fresh.sqlite3"
     open_writer(fresh).close()
     migrated = {o for o in schema_objects(store_path) if o[0] != "table" or "transcript" in o[1]}
     assert migrated == {o for o in schema_objects(fresh) if o[0] != "table" or "transcript" in o[1]}
     assert metadata(store_path) == (
-        INDEX_FACTS_REVISION,
-        [FORWARD_REVISION, INDEX_FACTS_REVISION],
+        SCHEMA_VERSION,
+        [FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- maintenance requests (revision 10) ---------------------------------------------------
+
+
+def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
+    store_path: Path, tmp_path: Path
+) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("kept"))
+    step_back_to_revision_9(store_path)
+    assert "maintenance_requests" not in {name for _, name, _ in schema_objects(store_path)}
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == REQUESTS_REVISION == SCHEMA_VERSION
+        assert load_session(writer.connection, "kept") is not None
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    migrated = {o for o in schema_objects(store_path) if "maintenance" in o[1]}
+    assert len(migrated) == 3  # the table and its two indexes
+    assert migrated == {o for o in schema_objects(fresh) if "maintenance" in o[1]}
+    assert metadata(store_path) == (
+        REQUESTS_REVISION,
+        [INDEX_FACTS_REVISION, REQUESTS_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )

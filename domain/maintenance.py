@@ -1,0 +1,180 @@
+"""Maintenance requests: the keeping a command asks of the process that writes the store.
+
+``relaystore compact``, ``reproject``, ``prune-log``, ``vacuum``, ``delete`` and
+``checkpoint`` change the store, and one process writes a store. When a supervisor
+holds it, the command does not open a second writer: it records a request (one of the
+structs here, stored as its JSON in ``maintenance_requests``), the supervisor's store
+takes it, runs it and records a :class:`MaintenanceAnswer`, and the command prints that
+answer. This module is the rule of it, pure: what a request is, its states, and the
+bounds. :mod:`relaystore.storage.requests` keeps the rows;
+:mod:`relaystore.actors.maintenance` runs a request, the desk takes them and the
+command waits for them.
+
+A request's life: ``pending`` (recorded; the requester may withdraw it) -> ``running``
+(a writer took it; from here nobody withdraws it) -> ``done`` or ``failed`` with its
+answer. A writer that stops while one runs leaves it ``running``; the next writer to
+open the store fails it as :data:`INTERRUPTED` (each step of a request is its own
+transaction, so what it did before the stop is whole, and what it had not done did not
+happen). A pending request whose requester is gone is failed as :data:`ABANDONED`
+instead of run: nobody waits for its answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from relaystore.domain.errors import InvalidInput
+from relaystore.domain.wire import encode
+
+__all__ = [
+    "ABANDONED",
+    "INTERRUPTED",
+    "KEPT_ANSWERS",
+    "MAX_OPEN_REQUESTS",
+    "MAX_REQUEST_BYTES",
+    "CheckpointRequest",
+    "CompactRequest",
+    "DeleteRequest",
+    "MaintenanceAnswer",
+    "MaintenanceRequest",
+    "PruneLogRequest",
+    "ReprojectRequest",
+    "RequestState",
+    "StoredRequest",
+    "VacuumRequest",
+    "decode_request",
+    "encode_request",
+    "request_kind",
+]
+
+MAX_OPEN_REQUESTS = 64
+"""The most requests that may wait (pending or running) at once; one more is refused."""
+KEPT_ANSWERS = 256
+"""How many answered requests the store keeps (the newest), so a command run again with
+its request id still finds its answer; older ones are deleted as new ones are answered."""
+MAX_REQUEST_BYTES = 64 * 1024
+"""The longest request JSON (a ``reproject`` naming many sessions stays far below it)."""
+
+INTERRUPTED = (
+    "the store's writer stopped while it ran this request; what it did before the stop "
+    "is whole (each step is one transaction): run the command again"
+)
+ABANDONED = (
+    "the command that asked for this request was gone before a writer took it; it was not run"
+)
+
+RequestState = Literal["pending", "running", "done", "failed"]
+
+
+class _Request(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="kind"
+):
+    """A maintenance request (one subclass per command)."""
+
+
+class CompactRequest(_Request, frozen=True, tag="compact"):
+    """``relaystore compact [SESSION]``: retention passes behind each checkpoint."""
+
+    session_id: str | None = None
+
+
+class ReprojectRequest(_Request, frozen=True, tag="reproject"):
+    """``relaystore reproject [SESSION...] [--behind]``."""
+
+    session_ids: list[str] = []
+    behind: bool = False
+
+
+class PruneLogRequest(_Request, frozen=True, tag="prune-log"):
+    """``relaystore prune-log SESSION --through N``."""
+
+    session_id: str
+    through_ordinal: int
+
+
+class VacuumRequest(_Request, frozen=True, tag="vacuum"):
+    """``relaystore vacuum``."""
+
+
+class DeleteRequest(_Request, frozen=True, tag="delete"):
+    """``relaystore delete SESSION``."""
+
+    session_id: str
+
+
+class CheckpointRequest(_Request, frozen=True, tag="checkpoint"):
+    """``relaystore checkpoint SESSION --through N --archive PATH``: record a verified
+    checkpoint (the archive's SHA-256 as the command read it)."""
+
+    session_id: str
+    through_ordinal: int
+    archive_path: str
+    sha256: str
+
+
+MaintenanceRequest = (
+    CompactRequest
+    | ReprojectRequest
+    | PruneLogRequest
+    | VacuumRequest
+    | DeleteRequest
+    | CheckpointRequest
+)
+
+_DECODER = msgspec.json.Decoder(MaintenanceRequest)
+
+
+def encode_request(request: MaintenanceRequest) -> str:
+    """The request's JSON: one spelling per request, so an identical request run again
+    finds the open one (the store keeps one open request per spelling)."""
+    text = encode(request).decode()
+    if len(text) > MAX_REQUEST_BYTES:
+        raise InvalidInput(
+            f"the {request_kind(request)} request is {len(text)} bytes long; at most "
+            f"{MAX_REQUEST_BYTES} are taken (name fewer sessions at a time)"
+        )
+    return text
+
+
+def decode_request(text: str) -> MaintenanceRequest:
+    """A stored request; :class:`InvalidInput` for one this build does not read."""
+    try:
+        return _DECODER.decode(text)
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"a maintenance request this build does not read: {exc}") from None
+
+
+def request_kind(request: MaintenanceRequest) -> str:
+    """The command the request stands for (its tag)."""
+    kind: str = type(request).__struct_config__.tag  # type: ignore[assignment]
+    return kind
+
+
+class MaintenanceAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """What a request's command prints: ``out`` on stdout, ``err`` on stderr, and whether
+    it failed (exit 1). ``error`` is the one line of a request refused as a whole, and
+    ``error_type`` the name of its :class:`~relaystore.domain.errors.StoreError`."""
+
+    out: list[str] = []
+    err: list[str] = []
+    failed: bool = False
+    error: str | None = None
+    error_type: str | None = None
+
+
+class StoredRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A request row as the store keeps it."""
+
+    request_id: str
+    kind: str
+    request_json: str
+    state: RequestState
+    requester_pid: int
+    taken_by_pid: int | None = None
+    answer: MaintenanceAnswer | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.state in ("done", "failed")

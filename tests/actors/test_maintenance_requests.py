@@ -1,0 +1,216 @@
+"""Maintenance beside a running supervisor (issue 34, item 2): ``compact``, ``reproject``,
+``prune-log``, ``vacuum``, ``delete`` and ``checkpoint`` from the shell while a real
+supervisor process holds the store and keeps ingesting; the refusals name the holder;
+a request nobody takes times out typed and undone; a request id runs once."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import apsw
+
+from relaystore import EventStore, LoadState, SaveSession
+from relaystore.testing import example_session
+from tests.actors.cli_support import ENV, TIMEOUT, cli, command, failure, ok
+from tests.actors.retention_support import SESSION, retention_store
+from tests.actors.supervisor_support import (
+    LIVE,
+    live_frontier,
+    release,
+    start_holder,
+    start_supervisor,
+)
+
+
+def _store_with(tmp_path: Path, session_id: str) -> Path:
+    """A store holding one saved session, closed."""
+    db = tmp_path / "store.sqlite3"
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session(session_id)))
+    return db
+
+
+def _sessions(db: Path) -> set[str]:
+    with EventStore.open(db, read_only=True, readers=1) as store:
+        return set(store.ask(LoadState()).sessions)
+
+
+def _requests(db: Path) -> list[tuple[str, str, int | None]]:
+    """Every request row: its id, its state, and the process that took it."""
+    connection = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = connection.execute(
+            "SELECT request_id, state, taken_by_pid FROM maintenance_requests "
+            "ORDER BY coalesce(answered_at_ms, requested_at_ms), requested_at_ms"
+        ).fetchall()
+    finally:
+        connection.close()
+    return [(str(i), str(state), None if pid is None else int(pid)) for i, state, pid in rows]
+
+
+def _await_request(db: Path, request_id: str) -> None:
+    """Block until the store holds request ``request_id`` (a command recorded it)."""
+    deadline = time.monotonic() + TIMEOUT
+    while request_id not in {i for i, _, _ in _requests(db)}:
+        assert time.monotonic() < deadline, "the command never recorded its request"
+        time.sleep(0.02)  # the row is the only sign: a command prints nothing meanwhile
+
+
+def _ran(result: subprocess.CompletedProcess[str], db: Path, pid: int) -> str:
+    """The command's stdout, once its request is recorded as run by process ``pid``."""
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert _requests(db)[-1][1:] == ("done", pid)
+    return result.stdout
+
+
+def test_each_maintenance_command_works_beside_a_live_supervisor(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = tmp_path / "store.sqlite3"
+    frontier, _ = retention_store(db, checkpointed=False)
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session("doomed")))
+    archive = tmp_path / "checkpoint.tar"
+    archive.write_bytes(b"archive bytes")
+    supervisor = start_supervisor(db, spawned)
+    pid = supervisor.process.pid
+    try:
+        started = supervisor.wait_acked_past(0)
+
+        def run(*args: str) -> str:
+            return _ran(cli(db, *args), db, pid)
+
+        recorded = run("checkpoint", SESSION, "--through", str(frontier), "--archive", str(archive))
+        assert hashlib.sha256(b"archive bytes").hexdigest() in recorded
+        assert f"session {SESSION}: 1 tool calls compacted" in run("compact", SESSION)
+        assert f"reprojected {SESSION}:" in run("reproject", SESSION)
+        assert f"{SESSION}: matches log" in ok(db, "audit", SESSION).stdout  # read-only
+        pruned = run("prune-log", SESSION, "--through", str(frontier))
+        assert f"pruned the relay log of {SESSION}: 1 pages" in pruned
+        assert "deleted session doomed" in run("delete", "doomed")
+        assert "pages before" in run("vacuum")
+        # The supervisor kept committing while the commands ran, and still does.
+        assert supervisor.wait_acked_past(started) > started
+    finally:
+        acked = supervisor.stop()
+    assert live_frontier(db) >= acked  # nothing the supervisor acknowledged is lost
+    assert _sessions(db) == {SESSION, LIVE}
+    assert {(state, taker) for _, state, taker in _requests(db)} == {("done", pid)}
+
+
+def test_a_refused_request_prints_its_one_line_and_exits_1(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = tmp_path / "store.sqlite3"
+    retention_store(db, checkpointed=False)
+    supervisor = start_supervisor(db, spawned)
+    try:
+        unknown = cli(db, "delete", "nobody")
+        unpruned = cli(db, "prune-log", SESSION, "--through", "1")
+    finally:
+        supervisor.stop()
+    assert unknown.returncode == 1
+    assert "session nobody: unknown session" in failure(unknown)
+    assert unpruned.returncode == 1
+    assert "no verified checkpoint" in failure(unpruned)
+
+
+def test_without_a_writer_the_command_opens_the_store_itself(tmp_path: Path) -> None:
+    db = _store_with(tmp_path, "doomed")
+    result = ok(db, "delete", "doomed")
+    assert "deleted session doomed" in result.stdout
+    assert result.stderr == ""
+    assert _sessions(db) == set()
+    assert _requests(db) == []  # run here: no request was recorded
+
+
+def test_a_holder_that_takes_no_requests_is_refused_naming_its_process(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "kept")
+    holder = start_holder(db, spawned, says_requests=False)
+    try:
+        vacuum = failure(cli(db, "vacuum"))
+        renew = failure(cli(db, "new-store-id"))
+        replay = failure(cli(db, "delete", "kept"))
+    finally:
+        release(holder)
+    for line in (vacuum, replay):
+        assert f"open for writing by process {holder.pid} (python" in line
+        assert "takes no maintenance requests" in line
+    assert f"already open for writing (by process {holder.pid} (python" in renew
+    assert _sessions(db) == {"kept"}
+    assert _requests(db) == []
+
+
+def test_a_request_no_writer_takes_in_time_fails_typed_and_leaves_nothing(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "kept")
+    holder = start_holder(db, spawned, says_requests=True)  # claims requests, never answers
+    try:
+        result = cli(db, "delete", "kept", "--timeout", "0.5")
+        requests = _requests(db)
+    finally:
+        release(holder)
+    line = failure(result)
+    assert "no writer took maintenance request" in line
+    assert "within 0.5 s" in line
+    assert f"process {holder.pid}" in line
+    assert "withdrawn and nothing was done" in line
+    assert requests == []  # withdrawn
+    assert _sessions(db) == {"kept"}
+
+
+def test_a_request_id_runs_once_even_when_the_command_is_killed_and_run_again(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "doomed")
+    holder = start_holder(db, spawned, says_requests=True)
+    asking = subprocess.Popen(
+        command(db, "delete", "doomed", "--request-id", "req-1", "--timeout", "60"),
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env=ENV,
+    )
+    spawned.append(asking)  # type: ignore[arg-type]
+    _await_request(db, "req-1")  # recorded, and nobody takes it: now kill the command
+    os.kill(asking.pid, signal.SIGKILL)
+    asking.wait()
+    release(holder)
+    assert _requests(db) == [("req-1", "pending", None)]
+
+    supervisor = start_supervisor(db, spawned)
+    try:
+        first = cli(db, "delete", "doomed", "--request-id", "req-1")
+        second = cli(db, "delete", "doomed", "--request-id", "req-1")
+        plain = cli(db, "delete", "doomed")
+    finally:
+        supervisor.stop()
+    assert "deleted session doomed" in first.stdout
+    assert (first.returncode, second.returncode) == (0, 0)
+    assert second.stdout == first.stdout  # its recorded answer
+    assert "unknown session" in failure(plain)  # a new request: the session is gone
+    assert ("req-1", "done", supervisor.process.pid) in _requests(db)
+    # With no writer, the recorded answer is printed again, not run a third time.
+    assert ok(db, "delete", "doomed", "--request-id", "req-1").stdout == first.stdout
+
+
+def test_a_request_id_of_another_request_is_refused(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "doomed")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        ok(db, "vacuum", "--request-id", "req-2")
+        other = cli(db, "delete", "doomed", "--request-id", "req-2")
+    finally:
+        supervisor.stop()
+    assert "request id req-2 names another request (vacuum)" in failure(other)
+    assert "doomed" in _sessions(db)
