@@ -20,26 +20,20 @@ import math
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, get_args
 
 from relaystore.domain.errors import InvalidInput, StoreError
 
 # Each command imports what it runs, when it runs: ``--version``, ``--help`` and a usage
 # error load no runtime (no actors, no SQLite, no codec).
 if TYPE_CHECKING:
-    from relaystore.actors.replay import ReplayReport
     from relaystore.actors.store import EventStore
-    from relaystore.domain.materialized import ProjectionBehind
-    from relaystore.domain.relay import RelayCursor
 
 __all__ = ["main"]
 
 DEFAULT_DB = "relaystore.sqlite3"
-_PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar on a terminal above this much journal
 _HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
 _COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
 _DEBUG_ENV = "RELAYSTORE_DEBUG"  # set to 1 to see the traceback of an unexpected error
@@ -256,7 +250,11 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="show a progress bar on stderr (default: on a terminal, for journals over 4 MiB)",
+        help="show one progress bar over all journals on stderr (default: on a terminal, "
+        "once the replay has run a second)",
+    )
+    replay.add_argument(
+        "--json", action="store_true", help="also print each session's report as a JSON line"
     )
 
     verify = command("verify", "check digests and chain continuity, without a store")
@@ -454,28 +452,6 @@ def _silence_stdout() -> None:
 # -- replay -------------------------------------------------------------------------------
 
 
-@dataclass
-class _SessionTotals:
-    read: int = 0
-    applied: int = 0
-    already: int = 0
-    written: int = 0
-    frontier: RelayCursor | None = None
-    held: int = 0
-    behind: ProjectionBehind | None = None
-
-    def add(self, report: ReplayReport) -> None:
-        self.read += report.read
-        self.applied += report.applied
-        self.already += report.already_applied
-        self.written += report.written
-        self.held += report.held
-        if report.frontier is not None:
-            self.frontier = report.frontier
-        if report.behind is not None:
-            self.behind = report.behind
-
-
 def _expand(paths: Sequence[str]) -> list[str]:
     """The sources, with each folder of worker roots replaced by its worker roots."""
     from relaystore.actors.journal.sources import worker_roots
@@ -502,112 +478,9 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from relaystore.actors.journal import resolve_source
-    from relaystore.actors.replay import replay_source
-    from relaystore.actors.store import EventStore
+    from relaystore.actors.cli_replay import replay_command
 
-    started = time.monotonic()
-    sources = _sources(args)
-    sessions: dict[str, _SessionTotals] = {}
-    with EventStore.open(args.db, projection=args.projection) as store:
-        for path in sources:
-            source = resolve_source(path, session_id=args.session)
-            progress = _Progress(args.progress, source.size_bytes, source.session_id)
-            try:
-                report = replay_source(
-                    store,
-                    source,
-                    workspace=args.workspace,
-                    on_start=progress.start,
-                    on_batch=progress.advance,
-                    from_first=args.from_first,
-                )
-            finally:
-                progress.close()
-            sessions.setdefault(source.session_id, _SessionTotals()).add(report)
-            for tail in report.torn_tails:
-                print(
-                    f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
-                    f"({tail.byte_count} bytes without a newline) was not applied",
-                    file=sys.stderr,
-                )
-    elapsed = max(time.monotonic() - started, 1e-9)
-    for session_id, totals in sessions.items():
-        if totals.frontier is None:  # nothing to replay into a session the store lacks
-            print(
-                f"session {session_id}: empty journal, nothing replayed (no session created)",
-                file=sys.stderr,
-            )
-            continue
-        frontier = f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
-        print(
-            f"session {session_id}: {totals.read} read, {totals.applied} applied, "
-            f"{totals.already} already applied, {totals.written} API events written, "
-            f"frontier {frontier}",
-            file=sys.stderr,
-        )
-        if totals.behind is not None:
-            print(
-                f"relaystore: warning: session {session_id}: {totals.behind.describe()} "
-                "(upgrade relaystore; the session then catches up from its relay log)",
-                file=sys.stderr,
-            )
-    read = sum(totals.read for totals in sessions.values())
-    stored = sum(totals.frontier is not None for totals in sessions.values())
-    print(
-        f"replayed {read} events: "
-        f"{sum(totals.applied for totals in sessions.values())} applied, "
-        f"{sum(totals.already for totals in sessions.values())} already applied, "
-        f"{sum(totals.written for totals in sessions.values())} API events written "
-        f"({read / elapsed:,.0f} events/s, {stored} {'session' if stored == 1 else 'sessions'})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-class _Progress:
-    """A tqdm bar on stderr for one source, sized once the replay knows its total.
-
-    ``wanted`` is ``--progress`` (True), ``--no-progress`` (False) or neither (None: a bar
-    on a terminal for a journal over 4 MiB).
-    """
-
-    def __init__(self, wanted: bool | None, size: int, session_id: str) -> None:
-        self.enabled = wanted is True or (
-            wanted is None and size >= _PROGRESS_BYTES and _tty(sys.stderr)
-        )
-        self.session_id = session_id
-        self.bar: Any = None
-
-    def start(self, report: ReplayReport) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        self.bar = tqdm(
-            desc=self.session_id,
-            total=report.expected,
-            unit="ev",
-            file=sys.stderr,
-            disable=False,
-            dynamic_ncols=True,
-        )
-
-    def advance(self, report: ReplayReport) -> None:
-        if self.bar is not None:
-            self.bar.update(report.read - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-def _tty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
+    return replay_command(args, _sources(args))
 
 
 # -- verify -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ WORKER_ROOTS = sorted((ROOT / "examples" / "worker-root").iterdir())
 FIXTURE = REAL_EXCERPT
 WIRE_KEYS = ["seq", "session_id", "recorded_at_ms", "type", "data"]
 SUMMARY = re.compile(
-    r"replayed (\d+) events: (\d+) applied, (\d+) already applied, (\d+) API events written"
+    r"replayed (\d+) events?: (\d+) applied, (\d+) already applied, (\d+) API events? written"
 )
 ENV = {
     **{key: value for key, value in os.environ.items() if key != "RELAYSTORE_DB"},
