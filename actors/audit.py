@@ -25,6 +25,7 @@ from relaystore.domain.errors import RelayLogUnavailable, StoreError
 from relaystore.domain.materialized import HistoryStart, MaterializedSession
 from relaystore.domain.messages import LoadApiEvents, LoadMaterializedSession, LoadRelayLog
 from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
+from relaystore.domain.reads import unknown_session_text
 from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import encode
 
@@ -94,7 +95,7 @@ def audit_session(
             source=source,
             events=0,
             api_events=0,
-            refused="the store holds no projection of this session",
+            refused=unknown_session_text(session_id),
         )
     feed = _feed(store, session_id)
     log = store.ask(LoadRelayLog(session_id=session_id))

@@ -15,6 +15,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import select
@@ -22,12 +23,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
-import msgspec
-
 __all__ = [
     "READER_POLL_SECONDS",
     "event_text",
+    "follow_options",
     "item_text",
+    "json_option",
     "plural",
     "print_line",
     "print_object",
@@ -47,13 +48,43 @@ def plural(count: int, singular: str, many: str | None = None) -> str:
     return f"{count} {many or singular + 's'}"
 
 
+def json_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """The command's ``--json`` (see the module doc for the shapes)."""
+    parser.add_argument("--json", action="store_true", help=text)
+
+
+def follow_options(parser: argparse.ArgumentParser, noun: str, needs: str) -> None:
+    """``-o {json,text}`` (``--json`` is ``-o json``) and ``--wait`` of a follow command."""
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument(
+        "-o",
+        "--output",
+        choices=("json", "text"),
+        default="json",
+        help=f"json: one JSON line per {noun} (the default); text: one human line per {noun}",
+    )
+    shape.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="the same as -o json"
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help=f"wait for a session the store does not hold yet instead of refusing it ({needs} "
+        "names it)",
+    )
+
+
 def print_object(document: object) -> None:
     """A report: one JSON object, indented, on stdout."""
+    import msgspec
+
     print(json.dumps(msgspec.to_builtins(document), indent=2), flush=True)
 
 
 def print_line(value: object, out: BinaryIO | None = None) -> None:
     """One item of a list or a stream: one compact JSON line on stdout, flushed."""
+    import msgspec
+
     stream = out or sys.stdout.buffer
     stream.write(msgspec.json.encode(value) + b"\n")
     stream.flush()

@@ -51,6 +51,7 @@ from relaystore.domain.reads import (
     LoadTranscriptPage,
     RawElicitationList,
     TranscriptRole,
+    unknown_session_text,
 )
 from relaystore.domain.reports import StoreMetrics, StoreStats, stats_document
 from relaystore.domain.wire import encode
@@ -204,7 +205,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
                 return failure(500, "storage_failure", f"reading the store failed: {exc}")
             if reply is None:
                 session_id = request.path_params.get("session_id", "")
-                return failure(404, "not_found", f"no session {session_id} in this store")
+                return failure(404, "not_found", unknown_session_text(session_id))
             if isinstance(reply, StoreStats):
                 return JSONResponse(stats_document(reply))
             if isinstance(reply, RawElicitationList):

@@ -44,8 +44,14 @@ TIMEOUT = 60.0
 # -- running the command -------------------------------------------------------------------
 
 
+STORELESS = ("verify", "fleet", "completion")
+"""The commands that use no store: ``--db`` is refused, so they are run without it."""
+
+
 def command(db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), *args]
+    """``relaystore --db DB ARGS`` (without ``--db`` for a command that uses no store)."""
+    store = () if args and args[0] in STORELESS else ("--db", str(db))
+    return [sys.executable, "-m", "relaystore.actors.cli", *store, *args]
 
 
 def cli(

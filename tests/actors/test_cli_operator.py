@@ -490,11 +490,19 @@ def test_vacuum_reclaims_the_pages_deletes_left(tmp_path: Path) -> None:
     with EventStore.open(db) as store:
         store.ask(DeleteSession(session_id="deleted"))
 
-    result = ok(db, "vacuum")
-    match = re.search(r"(\d+) pages before, (\d+) after", result.stdout)
-    assert match is not None, result.stdout
-    before, after = int(match[1]), int(match[2])
-    assert after < before
+    size = db.stat().st_size
+    result = ok(db, "vacuum", "--json")
+    report = json.loads(result.stdout)
+    assert report["pages_after"] < report["pages_before"]
+    assert report["bytes_before"] == report["pages_before"] * report["page_size"]
+    assert report["bytes_reclaimed"] == report["bytes_before"] - report["bytes_after"]
+    assert report["bytes_before"] <= size  # the file held at least the pages it had
+    again = ok(db, "vacuum").stdout
+    assert re.fullmatch(
+        r"vacuumed \S+: (\d+) bytes before, (\d+) after, (\d+) reclaimed "
+        r"\(\d+ pages? of \d+ bytes before, \d+ after\)\n",
+        again,
+    ), again
     assert events(db) == kept
     assert json.loads(ok(db, "stats", "--json").stdout)["sessions"] == 1
 
