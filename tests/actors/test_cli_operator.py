@@ -310,7 +310,7 @@ def test_one_progress_bar_counts_sessions_and_events_across_journals(
     db = tmp_path / "store.sqlite3"
     result = ok(db, "replay", str(folder), "--progress")
     total = sum(last.values())
-    assert f"3/3 sessions: 100%" in result.stderr
+    assert "3/3 sessions: 100%" in result.stderr
     assert f"{total}/{total}" in result.stderr
     for session_id, session_total in last.items():
         assert f"{session_id}: 100%" not in result.stderr  # one bar, not one per journal
