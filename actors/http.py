@@ -503,12 +503,12 @@ class TlsFiles:
         """Load both, as the server will: :class:`InvalidInput` naming what is wrong."""
         import ssl
 
+        for path in (self.certfile, self.keyfile):
+            if not path.is_file():
+                raise InvalidInput("no such file", path=str(path))
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
             context.load_cert_chain(self.certfile, self.keyfile)
-        except FileNotFoundError as exc:
-            missing = exc.filename if exc.filename is not None else self.certfile
-            raise InvalidInput("no such file", path=os.fsdecode(missing)) from None
         except (ssl.SSLError, OSError) as exc:
             raise InvalidInput(
                 f"cannot use {self.certfile} and {self.keyfile} for TLS (a PEM certificate "
