@@ -14,15 +14,20 @@ Guarantees:
   ``--json``, also one JSON line on stdout); the totals come last.
 * Ctrl-C prints one line saying how far the replay got and exits 130, no traceback:
   what was committed stays (a batch is committed whole or not at all), and replaying
-  again resumes at each session's frontier.
+  again resumes at each session's frontier. While the store is open, Ctrl-C is noted and
+  acted on at the next batch boundary (a fraction of a second), never in the middle of
+  a call into the store, whose actors it could leave waiting for ever; a second Ctrl-C
+  interrupts at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from relaystore.actors.cli_output import plural, print_line
@@ -123,6 +128,34 @@ class _Display:
             self.bar = None
 
 
+class _Interrupted(Exception):
+    """Ctrl-C, acted on at a batch boundary."""
+
+
+class _CtrlC:
+    """Notes Ctrl-C while it is installed (main thread only); :meth:`check` acts on it."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        if self.asked:
+            raise KeyboardInterrupt  # asked twice: at once
+        self.asked = True
+
+    def check(self) -> None:
+        if self.asked:
+            raise _Interrupted
+
+
 def _tty(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
@@ -143,7 +176,7 @@ def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
     display = _Display(args.progress, sources, len(sessions))
     try:
         _replay_all(args, sources, tally, display)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         display.close()
         where = f", in the middle of session {tally.reading}" if tally.reading else ""
         print(
@@ -174,8 +207,14 @@ def _replay_all(
     from relaystore.actors.store import EventStore
 
     running: list[ReplayReport] = []  # the current journal's report, once it started
-    with EventStore.open(args.db, projection=args.projection) as store:
+    with _CtrlC() as ctrl_c, EventStore.open(args.db, projection=args.projection) as store:
+
+        def advance(report: ReplayReport) -> None:
+            display.advance(report)
+            ctrl_c.check()
+
         for index, source in enumerate(sources):
+            ctrl_c.check()
             tally.reading = source.session_id
             running.clear()
 
@@ -189,10 +228,10 @@ def _replay_all(
                     source,
                     workspace=args.workspace,
                     on_start=start,
-                    on_batch=display.advance,
+                    on_batch=advance,
                     from_first=args.from_first,
                 )
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, _Interrupted):
                 for current in running:  # what this journal did before the interrupt
                     tally.read += current.read
                     tally.applied += current.applied

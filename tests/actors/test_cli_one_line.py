@@ -17,7 +17,6 @@ import pytest
 from relaystore.actors import cli as cli_module
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import (
-    ENV,
     ROOT,
     TIMEOUT,
     LineReader,
@@ -25,6 +24,8 @@ from tests.actors.cli_support import (
     command,
     failure,
     ok,
+    run_command,
+    start,
 )
 
 
@@ -132,15 +133,7 @@ def test_counts_agree_with_their_number(store: tuple[Path, Path], tmp_path: Path
     ],
 )
 def test_db_is_refused_where_no_store_is_used(tmp_path: Path, args: tuple[str, ...]) -> None:
-    result = subprocess.run(
-        [*command(tmp_path / "unused", "verify")[:3], *args],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = run_command([*command(tmp_path / "unused", "verify")[:3], *args], tmp_path)
     assert result.returncode == 2, result.stderr
     name = "verify" if "verify" in args else "completion" if "completion" in args else "fleet"
     assert f"--db is not used by {name}, which" in result.stderr
@@ -165,15 +158,11 @@ def test_audit_takes_sessions_before_or_after_the_journals(store: tuple[Path, Pa
 # -- following ------------------------------------------------------------------------------
 
 
-def follow(db: Path, *args: str) -> tuple[subprocess.Popen[str], LineReader]:
-    process = subprocess.Popen(
-        command(db, *args),
-        cwd=db.parent,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def follow(
+    spawned: list[subprocess.Popen[str]], db: Path, *args: str
+) -> tuple[subprocess.Popen[str], LineReader]:
+    process = start(db, *args)
+    spawned.append(process)
     assert process.stdout is not None
     return process, LineReader(process.stdout)
 
@@ -182,24 +171,23 @@ def stop(process: subprocess.Popen[str], reader: LineReader) -> str:
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=TIMEOUT) == 130
     reader.join()
-    assert process.stdout is not None
     assert process.stderr is not None
-    process.stdout.close()
     err = process.stderr.read()
-    process.stderr.close()
     assert "Traceback" not in err
     return err
 
 
 def test_follow_can_wait_for_a_session_that_does_not_exist_yet(
-    store: tuple[Path, Path], tmp_path: Path
+    store: tuple[Path, Path], tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
     db, _ = store
     assert failure(cli(db, "events", "--session", "later", "--follow")) == (
         f"relaystore: {db}: no session later in this store"
     )
-    events, event_lines = follow(db, "events", "--session", "later", "--follow", "--wait")
-    items, item_lines = follow(db, "transcript", "later", "--follow", "--wait", "-o", "text")
+    events, event_lines = follow(spawned, db, "events", "--session", "later", "--follow", "--wait")
+    items, item_lines = follow(
+        spawned, db, "transcript", "later", "--follow", "--wait", "-o", "text"
+    )
     journal = JournalBuilder()
     journal.prompt_turn("arrives later")
     root = tmp_path / "later-root"
@@ -243,21 +231,8 @@ def test_text_output_is_one_readable_line_per_event_and_item(store: tuple[Path, 
 def test_events_follow_into_head_ends_when_head_does(store: tuple[Path, Path]) -> None:
     db, _ = store
     started = time.monotonic()
-    result = subprocess.run(
-        [
-            "bash",
-            "-c",
-            'set -o pipefail; "$@" | head -n 1',
-            "pipe",
-            *command(db, "events", "--follow"),
-        ],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    pipeline = 'set -o pipefail; "$@" | head -n 1'
+    result = run_command(["bash", "-c", pipeline, "pipe", *command(db, "events", "--follow")], ROOT)
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 1
     assert "Traceback" not in result.stderr

@@ -19,12 +19,11 @@ from relaystore.domain.runtime import (
 )
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import (
-    ENV,
     TIMEOUT,
     LineReader,
-    command,
     frontier,
     ok,
+    start,
     summary,
 )
 from tests.actors.cli_support import cli as run_cli
@@ -135,21 +134,15 @@ def test_a_replayed_sessions_record_takes_harness_and_times_from_its_journal(
 
 
 def test_ctrl_c_says_how_far_the_replay_got_and_keeps_what_was_committed(
-    tmp_path: Path,
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
     folder = tmp_path / "workers"
     sessions = [f"s{index:02d}" for index in range(24)]
     for session_id in sessions:
         sealed_root(folder, session_id, turns=60)
     db = tmp_path / "store.sqlite3"
-    process = subprocess.Popen(
-        command(db, "replay", str(folder), "--projection", "thread"),
-        cwd=tmp_path,
-        env=ENV,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    process = start(db, "replay", str(folder), "--projection", "thread", stdout=subprocess.DEVNULL)
+    spawned.append(process)
     assert process.stderr is not None
     reader = LineReader(process.stderr)
     first = reader.take(1, deadline=time.monotonic() + TIMEOUT)
@@ -158,7 +151,6 @@ def test_ctrl_c_says_how_far_the_replay_got_and_keeps_what_was_committed(
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=TIMEOUT) == 130
     reader.join()
-    process.stderr.close()
     rest = []
     while not reader.lines.empty():
         rest.append(reader.lines.get())

@@ -18,7 +18,17 @@ import httpx
 import pytest
 
 from relaystore.testing import JournalBuilder
-from tests.actors.cli_support import ENV, ROOT, TIMEOUT, LineReader, cli, command, failure, ok
+from tests.actors.cli_support import (
+    ENV,
+    ROOT,
+    TIMEOUT,
+    LineReader,
+    cli,
+    command,
+    failure,
+    ok,
+    start,
+)
 
 DEPLOY = ROOT / "examples" / "deploy"
 ANNOUNCED = re.compile(r" at (https?://\S+)/api/v1/events ")
@@ -38,10 +48,11 @@ def db(tmp_path: Path) -> Path:
 class Serving:
     """A ``relaystore serve`` process, its announced URL and what it said before it."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
+    def __init__(self, spawned: list[subprocess.Popen[str]], args: list[str], cwd: Path) -> None:
         self.process = subprocess.Popen(
             args, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
+        spawned.append(self.process)
         assert self.process.stderr is not None
         self.lines = LineReader(self.process.stderr)
         self.said: list[str] = []
@@ -59,8 +70,6 @@ class Serving:
         self.process.send_signal(signal.SIGTERM)
         assert self.process.wait(timeout=TIMEOUT) == 0
         self.lines.join()
-        assert self.process.stderr is not None
-        self.process.stderr.close()
         rest = []
         while not self.lines.lines.empty():
             rest.append(self.lines.lines.get())
@@ -75,7 +84,9 @@ def token_of(path: Path) -> dict[str, str]:
 # -- the config file ------------------------------------------------------------------------
 
 
-def test_serve_reads_its_config_and_the_command_line_overrides_it(db: Path, tmp_path: Path) -> None:
+def test_serve_reads_its_config_and_the_command_line_overrides_it(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
     config = tmp_path / "relaystore.toml"
     config.write_text(
         f"db = {json.dumps(str(db))}\n"
@@ -90,7 +101,7 @@ def test_serve_reads_its_config_and_the_command_line_overrides_it(db: Path, tmp_
     )
     # No --db: the file names the store; --token-file here wins over the file's.
     args = command(db, "serve", "--config", str(config), "--token-file", "cli.token")
-    server = Serving([*args[:3], *args[5:]], cwd=tmp_path)
+    server = Serving(spawned, [*args[:3], *args[5:]], cwd=tmp_path)
     assert (tmp_path / "cli.token").exists()
     assert not (tmp_path / "from-config.token").exists()
     assert str(db) in server.said[-1]
@@ -138,20 +149,16 @@ def test_a_missing_config_file_is_refused_in_one_line(db: Path, tmp_path: Path) 
     assert line == f"relaystore: {tmp_path / 'none.toml'}: no such config file"
 
 
-def test_publish_takes_its_nats_server_from_the_config(db: Path, tmp_path: Path) -> None:
+def test_publish_takes_its_nats_server_from_the_config(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
     config = tmp_path / "relaystore.toml"
     config.write_text('[publish]\nnats = "nats://127.0.0.1:1"\n')
     # Without the file, --nats is required (a usage error); with it, publish starts on the
     # file's server (and keeps trying to reach it until stopped).
     assert cli(db, "publish").returncode == 2
-    process = subprocess.Popen(
-        command(db, "publish", "--config", str(config)),
-        cwd=tmp_path,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start(db, "publish", "--config", str(config), stdout=subprocess.DEVNULL)
+    spawned.append(process)
     assert process.stderr is not None
     reader = LineReader(process.stderr)
     said = reader.take(1, deadline=time.monotonic() + TIMEOUT)
@@ -161,10 +168,11 @@ def test_publish_takes_its_nats_server_from_the_config(db: Path, tmp_path: Path)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=TIMEOUT) == 0
     reader.join()
-    process.stderr.close()
 
 
-def test_the_example_config_and_units_start_serve(db: Path, tmp_path: Path) -> None:
+def test_the_example_config_and_units_start_serve(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
     for unit, name in (
         ("relaystore-serve.service", "serve"),
         ("relaystore-publish.service", "publish"),
@@ -185,7 +193,7 @@ def test_the_example_config_and_units_start_serve(db: Path, tmp_path: Path) -> N
         "--token-file",
         str(tmp_path / "token"),
     )
-    server = Serving(args, cwd=tmp_path)
+    server = Serving(spawned, args, cwd=tmp_path)
     assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
     server.stop()
 
@@ -210,10 +218,11 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_serve_speaks_tls_with_a_certificate_and_key(
-    db: Path, certificate: tuple[Path, Path]
+    db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
 ) -> None:
     cert, key = certificate
     server = Serving(
+        spawned,
         command(db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(key)),
         cwd=db.parent,
     )
@@ -248,22 +257,24 @@ def test_bad_tls_files_are_refused_before_serving(
 
 
 def test_serving_beyond_loopback_without_tls_warns_in_one_line(
-    db: Path, certificate: tuple[Path, Path]
+    db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
 ) -> None:
-    plain = Serving(command(db, "serve", "--host", "0.0.0.0", "--port", "0"), cwd=db.parent)
+    plain = Serving(
+        spawned, command(db, "serve", "--host", "0.0.0.0", "--port", "0"), cwd=db.parent
+    )
     assert len(plain.said) == 2, plain.said
     assert plain.said[0].startswith("relaystore: warning: serving on 0.0.0.0, beyond loopback")
     assert "--certfile" in plain.said[0]
     plain.stop()
     cert, key = certificate
     for extra in ([], ["--host", "0.0.0.0", "--certfile", str(cert), "--keyfile", str(key)]):
-        quiet = Serving(command(db, "serve", "--port", "0", *extra), cwd=db.parent)
+        quiet = Serving(spawned, command(db, "serve", "--port", "0", *extra), cwd=db.parent)
         assert len(quiet.said) == 1, quiet.said  # the announcement alone
         quiet.stop()
 
 
-def test_no_access_log_unless_asked(db: Path) -> None:
-    server = Serving(command(db, "serve", "--port", "0"), cwd=db.parent)
+def test_no_access_log_unless_asked(db: Path, spawned: list[subprocess.Popen[str]]) -> None:
+    server = Serving(spawned, command(db, "serve", "--port", "0"), cwd=db.parent)
     httpx.get(f"{server.url}/healthz", timeout=10)
     assert not any("GET /healthz" in line for line in server.stop())
 
@@ -271,9 +282,11 @@ def test_no_access_log_unless_asked(db: Path) -> None:
 # -- metrics that say which process they describe -------------------------------------------
 
 
-def test_serves_metrics_name_the_store_and_the_reader_role(db: Path) -> None:
+def test_serves_metrics_name_the_store_and_the_reader_role(
+    db: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
     store_id = json.loads(ok(db, "stats", "--json").stdout)["store_id"]
-    server = Serving(command(db, "serve", "--port", "0"), cwd=db.parent)
+    server = Serving(spawned, command(db, "serve", "--port", "0"), cwd=db.parent)
     text = httpx.get(
         f"{server.url}/metrics", headers=token_of(Path(f"{db}.api-token")), timeout=10
     ).text
