@@ -18,19 +18,10 @@ import httpx
 import pytest
 
 from relaystore.testing import JournalBuilder
-from tests.actors.cli_support import (
-    ENV,
-    ROOT,
-    TIMEOUT,
-    LineReader,
-    cli,
-    command,
-    failure,
-    ok,
-    start,
-)
+from tests.actors import cli_support as support
+from tests.actors.cli_support import LineReader, cli, command, failure, ok, start
 
-DEPLOY = ROOT / "examples" / "deploy"
+DEPLOY = support.ROOT / "examples" / "deploy"
 ANNOUNCED = re.compile(r" at (https?://\S+)/api/v1/events ")
 
 
@@ -50,13 +41,18 @@ class Serving:
 
     def __init__(self, spawned: list[subprocess.Popen[str]], args: list[str], cwd: Path) -> None:
         self.process = subprocess.Popen(
-            args, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            args,
+            cwd=cwd,
+            env=support.ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         spawned.append(self.process)
         assert self.process.stderr is not None
         self.lines = LineReader(self.process.stderr)
         self.said: list[str] = []
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + support.TIMEOUT
         while True:
             got = self.lines.take(1, deadline=deadline)
             assert got, f"serve announced nothing: {self.said}"
@@ -68,7 +64,7 @@ class Serving:
 
     def stop(self) -> list[str]:
         self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(timeout=TIMEOUT) == 0
+        assert self.process.wait(timeout=support.TIMEOUT) == 0
         self.lines.join()
         rest = []
         while not self.lines.lines.empty():
@@ -161,12 +157,12 @@ def test_publish_takes_its_nats_server_from_the_config(
     spawned.append(process)
     assert process.stderr is not None
     reader = LineReader(process.stderr)
-    said = reader.take(1, deadline=time.monotonic() + TIMEOUT)
+    said = reader.take(1, deadline=time.monotonic() + support.TIMEOUT)
     assert said, "publish said nothing"
     assert said[0].startswith(f"relaystore: publishing {db} "), said
     assert " on nats://127.0.0.1:1 " in said[0]
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=TIMEOUT) == 0
+    assert process.wait(timeout=support.TIMEOUT) == 0
     reader.join()
 
 
@@ -212,7 +208,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         ],
         check=True,
         capture_output=True,
-        timeout=TIMEOUT,
+        timeout=support.TIMEOUT,
     )  # fmt: skip
     return cert, key
 
