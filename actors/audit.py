@@ -27,6 +27,7 @@ from relaystore.domain.audit import (
 from relaystore.domain.errors import RelayLogUnavailable, StoreError
 from relaystore.domain.materialized import HistoryStart, MaterializedSession
 from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
+from relaystore.domain.reads import unknown_session_text
 from relaystore.domain.relay import RelayEvent, RelayLine
 from relaystore.domain.wire import encode
 
@@ -84,7 +85,7 @@ def audit_session(
             source=source,
             events=0,
             api_events=0,
-            refused="the store holds no projection of this session",
+            refused=unknown_session_text(session_id),
         )
     stored, log, feed = view.projection, view.log, _feed(view)
     try:

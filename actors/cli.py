@@ -21,27 +21,36 @@ import math
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
+from relaystore.actors.cli_output import (
+    follow_options,
+    is_tty,
+    json_option,
+    plural,
+    print_line,
+    print_object,
+)
+from relaystore.actors.cli_reads import (
+    events_command,
+    no_session,
+    open_read_only,
+    require_store,
+    transcript_command,
+)
 from relaystore.domain.errors import InvalidInput, StoreError
 
 # Each command imports what it runs, when it runs: ``--version``, ``--help`` and a usage
 # error load no runtime (no actors, no SQLite, no codec).
 if TYPE_CHECKING:
-    from relaystore.actors.replay import ReplayReport
     from relaystore.actors.store import EventStore
     from relaystore.domain.maintenance import MaintenanceRequest
-    from relaystore.domain.materialized import ProjectionBehind
-    from relaystore.domain.relay import RelayCursor
 
 __all__ = ["main"]
 
 DEFAULT_DB = "relaystore.sqlite3"
-_PROGRESS_BYTES = 4 * 1024 * 1024  # show a progress bar on a terminal above this much journal
 _HTTP_MODULES = ("starlette", "sse_starlette", "uvicorn")
 _COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
 _DEBUG_ENV = "RELAYSTORE_DEBUG"  # set to 1 to see the traceback of an unexpected error
@@ -184,11 +193,11 @@ def _subject_prefix(text: str) -> str:
     return _checked(validate_subject_prefix, "subject prefix")(text)
 
 
-def _nats_options(parser: argparse.ArgumentParser) -> None:
+def _nats_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     parser.add_argument(
         "--nats",
         type=_nats_servers,
-        required=True,
+        required=required,
         metavar="URL",
         help="the NATS server(s): nats://HOST:PORT, comma-separated for several",
     )
@@ -209,6 +218,25 @@ def _nats_options(parser: argparse.ArgumentParser) -> None:
 
 
 # -- the parser ---------------------------------------------------------------------------
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    _file_argument(
+        parser.add_argument(
+            "--config",
+            type=_path,
+            default=None,
+            metavar="PATH",
+            help="read options from this TOML file (db, and this command's table); "
+            "options given here override it",
+        )
+    )
+
+
+_SOURCE_HELP = (
+    "a worker root, a folder of worker roots, a relay-journal/ folder, or .jsonl / .jsonl.gz "
+    "files (the files of one session are read in ordinal order, in whatever order given)"
+)
 
 
 def _file_argument(action: argparse.Action) -> None:
@@ -237,24 +265,30 @@ def _parser() -> argparse.ArgumentParser:
     _file_argument(
         parser.add_argument("--db", type=_path, default=None, metavar="PATH", help=db_help)
     )
-    # The same option after the command; SUPPRESS keeps the value given before it.
+    # The same option after the command; SUPPRESS keeps the value given before it. A
+    # command that uses no store takes it hidden, to refuse it by name (main).
     after = _Parser(add_help=False)
     _file_argument(
         after.add_argument(
             "--db", type=_path, default=argparse.SUPPRESS, metavar="PATH", help=db_help
         )
     )
+    hidden = _Parser(add_help=False)
+    hidden.add_argument("--db", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=text, description=text, parents=[after])
+        parent = hidden if name in _NO_STORE else after
+        return commands.add_parser(name, help=text, description=text, parents=[parent])
 
     replay = command(
         "replay",
         "replay relay journals into the store: worker roots, folders of worker roots, "
         "relay-journal/ folders or .jsonl / .jsonl.gz files",
     )
-    _file_argument(replay.add_argument("sources", nargs="+", metavar="SOURCE", type=_path))
+    _file_argument(
+        replay.add_argument("sources", nargs="+", metavar="SOURCE", type=_path, help=_SOURCE_HELP)
+    )
     replay.add_argument(
         "--session",
         type=_id("session"),
@@ -278,13 +312,19 @@ def _parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="show a progress bar on stderr (default: on a terminal, for journals over 4 MiB)",
+        help="show one progress bar over all journals on stderr (default: on a terminal, "
+        "once the replay has run a second)",
+    )
+    replay.add_argument(
+        "--json", action="store_true", help="also print each session's report as a JSON line"
     )
 
     verify = command("verify", "check digests and chain continuity, without a store")
-    _file_argument(verify.add_argument("sources", nargs="+", metavar="SOURCE", type=_path))
+    _file_argument(
+        verify.add_argument("sources", nargs="+", metavar="SOURCE", type=_path, help=_SOURCE_HELP)
+    )
     verify.add_argument("--session", type=_id("session"), help="session id for the sources")
-    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.add_argument("--json", action="store_true", help="print the report as one JSON object")
     verify.add_argument(
         "--from-first",
         action="store_true",
@@ -294,24 +334,34 @@ def _parser() -> argparse.ArgumentParser:
     events = command("events", "print API events as JSON lines, oldest first")
     events.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="start after SEQ")
     events.add_argument("--limit", type=_count, default=None, metavar="N", help="at most N")
-    events.add_argument("--session", type=_id("session"))
-    events.add_argument("--workspace", type=_id("workspace"))
+    events.add_argument("--session", type=_id("session"), help="only this session's events")
+    events.add_argument("--workspace", type=_id("workspace"), help="only this workspace's events")
     events.add_argument("--follow", action="store_true", help="keep printing new events")
+    follow_options(events, "event", "--session")
 
     show = command("show", "print a session's materialized projection as JSON")
-    show.add_argument("session", type=_id("session"))
+    show.add_argument("session", type=_id("session"), help="the session id")
+    json_option(show, "the projection is one JSON object (the only output)")
 
     stats = command("stats", "print the store's revision, sessions and event counts")
-    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    json_option(stats, "print the report as one JSON object")
 
     _read_commands(command)
 
     serve = command(
         "serve", "serve the web viewer, the read routes and the event stream over HTTP, read-only"
     )
-    serve.add_argument("--host", type=_host, default="127.0.0.1", help="(default 127.0.0.1)")
     serve.add_argument(
-        "--port", type=_port, default=8040, help="(default 8040; 0: a free port, announced)"
+        "--host",
+        type=_host,
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1; beyond loopback, use TLS)",
+    )
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=8040,
+        help="the TCP port (default 8040; 0: a free port, announced)",
     )
     _file_argument(
         serve.add_argument(
@@ -338,9 +388,31 @@ def _parser() -> argparse.ArgumentParser:
         help="a web origin (scheme://host[:port]) whose pages may call the API with the "
         "bearer token (CORS); repeat for several; others are refused",
     )
+    serve.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="log one line per request on stderr (client, request line, status)",
+    )
+    for name, what in (("certfile", "certificate chain"), ("keyfile", "private key")):
+        _file_argument(
+            serve.add_argument(
+                f"--{name}",
+                type=_path,
+                default=None,
+                metavar="PATH",
+                help=f"speak HTTPS with this PEM {what} (give --certfile and --keyfile together)",
+            )
+        )
+    _config_option(serve)
 
     backup = command("backup", "write a consistent copy of the store (safe while it is written)")
-    _file_argument(backup.add_argument("destination", metavar="DEST", type=_path))
+    _file_argument(
+        backup.add_argument(
+            "destination", metavar="DEST", type=_path, help="the new file (must not exist)"
+        )
+    )
+    json_option(backup, "print the report as one JSON object")
 
     def maintenance(name: str, text: str) -> argparse.ArgumentParser:
         """A command that changes the store: run here, or by the writer that holds it."""
@@ -380,7 +452,11 @@ def _parser() -> argparse.ArgumentParser:
         "(appends only the API events the feed lacks; retention applies again)",
     )
     reproject.add_argument(
-        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+        "sessions",
+        nargs="*",
+        type=_id("session"),
+        metavar="SESSION",
+        help="(default: all sessions)",
     )
     reproject.add_argument(
         "--behind",
@@ -394,7 +470,11 @@ def _parser() -> argparse.ArgumentParser:
         "the stored projection and API events; exit 1 on any divergence (reads only)",
     )
     audit.add_argument(
-        "sessions", nargs="*", type=_id("session"), metavar="SESSION", help="(default: all)"
+        "sessions",
+        nargs="*",
+        type=_id("session"),
+        metavar="SESSION",
+        help="(default: all sessions, or those of --journals); before or after --journals",
     )
     _file_argument(
         audit.add_argument(
@@ -405,13 +485,13 @@ def _parser() -> argparse.ArgumentParser:
             help="derive from these worker journals instead of the store's relay log",
         )
     )
-    audit.add_argument("--json", action="store_true", help="print one JSON object")
+    json_option(audit, "print the report as one JSON object")
 
     prune = maintenance(
         "prune-log",
         "delete a session's relay log through an ordinal its verified checkpoint covers",
     )
-    prune.add_argument("session", type=_id("session"), help="the session")
+    prune.add_argument("session", type=_id("session"), help="the session id")
     prune.add_argument(
         "--through", type=_count, required=True, metavar="N", help="the last ordinal to delete"
     )
@@ -467,19 +547,23 @@ def _parser() -> argparse.ArgumentParser:
         "resumable (needs relaystore[nats])",
     )
     _nats_options(publish)
+    _config_option(publish)
 
     fleet = command("fleet", "read the merged feed of many stores from NATS (relaystore[nats])")
     fleet_commands = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
     fleet_events = fleet_commands.add_parser(
         "events",
+        parents=[hidden],
         help="print every store's API events as JSON lines {store, seq, event}",
         description="print every store's API events in the stream as JSON lines "
         '{"store": ..., "seq": ..., "event": <the wire object>}, each store in seq order',
     )
     _nats_options(fleet_events)
     fleet_events.add_argument("--store", type=_store_id, metavar="ID", help="one store's events")
-    fleet_events.add_argument("--workspace", type=_id("workspace"))
-    fleet_events.add_argument("--session", type=_id("session"))
+    fleet_events.add_argument(
+        "--workspace", type=_id("workspace"), help="only this workspace's events"
+    )
+    fleet_events.add_argument("--session", type=_id("session"), help="only this session's events")
     fleet_events.add_argument(
         "--durable",
         type=_nats_name("durable"),
@@ -489,7 +573,7 @@ def _parser() -> argparse.ArgumentParser:
     fleet_events.add_argument("--follow", action="store_true", help="keep printing new events")
 
     completion = command("completion", "print a shell completion script (needs shtab)")
-    completion.add_argument("shell", choices=_COMPLETION_SHELLS)
+    completion.add_argument("shell", choices=_COMPLETION_SHELLS, help="the shell the script is for")
     return parser
 
 
@@ -499,8 +583,19 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     try:
+        from relaystore.actors.service_config import COMMANDS, configure
+
         parser = _parser()
-        args = parser.parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        configured_db = configure({name: _subparser(parser, name) for name in COMMANDS}, given)
+        args = parser.parse_args(given)
+        if args.db is None:
+            args.db = configured_db
+        unused = _NO_STORE.get(args.command)
+        if unused is not None and args.db is not None:
+            _subparser(parser, args.command).error(
+                f"--db is not used by {args.command}, which {unused}; leave it out"
+            )
         if args.db is None:
             args.db = os.environ.get("RELAYSTORE_DB") or DEFAULT_DB
         handler: Callable[[argparse.Namespace], int] = _COMMANDS[args.command]
@@ -527,6 +622,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
 
+_NO_STORE = {
+    "verify": "reads journals without a store",
+    "fleet": "reads NATS, not a store",
+    "completion": "prints a shell script",
+}
+"""The commands that use no store, and what they do instead (``--db`` is refused)."""
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of command ``name``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    raise AssertionError(name)  # pragma: no cover - _parser() always has its commands
+
+
 def _fail(message: str) -> int:
     from relaystore.domain.redaction import redact
 
@@ -544,28 +656,6 @@ def _silence_stdout() -> None:
 
 
 # -- replay -------------------------------------------------------------------------------
-
-
-@dataclass
-class _SessionTotals:
-    read: int = 0
-    applied: int = 0
-    already: int = 0
-    written: int = 0
-    frontier: RelayCursor | None = None
-    held: int = 0
-    behind: ProjectionBehind | None = None
-
-    def add(self, report: ReplayReport) -> None:
-        self.read += report.read
-        self.applied += report.applied
-        self.already += report.already_applied
-        self.written += report.written
-        self.held += report.held
-        if report.frontier is not None:
-            self.frontier = report.frontier
-        if report.behind is not None:
-            self.behind = report.behind
 
 
 def _expand(paths: Sequence[str]) -> list[str]:
@@ -594,112 +684,9 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from relaystore.actors.journal import resolve_source
-    from relaystore.actors.replay import replay_source
-    from relaystore.actors.store import EventStore
+    from relaystore.actors.cli_replay import replay_command
 
-    started = time.monotonic()
-    sources = _sources(args)
-    sessions: dict[str, _SessionTotals] = {}
-    with EventStore.open(args.db, projection=args.projection) as store:
-        for path in sources:
-            source = resolve_source(path, session_id=args.session)
-            progress = _Progress(args.progress, source.size_bytes, source.session_id)
-            try:
-                report = replay_source(
-                    store,
-                    source,
-                    workspace=args.workspace,
-                    on_start=progress.start,
-                    on_batch=progress.advance,
-                    from_first=args.from_first,
-                )
-            finally:
-                progress.close()
-            sessions.setdefault(source.session_id, _SessionTotals()).add(report)
-            for tail in report.torn_tails:
-                print(
-                    f"relaystore: warning: {tail.path}:{tail.line}: torn final line "
-                    f"({tail.byte_count} bytes without a newline) was not applied",
-                    file=sys.stderr,
-                )
-    elapsed = max(time.monotonic() - started, 1e-9)
-    for session_id, totals in sessions.items():
-        if totals.frontier is None:  # nothing to replay into a session the store lacks
-            print(
-                f"session {session_id}: empty journal, nothing replayed (no session created)",
-                file=sys.stderr,
-            )
-            continue
-        frontier = f"{totals.frontier.ordinal} ({totals.frontier.digest[:12]})"
-        print(
-            f"session {session_id}: {totals.read} read, {totals.applied} applied, "
-            f"{totals.already} already applied, {totals.written} API events written, "
-            f"frontier {frontier}",
-            file=sys.stderr,
-        )
-        if totals.behind is not None:
-            print(
-                f"relaystore: warning: session {session_id}: {totals.behind.describe()} "
-                "(upgrade relaystore; the session then catches up from its relay log)",
-                file=sys.stderr,
-            )
-    read = sum(totals.read for totals in sessions.values())
-    stored = sum(totals.frontier is not None for totals in sessions.values())
-    print(
-        f"replayed {read} events: "
-        f"{sum(totals.applied for totals in sessions.values())} applied, "
-        f"{sum(totals.already for totals in sessions.values())} already applied, "
-        f"{sum(totals.written for totals in sessions.values())} API events written "
-        f"({read / elapsed:,.0f} events/s, {stored} {'session' if stored == 1 else 'sessions'})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-class _Progress:
-    """A tqdm bar on stderr for one source, sized once the replay knows its total.
-
-    ``wanted`` is ``--progress`` (True), ``--no-progress`` (False) or neither (None: a bar
-    on a terminal for a journal over 4 MiB).
-    """
-
-    def __init__(self, wanted: bool | None, size: int, session_id: str) -> None:
-        self.enabled = wanted is True or (
-            wanted is None and size >= _PROGRESS_BYTES and _tty(sys.stderr)
-        )
-        self.session_id = session_id
-        self.bar: Any = None
-
-    def start(self, report: ReplayReport) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        self.bar = tqdm(
-            desc=self.session_id,
-            total=report.expected,
-            unit="ev",
-            file=sys.stderr,
-            disable=False,
-            dynamic_ncols=True,
-        )
-
-    def advance(self, report: ReplayReport) -> None:
-        if self.bar is not None:
-            self.bar.update(report.read - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-def _tty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
+    return replay_command(args, _sources(args))
 
 
 # -- verify -------------------------------------------------------------------------------
@@ -768,73 +755,13 @@ def _verify(args: argparse.Namespace) -> int:
         f", {report.already_applied} already applied (duplicates)" if report.already_applied else ""
     )
     print(
-        f"{report.records} records, {report.valid_digests} valid digests, "
-        f"{len(report.problems)} problems{duplicates}"
+        f"{plural(report.records, 'record')}, {plural(report.valid_digests, 'valid digest')}, "
+        f"{plural(len(report.problems), 'problem')}{duplicates}"
     )
     return 0 if report.ok else 1
 
 
 # -- events, show, stats ------------------------------------------------------------------
-
-
-def _require_store(db: str) -> None:
-    if not Path(db).exists():
-        raise InvalidInput(f"no store at {db}; replay a journal into it first")
-
-
-def _open_read_only(db: str) -> EventStore:
-    from relaystore.actors.store import EventStore
-
-    _require_store(db)
-    return EventStore.open(db, read_only=True, readers=1)
-
-
-def _events(args: argparse.Namespace) -> int:
-    from relaystore.domain.api_events import ApiEventFilter
-    from relaystore.domain.messages import LoadRawApiEvents
-    from relaystore.domain.validation import check_cursor
-
-    event_filter = ApiEventFilter(session_id=args.session, workspace_id=args.workspace)
-    remaining = args.limit
-    after = args.after
-    out = sys.stdout.buffer
-    with _open_read_only(args.db) as store:
-        # Refused as the HTTP feed refuses them, rather than printing nothing (or
-        # following for ever): a cursor past the newest event, an unknown session.
-        check_cursor(after, store.latest_seq)
-        if args.session is not None:
-            _require_session(args.db, args.session)
-        while True:
-            limit = 1000 if remaining is None else min(remaining, 1000)
-            if limit <= 0:
-                return 0
-            # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
-            page = store.ask(LoadRawApiEvents(filter=event_filter, after_seq=after, limit=limit))
-            if page.events:
-                out.write(b"\n".join([event.json for event in page.events]) + b"\n")
-            out.flush()
-            if remaining is not None:
-                remaining -= len(page.events)
-            after = page.next_after_seq
-            if page.events:
-                continue
-            if not args.follow:
-                return 0
-            store.wait_for(after + 1, timeout=1.0)
-
-
-def _require_session(db: str, session_id: str) -> None:
-    """Refuse a session the store does not hold, as ``show`` does (one record read)."""
-    from relaystore.domain.reads import LoadSessionDetail
-
-    with _open_read_only(db) as store:
-        found = store.ask(LoadSessionDetail(session_id=session_id)) is not None
-    if not found:
-        raise _no_session(db, session_id)
-
-
-def _no_session(db: str, session_id: str) -> InvalidInput:
-    return InvalidInput(f"no session {session_id} in {db}")
 
 
 _SHOW_ATTEMPTS = 3
@@ -845,7 +772,7 @@ def _show(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    with _open_read_only(args.db) as store, tempfile.TemporaryFile() as staged:
+    with open_read_only(args.db) as store, tempfile.TemporaryFile() as staged:
         for _ in range(_SHOW_ATTEMPTS):
             staged.seek(0)
             staged.truncate()
@@ -875,7 +802,7 @@ def _stage_session(
 
     tail = store.ask(LoadProjectionTail(session_id=session_id, limit=0))
     if tail is None:
-        raise _no_session(db, session_id)
+        raise no_session(db, session_id)
     session, frontier = tail.session, tail.session.kept_frontier
 
     def formatted(value: object, indent: int) -> bytes:
@@ -913,7 +840,7 @@ def _stats(args: argparse.Namespace) -> int:
     from relaystore.domain.messages import LoadStats
     from relaystore.domain.reports import stats_document
 
-    with _open_read_only(args.db) as store:
+    with open_read_only(args.db) as store:
         stats = store.ask(LoadStats())
     if args.json:
         print(json.dumps(stats_document(stats), indent=2))
@@ -936,10 +863,10 @@ def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> No
 
     sessions = command("sessions", "list the store's sessions (lifecycle, chat phase, title)")
     sessions.add_argument("--workspace", type=_id("workspace"), help="only this workspace's")
-    sessions.add_argument("--json", action="store_true", help="print GET /api/v1/sessions")
+    json_option(sessions, "print each session as a JSON line (as GET /api/v1/sessions lists it)")
 
     transcript = command("transcript", "print a session's transcript items as JSON lines")
-    transcript.add_argument("session", type=_id("session"))
+    transcript.add_argument("session", type=_id("session"), help="the session id")
     transcript.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="after SEQ")
     transcript.add_argument("--limit", type=_count, default=None, metavar="N", help="at most N")
     transcript.add_argument(
@@ -956,18 +883,25 @@ def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> No
         "cursor stops before the first one still open",
     )
     transcript.add_argument("--follow", action="store_true", help="keep printing new items")
+    follow_options(transcript, "item", "SESSION")
 
     history = command("history", "print a page of a session's earlier messages as JSON")
-    history.add_argument("session", type=_id("session"))
+    history.add_argument("session", type=_id("session"), help="the session id")
     before = history.add_mutually_exclusive_group()
     before.add_argument("--before-position", type=_count, metavar="N", help="items before N")
     before.add_argument("--before-id", metavar="ID", help="items before the item ID")
-    history.add_argument("--limit", type=_count, default=128, metavar="N", help="(default 128)")
+    history.add_argument(
+        "--limit", type=_count, default=128, metavar="N", help="at most N items (default 128)"
+    )
+    json_option(history, "the page is one JSON object (the only output)")
 
     usage = command("usage", "print a session's recorded turn usage as JSON")
-    usage.add_argument("session", type=_id("session"))
+    usage.add_argument("session", type=_id("session"), help="the session id")
     usage.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="after SEQ")
-    usage.add_argument("--limit", type=_count, default=200, metavar="N", help="(default 200)")
+    usage.add_argument(
+        "--limit", type=_count, default=200, metavar="N", help="at most N turns (default 200)"
+    )
+    json_option(usage, "the page is one JSON object (the only output)")
 
 
 def _print_json(reply: object) -> None:
@@ -979,10 +913,11 @@ def _print_json(reply: object) -> None:
 def _sessions(args: argparse.Namespace) -> int:
     from relaystore.domain.reads import ListSessions
 
-    with _open_read_only(args.db) as store:
+    with open_read_only(args.db) as store:
         listed = store.ask(ListSessions(workspace_id=args.workspace))
     if args.json:
-        _print_json(listed)
+        for session in listed.sessions:
+            print_line(session)
         return 0
     for session in listed.sessions:
         print(
@@ -992,48 +927,10 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _transcript(args: argparse.Namespace) -> int:
-    import msgspec
-
-    from relaystore.domain.reads import LoadTranscriptPage
-
-    remaining = args.limit
-    after = args.after
-    roles = tuple(dict.fromkeys(args.role or ()))
-    out = sys.stdout.buffer
-    with _open_read_only(args.db) as store:
-        while remaining is None or remaining > 0:
-            page = store.ask(
-                LoadTranscriptPage(
-                    session_id=args.session,
-                    after_seq=after,
-                    limit=1000 if remaining is None else min(remaining, 1000),
-                    roles=roles,
-                    finished_only=args.finished_only,
-                )
-            )
-            if page is None:
-                raise InvalidInput(f"no session {args.session} in {args.db}")
-            items = page.items if remaining is None else page.items[:remaining]
-            if items:
-                out.write(b"\n".join(msgspec.json.encode(item) for item in items) + b"\n")
-            out.flush()
-            if remaining is not None:
-                remaining -= len(items)
-            moved = page.next_after_seq != after
-            after = page.next_after_seq
-            if page.items and moved:
-                continue
-            if not args.follow:
-                break
-            store.wait_for(store.latest_seq + 1, timeout=1.0)  # items may change without events
-    return 0
-
-
 def _history(args: argparse.Namespace) -> int:
     from relaystore.domain.reads import LoadTranscriptHistory
 
-    with _open_read_only(args.db) as store:
+    with open_read_only(args.db) as store:
         page = store.ask(
             LoadTranscriptHistory(
                 session_id=args.session,
@@ -1043,7 +940,7 @@ def _history(args: argparse.Namespace) -> int:
             )
         )
     if page is None:
-        raise InvalidInput(f"no session {args.session} in {args.db}")
+        raise no_session(args.db, args.session)
     _print_json(page)
     return 0
 
@@ -1051,19 +948,19 @@ def _history(args: argparse.Namespace) -> int:
 def _usage(args: argparse.Namespace) -> int:
     from relaystore.domain.reads import LoadUsagePage
 
-    with _open_read_only(args.db) as store:
+    with open_read_only(args.db) as store:
         page = store.ask(
             LoadUsagePage(session_id=args.session, after_seq=args.after, limit=args.limit)
         )
     if page is None:
-        raise InvalidInput(f"no session {args.session} in {args.db}")
+        raise no_session(args.db, args.session)
     _print_json(page)
     return 0
 
 
 _READ_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sessions": _sessions,
-    "transcript": _transcript,
+    "transcript": transcript_command,
     "history": _history,
     "usage": _usage,
 }
@@ -1076,7 +973,7 @@ def _publish(args: argparse.Namespace) -> int:
     from relaystore.actors.nats_common import require_nats
 
     require_nats("publish")
-    _require_store(args.db)
+    require_store(args.db)
     import asyncio
 
     return asyncio.run(_publish_until_stopped(args))
@@ -1185,13 +1082,27 @@ def _serve(args: argparse.Namespace) -> int:
             f"serve needs {', '.join(missing)}, which are not installed: "
             'pip install "relaystore[http]"'
         )
+    if (args.certfile is None) != (args.keyfile is None):
+        given, lacking = (
+            ("--certfile", "--keyfile") if args.keyfile is None else ("--keyfile", "--certfile")
+        )
+        raise InvalidInput(f"{given} needs {lacking} too: TLS takes the certificate and its key")
     # Refuse a missing or foreign store in one line before the token file is made.
-    with _open_read_only(args.db):
+    with open_read_only(args.db):
         pass
     from relaystore.actors import http
 
     token_file = Path(args.token_file) if args.token_file else Path(f"{args.db}.api-token")
     keepalive = http.KEEPALIVE_SECONDS if args.keepalive is None else args.keepalive
+    tls = None if args.certfile is None else http.TlsFiles(Path(args.certfile), Path(args.keyfile))
+    if tls is None and http.beyond_loopback(args.host):
+        print(
+            f"relaystore: warning: serving on {args.host}, beyond loopback, without TLS: the "
+            "bearer token and every answer cross the network readable; give --certfile and "
+            "--keyfile, or serve behind a TLS proxy",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def announce(url: str) -> None:  # called once the port is bound and the store open
         print(
@@ -1209,6 +1120,8 @@ def _serve(args: argparse.Namespace) -> int:
         keepalive=keepalive,
         announce=announce,
         cors_origins=args.cors_origin,
+        tls=tls,
+        access_log=args.access_log,
     )
     # Ctrl-C exits 130 as for every command (a script running serve sees the interrupt);
     # SIGTERM, how a service manager stops it, is a normal stop.
@@ -1224,10 +1137,13 @@ def _backup(args: argparse.Namespace) -> int:
             f"the backup's folder {folder} does not exist; create it first",
             path=args.destination,
         )
-    with _open_read_only(args.db) as store:
+    with open_read_only(args.db) as store:
         report = store.ask(BackupStore(destination=args.destination))
+    if args.json:
+        print_object(report)
+        return 0
     print(
-        f"backed up {args.db} to {report.path}: {report.pages} pages, "
+        f"backed up {args.db} to {report.path}: {plural(report.pages, 'page')}, "
         f"latest seq {report.latest_seq}, schema revision {report.schema_revision}"
     )
     return 0
@@ -1238,10 +1154,10 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     print its answer: exit 1 when it failed."""
     from relaystore.actors.maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
 
-    _require_store(args.db)
+    require_store(args.db)
 
     def announce(request_id: str, holder: Any) -> None:
-        if _tty(sys.stderr):  # a person waiting; a script's stderr stays one line a failure
+        if is_tty(sys.stderr):  # a person waiting; a script's stderr stays one line a failure
             print(
                 f"relaystore: {holder.describe()} holds the store: it runs request "
                 f"{request_id} (--request-id finds its answer again)",
@@ -1305,7 +1221,7 @@ def _new_store_id(args: argparse.Namespace) -> int:
     from relaystore.storage.connection import open_writer
     from relaystore.storage.schema import renew_store_id
 
-    _require_store(args.db)
+    require_store(args.db)
     handle = open_writer(args.db)
     try:
         old, new = renew_store_id(handle.connection)
@@ -1340,8 +1256,9 @@ def _audit(args: argparse.Namespace) -> int:
     from relaystore.actors.audit import audit_session
     from relaystore.actors.journal import JournalSource, resolve_source
 
+    sessions, paths = _audit_arguments(args.sessions, args.journals or [])
     journals: dict[str, JournalSource] = {}
-    for path in _expand(args.journals or []):
+    for path in _expand(paths):
         source = resolve_source(path)
         if source.session_id in journals:
             raise InvalidInput(
@@ -1350,9 +1267,9 @@ def _audit(args: argparse.Namespace) -> int:
             )
         journals[source.session_id] = source
     results = []
-    with _open_read_only(args.db) as store:
-        if args.sessions:
-            wanted = list(args.sessions)
+    with open_read_only(args.db) as store:
+        if sessions:
+            wanted = sessions
         elif journals:
             wanted = sorted(journals)
         else:
@@ -1377,6 +1294,25 @@ def _audit(args: argparse.Namespace) -> int:
                     f"{result.api_events} API events)"
                 )
     return 0 if all(result.matches for result in results) else 1
+
+
+def _audit_arguments(sessions: list[str], journals: list[str]) -> tuple[list[str], list[str]]:
+    """``audit SESSION... --journals SOURCE...`` in any order: what ``--journals`` took that
+    is no file or folder but a session id is a session (the journals must exist anyway)."""
+    from relaystore.domain.sessions import validate_id
+
+    named, paths = list(sessions), []
+    for given in journals:
+        if not os.path.lexists(given):
+            try:
+                validate_id("session", given)
+            except InvalidInput:
+                pass
+            else:
+                named.append(given)
+                continue
+        paths.append(given)
+    return named, paths
 
 
 def _prune_log(args: argparse.Namespace) -> int:
@@ -1404,7 +1340,7 @@ def _no_handler(args: argparse.Namespace) -> int:  # pragma: no cover - main dis
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": _replay,
     "verify": _verify,
-    "events": _events,
+    "events": events_command,
     "show": _show,
     "stats": _stats,
     "serve": _serve,

@@ -14,7 +14,10 @@ The contract is ``origin-http-events.md``:
 * A request from another web origin is refused (403) unless ``cors_origins`` names it.
 * Every response carries ``Mj-Api-Version: 1``, ``Cache-Control: no-store`` and the
   browser security headers (a strict Content-Security-Policy and others); errors
-  are ``{"error": "..."}`` with 400, 401, 404, 405 (with ``Allow``), 500 or 503.
+  are ``{"error": "...", "code": "..."}`` with 400 ``bad_request``, 401
+  ``unauthorized``, 403 ``forbidden``, 404 ``not_found`` (an unknown session says
+  :func:`~relaystore.domain.reads.unknown_session_text`), 405 ``method_not_allowed``
+  (with ``Allow``), 500 ``storage_failure`` or 503 ``unavailable``.
 * ``: keepalive`` comments while nothing happens; a storage failure sends one
   ``event: stream_error`` frame and ends the stream.
 
@@ -68,10 +71,19 @@ from relaystore.actors.http_viewer import SECURITY_HEADERS, Access, OriginGuard,
 from relaystore.domain.api_events import ApiEventFilter
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.origins import validate_origins
-from relaystore.domain.reads import LoadSessionDetail
+from relaystore.domain.reads import LoadSessionDetail, unknown_session_text
 from relaystore.domain.sessions import validate_id
 
-__all__ = ["API_VERSION", "Server", "Timeouts", "create_app", "ensure_token", "serve"]
+__all__ = [
+    "API_VERSION",
+    "Server",
+    "Timeouts",
+    "TlsFiles",
+    "beyond_loopback",
+    "create_app",
+    "ensure_token",
+    "serve",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +116,9 @@ _LOG_CONFIG: dict[str, Any] = {
         __name__: {"handlers": ["stderr"], "level": "INFO", "propagate": False},
     },
 }
+_ACCESS_LOG = {"handlers": ["stderr"], "level": "INFO", "propagate": False}
+"""``uvicorn.access`` with ``access_log``: one line per request on stderr (client, request
+line, status); the token travels in a header, never in the logged request line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +204,21 @@ class _ContractHeaders:
         await self.app(scope, receive, with_headers)
 
 
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    500: "storage_failure",
+    503: "unavailable",
+}
+"""The ``code`` of each error status, as the read routes name them."""
+
+
 def _error(status: int, text: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": text}, status_code=status, headers=headers)
+    code = _CODES.get(status, "error")
+    return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
 
 
 def create_app(
@@ -239,7 +267,7 @@ def create_app(
             if session_id is not None:
                 validate_id("session", session_id)
                 if await store.ask(LoadSessionDetail(session_id=session_id)) is None:
-                    return _error(404, f"no session {session_id}")
+                    return _error(404, unknown_session_text(session_id))
             if workspace_id is not None:
                 validate_id("workspace", workspace_id)
             latest = await store.fetch_latest_seq()
@@ -464,6 +492,45 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """The certificate chain and private key ``serve`` speaks TLS with (PEM files)."""
+
+    certfile: Path
+    keyfile: Path
+
+    def check(self) -> None:
+        """Load both, as the server will: :class:`InvalidInput` naming what is wrong."""
+        import ssl
+
+        for path in (self.certfile, self.keyfile):
+            if not path.is_file():
+                raise InvalidInput("no such file", path=str(path))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.certfile, self.keyfile)
+        except (ssl.SSLError, OSError) as exc:
+            raise InvalidInput(
+                f"cannot use {self.certfile} and {self.keyfile} for TLS (a PEM certificate "
+                f"chain and its private key): {exc.strerror or exc}"
+            ) from None
+
+
+def beyond_loopback(host: str) -> bool:
+    """Whether listening on ``host`` may take connections from other machines: anything
+    but a name or address every resolution of which is a loopback address."""
+    import ipaddress
+
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return True
+    try:
+        return not all(ipaddress.ip_address(entry[4][0]).is_loopback for entry in found)
+    except ValueError:
+        return True
+
+
 class Server:
     """``GET /api/v1/events`` for one store, on a socket bound when this is made.
 
@@ -482,15 +549,21 @@ class Server:
         port: int = 0,
         timeouts: Timeouts = Timeouts(),
         cors_origins: Collection[str] = (),
+        tls: TlsFiles | None = None,
+        access_log: bool = False,
     ) -> None:
         self._store_path = store_path
         self._token = token
         self._cors_origins = validate_origins(cors_origins)
         self._timeouts = timeouts
+        self._tls = tls
+        if tls is not None:
+            tls.check()
+        self._access_log = access_log
         self._socket = _listen(host, port)
         bound = self._socket.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        self.url = f"http://{shown}:{bound[1]}"
+        self.url = f"{'https' if tls else 'http'}://{shown}:{bound[1]}"
         self.stopped_by: signal.Signals | None = None
         self._stopping = False
         self._uvicorn: _Uvicorn | None = None
@@ -519,7 +592,9 @@ class Server:
                     http=_protocol(self._timeouts),
                     lifespan="off",
                     log_config=None,
-                    access_log=False,
+                    access_log=self._access_log,
+                    ssl_certfile=None if self._tls is None else self._tls.certfile,
+                    ssl_keyfile=None if self._tls is None else self._tls.keyfile,
                     timeout_graceful_shutdown=max(2, math.ceil(2 * self._timeouts.shutdown)),
                 )
                 self._uvicorn = _Uvicorn(
@@ -563,6 +638,8 @@ def serve(
     keepalive: float = KEEPALIVE_SECONDS,
     announce: Callable[[str], None] | None = None,
     cors_origins: Collection[str] = (),
+    tls: TlsFiles | None = None,
+    access_log: bool = False,
 ) -> signal.Signals | None:
     """Serve until SIGINT or SIGTERM (streams end within a second); return which signal.
 
@@ -571,7 +648,9 @@ def serve(
     one :class:`StoreError` (:class:`InvalidInput` for the token file or the address)
     and announces nothing. ``keepalive`` is the interval, in seconds, of the keepalive
     comments of idle streams; ``cors_origins`` the web origins allowed to call it from a
-    browser (see :func:`create_app`). Logs go to stderr, one line each.
+    browser (see :func:`create_app`); ``tls`` the certificate and key to speak HTTPS with
+    (checked before the port is bound); ``access_log`` logs one line per request. Logs go
+    to stderr, one line each.
     """
     origins = validate_origins(cors_origins)
     token = ensure_token(token_file or Path(f"{store_path}.api-token"))
@@ -582,7 +661,12 @@ def serve(
         port=port,
         timeouts=Timeouts(keepalive=keepalive),
         cors_origins=origins,
+        tls=tls,
+        access_log=access_log,
     )
-    logging.config.dictConfig(_LOG_CONFIG)
+    config = _LOG_CONFIG
+    if access_log:
+        config = {**config, "loggers": {**config["loggers"], "uvicorn.access": _ACCESS_LOG}}
+    logging.config.dictConfig(config)
     asyncio.run(server.run(announce=announce, signals=True))
     return server.stopped_by

@@ -13,7 +13,7 @@ Every route answers JSON in the origin's shapes (``encode`` of the reply types o
 ``GET .../{id}/elicitations``                          :class:`LoadRawElicitations`
 ``GET /healthz``                                       no token: ``{"status": "ok", ...}``
 ``GET /stats``                                         :class:`LoadStats` (``stats --json``)
-``GET /metrics``                                       Prometheus text (``relaystore[metrics]``)
+``GET /metrics``                                       Prometheus text (``relaystore[metrics]``): :mod:`relaystore.actors.prometheus`
 =====================================================  =================================
 
 ``/usage`` and ``/elicitations`` answer the raw reads: the stored turns and questions
@@ -29,10 +29,9 @@ origin's does; the other routes ignore them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, get_args
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -51,45 +50,16 @@ from relaystore.domain.reads import (
     LoadTranscriptPage,
     RawElicitationList,
     TranscriptRole,
+    unknown_session_text,
 )
-from relaystore.domain.reports import StoreMetrics, StoreStats, stats_document
+from relaystore.domain.reports import StoreStats, stats_document
 from relaystore.domain.wire import encode
 
-__all__ = ["failure", "once", "prometheus_text", "query_integer", "read_routes"]
+__all__ = ["failure", "once", "query_integer", "read_routes"]
 
 _ROLES = frozenset(get_args(TranscriptRole))
 _MAX_DIGITS = len(str(INT64_MAX))
 _Handler = Callable[[Request], Awaitable[Response]]
-_COUNTERS = frozenset(
-    {
-        "commits",
-        "messages_written",
-        "relay_events_applied",
-        "api_events_written",
-        "busy_refusals",
-        "relay_lines_held",
-        "projector_loads",
-        "worker_restarts",
-    }
-)
-_METRIC_HELP = {
-    "writer_inbox_depth": "Messages waiting in the writer's inbox.",
-    "live_projectors": "Sessions holding a projector.",
-    "followers": "Open follows of the feed.",
-    "commits": "Commits by this process's writer since it opened the store (0 read-only).",
-    "commit_latency_p50_ms": "Median commit latency over recent commits, in milliseconds.",
-    "commit_latency_p99_ms": "99th percentile commit latency over recent commits, in milliseconds.",
-    "batch_size_mean": "Mean messages per commit over recent commits.",
-    "batch_size_max": "Most messages in one recent commit.",
-    "messages_written": "Messages this process's writer committed (0 read-only).",
-    "relay_events_applied": "Relay events this process projected (0 read-only).",
-    "api_events_written": "API events this process's writer wrote (0 read-only).",
-    "latest_seq": "The newest committed API event seq, read from the store.",
-    "sessions_behind": "Sessions whose projection waits behind their relay log, read from the store.",
-    "relay_lines_held": "Relay lines kept in the log without projecting them since the store opened.",
-    "projector_loads": "Projectors started (sessions loaded from the store) since the store opened.",
-    "worker_restarts": "Projection worker processes started again after one died.",
-}
 
 
 def failure(status: int, code: str, text: str) -> JSONResponse:
@@ -144,33 +114,6 @@ def _json(reply: object) -> Response:
     return Response(encode(reply), media_type="application/json")
 
 
-def prometheus_text(metrics: StoreMetrics) -> bytes:
-    """``metrics`` in the Prometheus text format, as ``relaystore_*`` families.
-
-    Counts since the store opened are counters (``_total``); the rest are gauges. Needs
-    ``prometheus-client`` (``relaystore[metrics]``); raises ``ImportError`` without it.
-    """
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-    from prometheus_client.registry import Collector
-
-    class _Snapshot(Collector):
-        def collect(self) -> Iterator[Metric]:
-            for name in msgspec.structs.fields(StoreMetrics):
-                value = getattr(metrics, name.name)
-                if not isinstance(value, int | float) or isinstance(value, bool):
-                    continue
-                help_text = _METRIC_HELP.get(name.name, name.name.replace("_", " "))
-                if name.name in _COUNTERS:
-                    yield CounterMetricFamily(f"relaystore_{name.name}", help_text, value=value)
-                else:
-                    yield GaugeMetricFamily(f"relaystore_{name.name}", help_text, value=value)
-
-    registry = CollectorRegistry(auto_describe=False)  # one per scrape: no shared state
-    registry.register(_Snapshot())
-    return bytes(generate_latest(registry))
-
-
 def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool]) -> list[Route]:
     """The read routes, ``/healthz`` and ``/metrics``, over the store in ``state["store"]``.
 
@@ -204,7 +147,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
                 return failure(500, "storage_failure", f"reading the store failed: {exc}")
             if reply is None:
                 session_id = request.path_params.get("session_id", "")
-                return failure(404, "not_found", f"no session {session_id} in this store")
+                return failure(404, "not_found", unknown_session_text(session_id))
             if isinstance(reply, StoreStats):
                 return JSONResponse(stats_document(reply))
             if isinstance(reply, RawElicitationList):
@@ -277,7 +220,9 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         if isinstance(store, Response):
             return store
         try:
-            text = prometheus_text(store.metrics())
+            from relaystore.actors.prometheus import prometheus_text
+
+            text = prometheus_text(store.sync)
         except ImportError:
             return failure(
                 503,

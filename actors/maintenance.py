@@ -19,6 +19,7 @@ import datetime
 import os
 from typing import TYPE_CHECKING, Any
 
+from relaystore.actors.cli_output import plural
 from relaystore.actors.internal import RecordCheckpoint
 from relaystore.domain.errors import StoreError, UnknownSession
 from relaystore.domain.ids import validate_id
@@ -91,17 +92,19 @@ def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnsw
             )
             return MaintenanceAnswer(
                 out=[
-                    f"pruned the relay log of {report.session_id}: {report.pages_pruned} "
-                    f"pages, {report.events_pruned} events; it now starts {starts}"
+                    f"pruned the relay log of {report.session_id}: "
+                    f"{plural(report.pages_pruned, 'page')}, "
+                    f"{plural(report.events_pruned, 'event')}; it now starts {starts}"
                 ]
             )
         case VacuumRequest():
             vacuumed = ask(CompactStore())
             return MaintenanceAnswer(
                 out=[
-                    f"vacuumed {path}: {vacuumed.pages_before} pages before, "
-                    f"{vacuumed.pages_after} after "
-                    f"({vacuumed.pages_before - vacuumed.pages_after} reclaimed)"
+                    f"vacuumed {path}: {plural(vacuumed.bytes_before, 'byte')} before, "
+                    f"{vacuumed.bytes_after} after, {vacuumed.bytes_reclaimed} reclaimed "
+                    f"({plural(vacuumed.pages_before, 'page')} of {vacuumed.page_size} bytes "
+                    f"before, {vacuumed.pages_after} after)"
                 ]
             )
         case DeleteRequest(session_id=session_id):
@@ -135,11 +138,14 @@ def _compact(ask: _Asker, session_id: str | None) -> MaintenanceAnswer:
             items, reclaimed = items + report.items, reclaimed + report.bytes
             if not report.remaining or not report.items:
                 break
-        out.append(f"session {sid}: {items} tool calls compacted, {reclaimed} bytes reclaimed")
+        out.append(
+            f"session {sid}: {plural(items, 'tool call')} compacted, "
+            f"{plural(reclaimed, 'byte')} reclaimed"
+        )
         total_items, total_bytes = total_items + items, total_bytes + reclaimed
     out.append(
-        f"compacted {total_items} tool calls in {len(sessions)} sessions, "
-        f"{total_bytes} bytes reclaimed"
+        f"compacted {plural(total_items, 'tool call')} in "
+        f"{plural(len(sessions), 'session')}, {plural(total_bytes, 'byte')} reclaimed"
     )
     return MaintenanceAnswer(out=out)
 
@@ -162,7 +168,7 @@ def _reproject(ask: _Asker, given: list[str], behind: bool) -> MaintenanceAnswer
         appended = ", ".join(f"{n} {kind}" for kind, n in sorted(report.appended_by_kind.items()))
         changed = report.first_changed_position
         out.append(
-            f"reprojected {session_id}: {report.events_reprojected} events; "
+            f"reprojected {session_id}: {plural(report.events_reprojected, 'event')}; "
             f"API events appended: {appended or 'none'}; first changed transcript "
             f"position: {'none' if changed is None else changed}"
         )

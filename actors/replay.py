@@ -13,6 +13,14 @@ events read, applied and already applied, API events written, the frontier it le
 (before reading, when the journal's files or ``relay-state.json`` tell it) how many
 events it expects to send, for a progress bar's total.
 
+The record of a session replay creates takes what the journal says: its harness from the
+newest runtime receipt among the events applied (an ``agent_initialized`` observation
+carrying a runtime; ``codex`` until one is seen), its ``created_at`` from the first event
+applied and its ``updated_at`` from the last (RFC 3339, UTC, milliseconds). A later
+replay into a record replay made (profile, bundle and target ``replay``/``replay``/
+``local``) moves ``updated_at`` (and the harness, at a newer receipt) on; a record the
+supervisor saved is never touched.
+
 A bad event or line raises its typed error, located at its file and line: the first
 problem in reading order, as ``verify`` reports it. Every complete page before it stays
 committed and nothing of the page that holds it does, except at a gap or a line of a kind
@@ -26,6 +34,7 @@ applied.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 from collections import deque
@@ -46,11 +55,20 @@ from relaystore.domain.messages import (
     SaveSession,
     SeedProjection,
 )
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
+from relaystore.domain.reads import LoadSessionDetail
+from relaystore.domain.relay import AgentInitialized, RelayCursor, RelayEvent, RelayLine
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 
-__all__ = ["AHEAD", "BATCH", "ReplayReport", "minimal_record", "replay_source"]
+__all__ = [
+    "AHEAD",
+    "BATCH",
+    "REPLAY_PROFILE",
+    "ReplayReport",
+    "minimal_record",
+    "replay_source",
+    "timestamp",
+]
 
 BATCH = 4 * PAGE_SIZE
 """Events per ``ObserveRelayEvents``: a whole number of pages, so pages stay aligned."""
@@ -88,29 +106,45 @@ class ReplayReport:
     torn_tails: list[TornTail] = field(default_factory=list)
     held: int = 0
     """Events kept in the relay log but not projected: the session is behind."""
+    first_at_ms: int | None = None
+    """``recorded_at_ms`` of the first event read (a created record's ``created_at``)."""
+    last_at_ms: int | None = None
+    """``recorded_at_ms`` of the last event committed (the record's ``updated_at``)."""
+    harness: HarnessKind | None = None
+    """The harness of the newest runtime receipt committed (None: none seen)."""
     behind: ProjectionBehind | None = None
     """Why the session's projection stopped short of ``frontier`` (None: it did not)."""
 
 
+REPLAY_PROFILE = "replay"
+"""The profile and bundle of a record replay made (its target is ``local``)."""
+
+
 def minimal_record(
-    session_id: str, workspace: str | None = None, *, at: str | None = None
+    session_id: str,
+    workspace: str | None = None,
+    *,
+    at: str | None = None,
+    updated: str | None = None,
+    harness: HarnessKind = HarnessKind.CODEX,
 ) -> SessionRecord:
     """The record a replay creates for a session the store lacks (validated).
 
-    ``at`` is its created and updated time (default: now, RFC 3339 in UTC).
+    ``at`` is its created time and ``updated`` its updated time (default ``at``; ``at``
+    defaults to now, RFC 3339 in UTC); ``harness`` the harness its journal names.
     """
     stamp = at or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = SessionRecord(
         id=session_id,
         workspace_id=workspace or DEFAULT_WORKSPACE_ID,
         title=f"replayed {session_id}",
-        harness_kind=HarnessKind.CODEX,
-        last_profile="replay",
-        bundle_id="replay",
+        harness_kind=harness,
+        last_profile=REPLAY_PROFILE,
+        bundle_id=REPLAY_PROFILE,
         target_template_id="local",
         state=SessionState.STOPPED,
         created_at=stamp,
-        updated_at=stamp,
+        updated_at=updated or stamp,
     )
     record.validate()
     return record
@@ -200,12 +234,16 @@ def replay_source(
                 if keep:
                     sender.observe(batch[:keep], where)
                 _check_digests(batch[keep:], source.session_id, where)
+                with contextlib.suppress(StoreError):  # the fault is what to report
+                    _sync_record(store, report)
                 raise
             if item is None:
                 break
             event, location = item
             batch.append(event)
             where[event.ordinal] = location
+            if report.first_at_ms is None:
+                report.first_at_ms = event.recorded_at_ms
             if len(batch) == BATCH:
                 land(keep=AHEAD - 1)
                 flights.append(sender.submit(batch, where))
@@ -215,6 +253,7 @@ def replay_source(
             sender.observe(batch, where)
             if on_batch is not None:
                 on_batch(report)
+        _sync_record(store, report)
     finally:
         report.read += reader.already_applied
         report.already_applied += reader.already_applied
@@ -267,8 +306,16 @@ class _Sender:
             # The first page is checked before the session exists, so input that is no
             # journal at all (or starts with a bad digest) never creates it.
             _check_digests(batch[:PAGE_SIZE], self.report.session_id, where)
+            first = self.report.first_at_ms
             self.store.ask(
-                SaveSession(record=minimal_record(self.report.session_id, self.workspace))
+                SaveSession(
+                    record=minimal_record(
+                        self.report.session_id,
+                        self.workspace,
+                        at=None if first is None else timestamp(first),
+                        harness=self.report.harness or HarnessKind.CODEX,
+                    )
+                )
             )
             self.missing = False
             created = True
@@ -337,5 +384,59 @@ def _count(
     report.applied += result.applied
     report.already_applied += result.already_applied
     report.frontier = RelayCursor(ordinal=result.frontier_ordinal, digest=result.frontier_digest)
+    if result.applied:
+        _note_journal_facts(report, batch, result.frontier_ordinal)
     report.held += result.held
     report.behind = result.behind
+
+
+def timestamp(at_ms: int) -> str | None:
+    """``at_ms`` (Unix milliseconds) as RFC 3339 in UTC, to the millisecond; None past
+    year 9999 (a journal may carry any 64-bit time; the record then keeps its own)."""
+    try:
+        moment = datetime.datetime.fromtimestamp(at_ms // 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+    if moment.year > 9999:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at_ms % 1000:03d}Z"
+
+
+def _note_journal_facts(
+    report: ReplayReport, batch: list[RelayEvent | RelayLine], frontier: int
+) -> None:
+    """What a committed batch says for the record: the time of the event at the new
+    frontier and the harness of the newest runtime receipt at or before it."""
+    for event in batch:
+        if event.ordinal > frontier:
+            break
+        if event.ordinal == frontier:
+            report.last_at_ms = event.recorded_at_ms
+        observation = event.observation if isinstance(event, RelayEvent) else None
+        if isinstance(observation, AgentInitialized) and observation.data.runtime is not None:
+            report.harness = observation.data.runtime.harness
+
+
+def _sync_record(store: EventStore, report: ReplayReport) -> None:
+    """Bring a record replay made up to what the committed events say (module doc)."""
+    if report.last_at_ms is None:
+        return  # nothing committed: the record says what it said
+    detail = store.ask(LoadSessionDetail(session_id=report.session_id))
+    if detail is None or (detail.profile_id, detail.bundle_id, detail.target_id) != (
+        REPLAY_PROFILE,
+        REPLAY_PROFILE,
+        "local",
+    ):
+        return
+    updated = timestamp(report.last_at_ms) or detail.updated_at
+    harness = report.harness or HarnessKind(detail.harness_kind)
+    if (updated, harness.value) == (detail.updated_at, detail.harness_kind):
+        return
+    record = minimal_record(
+        report.session_id,
+        detail.workspace_id,
+        at=detail.created_at,
+        updated=updated,
+        harness=harness,
+    )
+    store.ask(SaveSession(record=record))

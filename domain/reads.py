@@ -124,6 +124,7 @@ __all__ = [
     "lifecycle_of",
     "state_label",
     "transcript_seq",
+    "unknown_session_text",
 ]
 
 DEFAULT_PAGE_LIMIT = 200
@@ -794,3 +795,9 @@ ReadMessage = (
     | LoadRawElicitations
 )
 """The reads of this module (all reader messages)."""
+
+
+def unknown_session_text(session_id: str) -> str:
+    """The one wording of a session the store lacks: every command and every route says
+    it (over HTTP a 404 with ``code`` ``not_found``)."""
+    return f"no session {session_id} in this store"

@@ -19,10 +19,26 @@ class BackupReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class VacuumReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What compaction reclaimed (SQLite pages before and after)."""
+    """What compaction reclaimed (SQLite pages before and after, of ``page_size`` bytes)."""
 
     pages_before: int
     pages_after: int
+    page_size: int = 4096
+
+    @property
+    def bytes_before(self) -> int:
+        """The store's size before, in bytes."""
+        return self.pages_before * self.page_size
+
+    @property
+    def bytes_after(self) -> int:
+        """The store's size after, in bytes."""
+        return self.pages_after * self.page_size
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        """What compaction gave back, in bytes."""
+        return self.bytes_before - self.bytes_after
 
 
 class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):

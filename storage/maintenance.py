@@ -178,6 +178,7 @@ def vacuum_store(connection: apsw.Connection) -> VacuumReport:
         before = int(connection.execute("PRAGMA page_count").get)
         connection.execute("VACUUM")
         after = int(connection.execute("PRAGMA page_count").get)
+        page_size = int(connection.execute("PRAGMA page_size").get)
     except apsw.Error as exc:
         raise store_error(exc, "compact the store", connection) from exc
-    return VacuumReport(pages_before=before, pages_after=after)
+    return VacuumReport(pages_before=before, pages_after=after, page_size=page_size)

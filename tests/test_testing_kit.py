@@ -9,8 +9,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +54,7 @@ from relaystore.testing import (
     JournalBuilder,
     example_session,
 )
+from tests.actors.cli_support import cli
 
 pytest_plugins = ["pytester"]
 
@@ -416,16 +415,6 @@ def test_write_writes_plain_or_gzipped_journals(tmp_path: Path, name: str) -> No
     if name.endswith(".gz"):
         data = gzip.decompress(data)
     assert data == builder.to_bytes()
-
-
-def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_a_worker_root_verifies_and_replays_through_the_command_line(tmp_path: Path) -> None:

@@ -194,6 +194,34 @@ def test_the_pytest_plugin_offers_an_async_store(pytester: pytest.Pytester) -> N
     result.assert_outcomes(passed=2)
 
 
+OUT_OF_THE_BOX_TEST = """
+from relaystore import LoadApiEvents, SaveSession
+from relaystore.aio import AsyncEventStore
+from relaystore.testing import example_session
+
+pytest_plugins = ["relaystore.pytest_plugin"]
+
+
+async def test_takes_the_async_store_with_nothing_else(relaystore_async_store):
+    assert isinstance(relaystore_async_store, AsyncEventStore)
+    await relaystore_async_store.ask(SaveSession(record=example_session("s1")))
+    assert (await relaystore_async_store.ask(LoadApiEvents(after_seq=0))).events == []
+"""
+
+
+@pytest.mark.parametrize("autoload", [True, False])
+def test_the_async_fixture_works_out_of_the_box(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, autoload: bool
+) -> None:
+    """No marker, no anyio_backend fixture, no plugin but relaystore's: the test runs once,
+    on asyncio, whether or not pytest loads installed plugins by itself."""
+    if not autoload:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(OUT_OF_THE_BOX_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1)
+
+
 def test_newer_line_is_a_verifiable_line_of_a_kind_this_build_does_not_know() -> None:
     journal = JournalBuilder()
     journal.prompt_turn("Hello")

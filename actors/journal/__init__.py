@@ -23,6 +23,7 @@ from relaystore.actors.journal.sources import (
     RELAY_STATE_NAME,
     JournalFile,
     JournalSource,
+    gather_sources,
     resolve_source,
 )
 from relaystore.actors.journal.verify import VerifyReport, verify_sources
@@ -43,6 +44,7 @@ __all__ = [
     "ReadMode",
     "TornTail",
     "VerifyReport",
+    "gather_sources",
     "read_journal",
     "resolve_source",
     "verify_sources",

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
 
-from relaystore.actors.journal.lines import BlankBudget, lines
+from relaystore.actors.journal.lines import BlankBudget, lines, open_journal_file
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
 from relaystore.domain.seed import RelaySeed, decode_relay_seed
@@ -38,6 +40,7 @@ __all__ = [
     "SEED_NAME",
     "JournalFile",
     "JournalSource",
+    "gather_sources",
     "resolve_source",
     "worker_roots",
 ]
@@ -459,4 +462,128 @@ def _last_ordinal(stream: BinaryIO, *, start: int) -> int | None:
             end = newline
     if terminated and size <= limit and not blank:
         return _ordinal_of(b"".join(reversed(pieces)))
+    return None
+
+
+# -- files given one by one --------------------------------------------------------------
+
+
+def gather_sources(
+    paths: Iterable[str | os.PathLike[str]], *, session_id: str | None = None
+) -> list[JournalSource]:
+    """Resolve ``paths``; the files given one by one that belong to one session become
+    one source, read in ordinal order whatever order they were given in.
+
+    So a shell glob of ``relay-journal/*`` reads as the folder does: a file's range comes
+    from its segment name, else from a scan (its first and last ordinal; only the first
+    for a gzip file of another name). When every file's range is known the files are read
+    by the folder's rule (from the cursor, the file reaching furthest; the crash overlap
+    skipped); otherwise in order of their first ordinal. Files the folder itself would not
+    read (``*.new`` temporaries, ``stale-active-*`` leftovers: any other name in a
+    ``relay-journal/`` folder) are left out when given with others, and a group whose files
+    all lie in one worker root's ``relay-journal/`` takes its ``relay-seed.json`` and
+    ``relay-state.json`` as the folder would. Folders stay sources of their own. The
+    sources come in the order of their first path. Raises what :func:`resolve_source`
+    raises.
+    """
+    resolved = [resolve_source(path, session_id=session_id) for path in paths]
+    groups: dict[str, list[JournalSource]] = {}
+    for source in resolved:
+        if not source.folder:
+            groups.setdefault(source.session_id, []).append(source)
+    gathered: list[JournalSource] = []
+    for source in resolved:
+        group = groups.get(source.session_id) if not source.folder else None
+        if group is None or len(group) == 1:
+            gathered.append(source)
+        elif source is group[0]:
+            gathered.append(_merged(group))
+    return gathered
+
+
+def _merged(group: list[JournalSource]) -> JournalSource:
+    """One source of the single files of one session (see :func:`gather_sources`)."""
+    try:
+        return _merge(group)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else group[0].path
+        raise InvalidInput(
+            f"cannot read the journal source: {exc.strerror or exc}", path=os.fsdecode(where)
+        ) from exc
+
+
+def _merge(group: list[JournalSource]) -> JournalSource:
+    files: list[JournalFile] = []
+    ignored: list[Path] = []
+    for source in group:
+        path = source.path
+        if _in_journal_folder(path) and not _folder_reads(path):
+            ignored.append(path)
+            continue
+        files.append(_ranged(path))
+    if not files:  # only leftovers were given: read them as given
+        files = [_ranged(source.path) for source in group]
+        ignored = []
+    files.sort(key=lambda file: (file.first is None, file.first or 0, -(file.last or 0)))
+    folders = {file.path.parent.resolve() for file in files}
+    folder = folders.pop() if len(folders) == 1 else None
+    root = folder.parent if folder is not None and folder.name == JOURNAL_DIR_NAME else None
+    ranged = all(file.first is not None and file.last is not None for file in files)
+    return JournalSource(
+        path=group[0].path.parent if folder is not None else group[0].path,
+        session_id=group[0].session_id,
+        files=tuple(files),
+        folder=ranged,
+        ignored=tuple(ignored),
+        state_ordinal=_state_ordinal(root) if root is not None else None,
+        seed=_seed(root) if root is not None else None,
+        seed_path=root / SEED_NAME if root is not None else None,
+    )
+
+
+def _in_journal_folder(path: Path) -> bool:
+    parent = path.parent
+    return parent.name == JOURNAL_DIR_NAME or _is_journal_folder(parent)
+
+
+def _folder_reads(path: Path) -> bool:
+    """Whether a journal folder reads ``path`` (a sealed segment or ``active.jsonl``)."""
+    return path.name == ACTIVE_JOURNAL_NAME or _SEGMENT_NAME.fullmatch(path.name) is not None
+
+
+def _ranged(path: Path) -> JournalFile:
+    """``path`` with its ordinal range: from a segment name, else from a scan."""
+    match = _SEGMENT_NAME.fullmatch(path.name)
+    if match is not None:
+        first, last = int(match.group(1)), int(match.group(2))
+        if first > last or first == 0:
+            raise InvalidInput(
+                f"segment name has an impossible range {first}-{last}; rename or move the file",
+                path=str(path),
+            )
+        return JournalFile(path=path, first=first, last=last)
+    active = path.name == ACTIVE_JOURNAL_NAME
+    if path.name.endswith(".gz"):
+        return JournalFile(path=path, first=_first_ordinal(path), active=active)
+    scanned_first, scanned_last = _scan_range(path)
+    return JournalFile(path=path, first=scanned_first, last=scanned_last, active=active)
+
+
+_FIRST_SCAN_LINES = 64
+"""Lines a gzip file is read for its first ordinal (the reader reports what is wrong)."""
+
+
+def _first_ordinal(path: Path) -> int | None:
+    """The first ordinal of a gzip file, read forward; None when the first lines hold none."""
+    try:
+        with open_journal_file(path) as stream:
+            for count, line in enumerate(lines(stream)):
+                if count >= _FIRST_SCAN_LINES or not line.terminated:
+                    return None
+                if line.data is not None:
+                    ordinal = _ordinal_of(line.data)
+                    if ordinal is not None:
+                        return ordinal
+    except (OSError, EOFError, zlib.error):
+        return None  # the reading pass reports it
     return None

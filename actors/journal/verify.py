@@ -26,7 +26,7 @@ from relaystore.actors.journal.reader import (
     ReadMode,
     TornTail,
 )
-from relaystore.actors.journal.sources import JournalSource, resolve_source
+from relaystore.actors.journal.sources import JournalSource, gather_sources
 from relaystore.actors.journal.start import HistoryStart, history_start
 from relaystore.domain.errors import StoreError
 from relaystore.domain.relay import RelayCursor, RelayLine
@@ -94,7 +94,8 @@ def verify_sources(
 
     Sources of one session (by the rules of
     :func:`~relaystore.actors.journal.sources.resolve_source`) continue one chain, in
-    the order given. The first source of a session starts where ``replay`` into an empty
+    the order given; the files of one session given one by one are one source, read in
+    ordinal order (:func:`~relaystore.actors.journal.sources.gather_sources`). The first source of a session starts where ``replay`` into an empty
     store would start it (:func:`~relaystore.actors.journal.start.history_start`: a
     seed, genesis, or with ``from_first`` the first event), and is refused where replay
     would refuse it. A session's frontier is the end of its valid prefix: never past
@@ -104,8 +105,7 @@ def verify_sources(
     report = VerifyReport()
     positions: dict[str, RelayCursor] = {}  # where each session's next source continues
     broken: set[str] = set()
-    for path in sources:
-        source = resolve_source(path, session_id=session_id)
+    for source in gather_sources(sources, session_id=session_id):
         report.sources.append(source)
         sid = source.session_id
         after, note = positions.get(sid), None

@@ -30,7 +30,7 @@ WORKER_ROOTS = sorted((ROOT / "examples" / "worker-root").iterdir())
 FIXTURE = REAL_EXCERPT
 WIRE_KEYS = ["seq", "session_id", "recorded_at_ms", "type", "data"]
 SUMMARY = re.compile(
-    r"replayed (\d+) events: (\d+) applied, (\d+) already applied, (\d+) API events written"
+    r"replayed (\d+) events?: (\d+) applied, (\d+) already applied, (\d+) API events? written"
 )
 ENV = {
     **{key: value for key, value in os.environ.items() if key != "RELAYSTORE_DB"},
@@ -44,23 +44,49 @@ TIMEOUT = 60.0
 # -- running the command -------------------------------------------------------------------
 
 
+STORELESS = ("verify", "fleet", "completion")
+"""The commands that use no store: ``--db`` is refused, so they are run without it."""
+
+
 def command(db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "relaystore.actors.cli", "--db", str(db), *args]
+    """``relaystore --db DB ARGS`` (without ``--db`` for a command that uses no store)."""
+    store = () if args and args[0] in STORELESS else ("--db", str(db))
+    return [sys.executable, "-m", "relaystore.actors.cli", *store, *args]
 
 
-def cli(
-    db: Path, *args: str, env: dict[str, str] | None = None
+def run_command(
+    argv: list[str], cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``relaystore --db DB ARGS`` from the store's folder; capture its output."""
+    """Run ``argv`` in ``cwd`` to its end (within :data:`TIMEOUT`); capture its output."""
     return subprocess.run(
-        command(db, *args),
-        cwd=db.parent,
+        argv,
+        cwd=cwd,
         env=env or ENV,
         capture_output=True,
         text=True,
         encoding="utf-8",
         timeout=TIMEOUT,
         check=False,
+    )
+
+
+def cli(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``relaystore --db DB ARGS`` from the store's folder; capture its output."""
+    return run_command(command(db, *args), db.parent, env)
+
+
+def start(db: Path, *args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """Start ``relaystore --db DB ARGS`` in the store's folder, stderr (and, unless told
+    otherwise, stdout) piped as text; give it to the ``spawned`` fixture."""
+    return subprocess.Popen(
+        command(db, *args),
+        cwd=db.parent,
+        env=ENV,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -465,7 +465,7 @@ def test_events_follow_sees_commits_of_another_process(
 
 
 def _counts(stdout: str) -> tuple[int, int, int]:
-    match = re.search(r"(\d+) records, (\d+) valid digests, (\d+) problems", stdout)
+    match = re.search(r"(\d+) records?, (\d+) valid digests?, (\d+) problems?", stdout)
     assert match is not None, stdout
     return int(match[1]), int(match[2]), int(match[3])
 

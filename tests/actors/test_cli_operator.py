@@ -44,7 +44,7 @@ from tests.actors.journal_factory import conversation, write_journal
 
 SESSION_LINE = re.compile(
     r"^session (\S+): (\d+) read, (\d+) applied, (\d+) already applied, "
-    r"(\d+) API events written, frontier (\d+|none)"
+    r"(\d+) API events? written, frontier (\d+|none)"
 )
 
 
@@ -303,17 +303,32 @@ def test_a_folder_holding_no_worker_root_is_refused_naming_it(tmp_path: Path) ->
     assert str(folder) in line
 
 
-def test_the_progress_bar_shows_each_sessions_total(
+def test_one_progress_bar_counts_sessions_and_events_across_journals(
     tmp_path: Path, roots: tuple[Path, dict[str, int]]
 ) -> None:
     folder, last = roots
     db = tmp_path / "store.sqlite3"
     result = ok(db, "replay", str(folder), "--progress")
-    for session_id, total in last.items():
-        assert f"{session_id}: 100%" in result.stderr
-        assert f"{total}/{total}" in result.stderr
+    total = sum(last.values())
+    assert "3/3 sessions: 100%" in result.stderr
+    assert f"{total}/{total}" in result.stderr
+    for session_id, session_total in last.items():
+        assert f"{session_id}: 100%" not in result.stderr  # one bar, not one per journal
+        assert f" {session_total}/{session_total} " not in result.stderr
+    # Each session's line comes as its journal is done, between the bar's steps.
+    order = [
+        result.stderr.index(mark)
+        for mark in (
+            "session alpha:",
+            "2/3 sessions",
+            "session beta:",
+            "3/3 sessions",
+            "session gamma:",
+        )
+    ]
+    assert order == sorted(order), result.stderr
     assert "Traceback" not in result.stderr
-    assert summary(result.stderr)[0] == sum(last.values())
+    assert summary(result.stderr)[0] == total
 
 
 def test_the_progress_total_of_a_resumed_replay_is_what_is_left(tmp_path: Path) -> None:
@@ -475,11 +490,19 @@ def test_vacuum_reclaims_the_pages_deletes_left(tmp_path: Path) -> None:
     with EventStore.open(db) as store:
         store.ask(DeleteSession(session_id="deleted"))
 
-    result = ok(db, "vacuum")
-    match = re.search(r"(\d+) pages before, (\d+) after", result.stdout)
-    assert match is not None, result.stdout
-    before, after = int(match[1]), int(match[2])
-    assert after < before
+    size = db.stat().st_size
+    result = ok(db, "vacuum", "--json")
+    report = json.loads(result.stdout)
+    assert report["pages_after"] < report["pages_before"]
+    assert report["bytes_before"] == report["pages_before"] * report["page_size"]
+    assert report["bytes_reclaimed"] == report["bytes_before"] - report["bytes_after"]
+    assert report["bytes_before"] <= size  # the file held at least the pages it had
+    again = ok(db, "vacuum").stdout
+    assert re.fullmatch(
+        r"vacuumed \S+: (\d+) bytes before, (\d+) after, (\d+) reclaimed "
+        r"\(\d+ pages? of \d+ bytes before, \d+ after\)\n",
+        again,
+    ), again
     assert events(db) == kept
     assert json.loads(ok(db, "stats", "--json").stdout)["sessions"] == 1
 

@@ -41,8 +41,11 @@ def test_sessions_lists_and_filters(db: tuple[Path, JournalBuilder]) -> None:
         ["session-2", "w2"],
     ]
     assert lines[0].endswith("\thello there")
-    listed = json.loads(ok(path, "sessions", "--workspace", "w2", "--json").stdout)
-    assert [s["id"] for s in listed["sessions"]] == ["session-2"]
+    # --json lists as JSON lines, one session a line.
+    listed = [json.loads(line) for line in ok(path, "sessions", "--json").stdout.splitlines()]
+    assert [s["id"] for s in listed] == ["session-1", "session-2"]
+    only = ok(path, "sessions", "--workspace", "w2", "--json").stdout.splitlines()
+    assert [json.loads(line)["id"] for line in only] == ["session-2"]
 
 
 def test_transcript_pages_filters_and_limits(db: tuple[Path, JournalBuilder]) -> None:

@@ -85,9 +85,11 @@ def test_events_after_the_head_is_refused_as_http_refuses_it(db: Path, follow: b
 
 def test_events_of_an_unknown_session_is_refused_as_show_refuses_it(db: Path) -> None:
     shown = failure(cli(db, "show", "nobody"))
-    assert shown == f"relaystore: no session nobody in {db}"
+    assert shown == f"relaystore: {db}: no session nobody in this store"
     for extra in ((), ("--follow",)):
         assert failure(cli(db, "events", "--session", "nobody", *extra)) == shown
+    for command in (("transcript", "nobody"), ("history", "nobody"), ("usage", "nobody")):
+        assert failure(cli(db, *command)) == shown  # one wording everywhere
     assert len(events(db, "--session", "session-1")) == 2
 
 

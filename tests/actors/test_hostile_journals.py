@@ -490,7 +490,7 @@ def test_a_line_without_end_is_not_drained_for_ever(tmp_path: Path) -> None:
 
 
 def _verify_in_process(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    status = cli.main(["--db", str(path.parent / "unused.sqlite3"), "verify", str(path)])
+    status = cli.main(["verify", str(path)])
     err = capsys.readouterr().err
     assert status == 1
     assert "Traceback" not in err
@@ -592,7 +592,7 @@ def test_a_segment_that_cannot_be_opened_is_one_line_naming_it(
     assert (caught.value.path, caught.value.line) == (str(denied), 1)
     report = verify_sources([journal], session_id=SESSION)
     assert [(p.kind, p.path) for p in report.problems] == [(ProblemKind.UNREADABLE, denied)]
-    status = cli.main(["--db", str(tmp_path / "unused.sqlite3"), "verify", str(journal)])
+    status = cli.main(["verify", str(journal)])
     out = capsys.readouterr().out
     assert status == 1
     assert f"{denied}:1" in out

@@ -135,7 +135,7 @@ def test_the_token_file_is_private_and_required(server: Server) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": server.token}):
         response = httpx.get(server.url + "/api/v1/events", headers=headers)
         assert response.status_code == 401
-        assert response.json() == {"error": "missing or wrong bearer token"}
+        assert response.json() == {"error": "missing or wrong bearer token", "code": "unauthorized"}
         assert response.headers["WWW-Authenticate"] == "Bearer"
         assert response.headers["Mj-Api-Version"] == "1"
         assert response.headers["Cache-Control"] == "no-store"
@@ -177,7 +177,8 @@ def test_bad_cursors_and_filters_answer_400(
         f"{server.url}/api/v1/events?{query}", headers={**server.auth, **headers}, timeout=10
     )
     assert response.status_code == 400, response.text
-    assert set(response.json()) == {"error"}
+    assert set(response.json()) == {"error", "code"}
+    assert response.json()["code"] == "bad_request"
     assert response.headers["Cache-Control"] == "no-store"
 
 
@@ -366,7 +367,7 @@ def test_405_names_the_allowed_methods(server: Server) -> None:
         response = httpx.request(method, server.url + "/api/v1/events", headers=server.auth)
         assert response.status_code == 405
         assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD"}
-        assert set(response.json()) == {"error"}
+        assert response.json()["code"] == "method_not_allowed"
         assert response.headers["Mj-Api-Version"] == "1"
 
 
@@ -505,5 +506,6 @@ def test_an_unknown_session_answers_404(store: EventStore, server: Server) -> No
         f"{server.url}/api/v1/events?session_id=nobody", headers=server.auth, timeout=10
     )
     assert response.status_code == 404
-    assert response.json() == {"error": "no session nobody"}
+    # The one wording of an unknown session, as every route and command says it.
+    assert response.json() == {"error": "no session nobody in this store", "code": "not_found"}
     assert response.headers["Mj-Api-Version"] == "1"

@@ -90,8 +90,8 @@ def test_a_session_without_a_checkpoint_keeps_everything(tmp_path: Path) -> None
 def test_the_command_compacts_every_checkpointed_session(tmp_path: Path) -> None:
     db, _, _ = _store(tmp_path)
     result = ok(db, "compact")
-    assert f"session {SESSION}: 1 tool calls compacted" in result.stdout
-    assert "compacted 1 tool calls in 1 sessions" in result.stdout
+    assert f"session {SESSION}: 1 tool call compacted" in result.stdout
+    assert "compacted 1 tool call in 1 session," in result.stdout
     assert "compacted 0 tool calls" in ok(db, "compact", SESSION).stdout
 
 

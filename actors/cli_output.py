@@ -1,0 +1,160 @@
+"""What the ``relaystore`` command prints, in one shape for every command.
+
+Guarantees:
+
+* ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
+  it is printed (``events``, ``transcript``, ``sessions``, ``replay``, ``reproject``,
+  ``compact``, ``fleet events``); a report is one JSON object (``verify``, ``stats``,
+  ``audit``, ``show``, ``history``, ``usage``, ``backup``, ``vacuum``, ``prune-log``).
+  Nothing else is printed on stdout with ``--json``; messages go to stderr.
+* Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
+* ``-o text`` of the follow commands prints one human line per event or item.
+* A follow that waits notices a reader that went away (``relaystore events --follow |
+  head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import select
+import sys
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+__all__ = [
+    "READER_POLL_SECONDS",
+    "event_text",
+    "follow_options",
+    "is_tty",
+    "item_text",
+    "json_option",
+    "plural",
+    "print_line",
+    "print_object",
+    "reader_gone",
+]
+
+READER_POLL_SECONDS = 0.25
+"""How often a waiting follow looks whether its reader is still there."""
+_TEXT_WIDTH = 160  # a human line's summary is cut here
+
+
+def plural(count: int, singular: str, many: str | None = None) -> str:
+    """``count`` and its noun, singular for exactly 1: ``plural(2, "session")`` is
+    ``"2 sessions"``; ``many`` spells an irregular plural."""
+    if count == 1:
+        return f"{count} {singular}"
+    return f"{count} {many or singular + 's'}"
+
+
+def json_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """The command's ``--json`` (see the module doc for the shapes)."""
+    parser.add_argument("--json", action="store_true", help=text)
+
+
+def follow_options(parser: argparse.ArgumentParser, noun: str, needs: str) -> None:
+    """``-o {json,text}`` (``--json`` is ``-o json``) and ``--wait`` of a follow command."""
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument(
+        "-o",
+        "--output",
+        choices=("json", "text"),
+        default="json",
+        help=f"json: one JSON line per {noun} (the default); text: one human line per {noun}",
+    )
+    shape.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="the same as -o json"
+    )
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help=f"wait for a session the store does not hold yet instead of refusing it ({needs} "
+        "names it)",
+    )
+
+
+def print_object(document: object) -> None:
+    """A report: one JSON object, indented, on stdout."""
+    import msgspec
+
+    print(json.dumps(msgspec.to_builtins(document), indent=2), flush=True)
+
+
+def print_line(value: object, out: BinaryIO | None = None) -> None:
+    """One item of a list or a stream: one compact JSON line on stdout, flushed."""
+    import msgspec
+
+    stream = out or sys.stdout.buffer
+    stream.write(msgspec.json.encode(value) + b"\n")
+    stream.flush()
+
+
+def reader_gone(stream: Any = None) -> bool:
+    """Whether the reading end of ``stream`` (default stdout) is closed: a pipe whose
+    reader exited. Always False for a terminal or a file."""
+    target = stream if stream is not None else sys.stdout
+    try:
+        poller = select.poll()
+        poller.register(target.fileno(), select.POLLERR | select.POLLHUP)
+        return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _clock(at_ms: object) -> str:
+    if not isinstance(at_ms, int):
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return str(at_ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _TEXT_WIDTH else flat[: _TEXT_WIDTH - 1] + "…"
+
+
+def _fields(data: object) -> str:
+    """The scalar fields of an event's data as ``key=value``, nested ones by their key."""
+    if not isinstance(data, Mapping):
+        return "" if data is None else _short(json.dumps(data))
+    parts: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, str | int | float | bool):
+            parts.append(f"{key}={value}")
+        elif isinstance(value, Mapping):
+            inner = value.get("id") or value.get("command_id") or value.get("turn_id")
+            parts.append(f"{key}={inner}" if isinstance(inner, str) else f"{key}={{…}}")
+    return _short(" ".join(parts))
+
+
+def event_text(raw: bytes) -> str:
+    """One API event (its wire JSON) as a human line: seq, time, session, type, fields."""
+    event = json.loads(raw)
+    return (
+        f"{event.get('seq')}  {_clock(event.get('recorded_at_ms'))}  "
+        f"{event.get('session_id')}  {event.get('type')}  {_fields(event.get('data'))}"
+    ).rstrip()
+
+
+def item_text(item: Mapping[str, Any]) -> str:
+    """One transcript item (its JSON) as a human line: seq, time, role, its text."""
+    body = item.get("body")
+    streaming = isinstance(body, Mapping) and body.get("streaming") is True
+    text = _short(str(item.get("text") or ""))
+    return (
+        f"{item.get('seq')}  {_clock(item.get('last_changed_at_ms'))}  {item.get('role')}"
+        f"{' (streaming)' if streaming else ''}: {text}"
+    ).rstrip()
+
+
+def is_tty(stream: object) -> bool:
+    """Whether ``stream`` is a terminal (a person reads it); False for anything else."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False

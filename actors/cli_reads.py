@@ -1,0 +1,168 @@
+"""The commands that follow a store: ``events`` and ``transcript``, and opening a store
+read-only for every reading command.
+
+Guarantees:
+
+* A session the store lacks is refused in the one wording every command and route uses
+  (:func:`~relaystore.domain.reads.unknown_session_text`), located at the store; with
+  ``--wait`` the command waits for it instead (one line on stderr says so), then prints
+  it as if it had been there.
+* ``--follow`` prints what commits in this or another process until interrupted, and
+  ends (exit 0) within :data:`~relaystore.actors.cli_output.READER_POLL_SECONDS` of its
+  reader going away, even while nothing new commits (``events --follow | head``).
+* ``-o text`` prints one human line per event or item instead of its JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from relaystore.actors.cli_output import READER_POLL_SECONDS, event_text, item_text, reader_gone
+from relaystore.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from relaystore.actors.store import EventStore
+
+__all__ = [
+    "events_command",
+    "no_session",
+    "open_read_only",
+    "require_store",
+    "transcript_command",
+]
+
+_PAGE = 1000
+
+
+def require_store(db: str) -> None:
+    """Refuse a store that is not there, naming it."""
+    if not Path(db).exists():
+        raise InvalidInput(f"no store at {db}; replay a journal into it first")
+
+
+def open_read_only(db: str) -> EventStore:
+    from relaystore.actors.store import EventStore
+
+    require_store(db)
+    return EventStore.open(db, read_only=True, readers=1)
+
+
+def no_session(db: str, session_id: str) -> InvalidInput:
+    """The refusal of a session the store lacks (the one wording, located at ``db``)."""
+    from relaystore.domain.reads import unknown_session_text
+
+    return InvalidInput(unknown_session_text(session_id), path=db)
+
+
+def _idle(store: EventStore, seq: int) -> None:
+    """Wait up to a poll for ``seq`` to commit; end the command if its reader is gone."""
+    store.wait_for(seq, timeout=READER_POLL_SECONDS)
+    if reader_gone():
+        raise BrokenPipeError  # the command ends quietly, exit 0
+
+
+def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) -> None:
+    """Return once the store holds ``session_id``; refuse it unless ``wait``."""
+    from relaystore.domain.reads import LoadSessionDetail
+
+    announced = False
+    while store.ask(LoadSessionDetail(session_id=session_id)) is None:
+        if not wait:
+            raise no_session(db, session_id)
+        if not announced:
+            print(
+                f"relaystore: waiting for session {session_id} in {db}; Ctrl-C stops",
+                file=sys.stderr,
+                flush=True,
+            )
+            announced = True
+        _idle(store, store.latest_seq + 1)
+
+
+def events_command(args: argparse.Namespace) -> int:
+    from relaystore.domain.api_events import ApiEventFilter
+    from relaystore.domain.messages import LoadRawApiEvents
+    from relaystore.domain.validation import check_cursor
+
+    if args.wait and args.session is None:
+        raise InvalidInput("--wait waits for a session: give it with --session")
+    event_filter = ApiEventFilter(session_id=args.session, workspace_id=args.workspace)
+    remaining = args.limit
+    after = args.after
+    text = args.output == "text"
+    out = sys.stdout.buffer
+    with open_read_only(args.db) as store:
+        # Refused as the HTTP feed refuses them, rather than printing nothing (or
+        # following for ever): a cursor past the newest event, an unknown session.
+        check_cursor(after, store.latest_seq)
+        if args.session is not None:
+            await_session(store, args.db, args.session, wait=args.wait)
+        while True:
+            limit = _PAGE if remaining is None else min(remaining, _PAGE)
+            if limit <= 0:
+                return 0
+            # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
+            page = store.ask(LoadRawApiEvents(filter=event_filter, after_seq=after, limit=limit))
+            if page.events:
+                lines = [
+                    event_text(event.json).encode() if text else event.json for event in page.events
+                ]
+                out.write(b"\n".join(lines) + b"\n")
+            out.flush()
+            if remaining is not None:
+                remaining -= len(page.events)
+            after = page.next_after_seq
+            if page.events:
+                continue
+            if not args.follow:
+                return 0
+            _idle(store, after + 1)
+
+
+def transcript_command(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from relaystore.domain.reads import LoadTranscriptPage
+
+    remaining = args.limit
+    after = args.after
+    roles = tuple(dict.fromkeys(args.role or ()))
+    text = args.output == "text"
+    out = sys.stdout.buffer
+    with open_read_only(args.db) as store:
+        await_session(store, args.db, args.session, wait=args.wait)
+        while remaining is None or remaining > 0:
+            page = store.ask(
+                LoadTranscriptPage(
+                    session_id=args.session,
+                    after_seq=after,
+                    limit=_PAGE if remaining is None else min(remaining, _PAGE),
+                    roles=roles,
+                    finished_only=args.finished_only,
+                )
+            )
+            if page is None:
+                raise no_session(args.db, args.session)  # deleted while followed
+            items = page.items if remaining is None else page.items[:remaining]
+            if items:
+                lines = [
+                    item_text(msgspec.to_builtins(item)).encode()
+                    if text
+                    else msgspec.json.encode(item)
+                    for item in items
+                ]
+                out.write(b"\n".join(lines) + b"\n")
+            out.flush()
+            if remaining is not None:
+                remaining -= len(items)
+            moved = page.next_after_seq != after
+            after = page.next_after_seq
+            if page.items and moved:
+                continue
+            if not args.follow:
+                break
+            _idle(store, store.latest_seq + 1)  # items may change without events
+    return 0

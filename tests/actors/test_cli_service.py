@@ -1,0 +1,313 @@
+"""Running relaystore as a service: the config file of ``serve`` and ``publish``, the
+systemd units, TLS, the access log, the warning beyond loopback, and metrics that say
+which process they describe."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import signal
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from relaystore.testing import JournalBuilder
+from tests.actors import cli_support as support
+from tests.actors.cli_support import LineReader, cli, command, failure, ok, start
+
+DEPLOY = support.ROOT / "examples" / "deploy"
+ANNOUNCED = re.compile(r" at (https?://\S+)/api/v1/events ")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    journal = JournalBuilder()
+    journal.prompt_turn("served")
+    root = tmp_path / "worker"
+    journal.write_worker_root(root, "session-1")
+    store = tmp_path / "store.sqlite3"
+    ok(store, "replay", str(root))
+    return store
+
+
+class Serving:
+    """A ``relaystore serve`` process, its announced URL and what it said before it."""
+
+    def __init__(self, spawned: list[subprocess.Popen[str]], args: list[str], cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=support.ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        spawned.append(self.process)
+        assert self.process.stderr is not None
+        self.lines = LineReader(self.process.stderr)
+        self.said: list[str] = []
+        deadline = time.monotonic() + support.TIMEOUT
+        while True:
+            got = self.lines.take(1, deadline=deadline)
+            assert got, f"serve announced nothing: {self.said}"
+            self.said.extend(got)
+            match = ANNOUNCED.search(got[0])
+            if match is not None:
+                self.url = match[1]
+                return
+
+    def stop(self) -> list[str]:
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout=support.TIMEOUT) == 0
+        self.lines.join()
+        rest = []
+        while not self.lines.lines.empty():
+            rest.append(self.lines.lines.get())
+        assert not any("Traceback" in line for line in rest), rest
+        return rest
+
+
+def token_of(path: Path) -> dict[str, str]:
+    return {"Authorization": f"Bearer {path.read_text().strip()}"}
+
+
+# -- the config file ------------------------------------------------------------------------
+
+
+def test_serve_reads_its_config_and_the_command_line_overrides_it(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    config = tmp_path / "relaystore.toml"
+    config.write_text(
+        f"db = {json.dumps(str(db))}\n"
+        "[serve]\n"
+        'host = "127.0.0.1"\n'
+        "port = 0\n"
+        'token-file = "from-config.token"\n'
+        "access-log = true\n"
+        'cors-origin = ["https://viewer.example"]\n'
+        "[publish]\n"
+        'nats = "nats://127.0.0.1:4222"\n'
+    )
+    # No --db: the file names the store; --token-file here wins over the file's.
+    args = command(db, "serve", "--config", str(config), "--token-file", "cli.token")
+    server = Serving(spawned, [*args[:3], *args[5:]], cwd=tmp_path)
+    assert (tmp_path / "cli.token").exists()
+    assert not (tmp_path / "from-config.token").exists()
+    assert str(db) in server.said[-1]
+    answer = httpx.get(f"{server.url}/api/v1/sessions", headers=token_of(tmp_path / "cli.token"))
+    assert answer.status_code == 200
+    preflight = httpx.get(
+        f"{server.url}/healthz", headers={"Origin": "https://viewer.example"}, timeout=10
+    )
+    assert preflight.headers["access-control-allow-origin"] == "https://viewer.example"
+    logged = server.stop()
+    assert any('"GET /api/v1/sessions HTTP/1.1" 200' in line for line in logged), logged
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[serve]\nprot = 8040\n", "unknown key 'prot' in [serve]"),
+        ("[serv]\nport = 8040\n", "unknown key 'serv'"),
+        ("[publish]\nstreem = 'X'\n", "unknown key 'streem' in [publish]"),
+        ("[serve]\nport = 70000\n", "[serve] port: a TCP port is 0"),
+        ("[serve]\naccess-log = 'yes'\n", "[serve] access-log: expected true or false"),
+        ("[serve]\ncors-origin = ['not an origin']\n", "[serve] cors-origin: "),
+        ("[publish]\nnats = 'http://x'\n", "[publish] nats: "),
+        ("db = 3\n", "db: expected the store's path"),
+        ("[serve\n", "not a TOML file"),
+    ],
+)
+def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
+    db: Path, tmp_path: Path, text: str, says: str
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    for name in ("serve", "publish"):  # every table is checked, whichever command reads it
+        line = failure(
+            cli(db, name, "--config", str(config), "--nats", "nats://127.0.0.1:1")
+            if name == "publish"
+            else cli(db, name, "--config", str(config))
+        )
+        assert line.startswith(f"relaystore: {config}: "), line
+        assert says in line, line
+
+
+def test_a_missing_config_file_is_refused_in_one_line(db: Path, tmp_path: Path) -> None:
+    line = failure(cli(db, "serve", "--config", str(tmp_path / "none.toml")))
+    assert line == f"relaystore: {tmp_path / 'none.toml'}: no such config file"
+
+
+def test_publish_takes_its_nats_server_from_the_config(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    config = tmp_path / "relaystore.toml"
+    config.write_text('[publish]\nnats = "nats://127.0.0.1:1"\n')
+    # Without the file, --nats is required (a usage error); with it, publish starts on the
+    # file's server (and keeps trying to reach it until stopped).
+    assert cli(db, "publish").returncode == 2
+    process = start(db, "publish", "--config", str(config), stdout=subprocess.DEVNULL)
+    spawned.append(process)
+    assert process.stderr is not None
+    reader = LineReader(process.stderr)
+    said = reader.take(1, deadline=time.monotonic() + support.TIMEOUT)
+    assert said, "publish said nothing"
+    assert said[0].startswith(f"relaystore: publishing {db} "), said
+    assert " on nats://127.0.0.1:1 " in said[0]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=support.TIMEOUT) == 0
+    reader.join()
+
+
+def test_the_example_config_and_units_start_serve(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    for unit, name in (
+        ("relaystore-serve.service", "serve"),
+        ("relaystore-publish.service", "publish"),
+    ):
+        parsed = configparser.ConfigParser(strict=False, interpolation=None)
+        parsed.read(DEPLOY / unit)
+        exec_start = shlex.split(parsed["Service"]["ExecStart"])
+        assert exec_start[1:] == [name, "--config", "/etc/relaystore/relaystore.toml"]
+        assert parsed["Service"]["KillSignal"] == "SIGTERM"  # a normal stop for both
+    # The shipped file, its store and token moved here by the command line.
+    args = command(
+        db,
+        "serve",
+        "--config",
+        str(DEPLOY / "relaystore.toml"),
+        "--port",
+        "0",
+        "--token-file",
+        str(tmp_path / "token"),
+    )
+    server = Serving(spawned, args, cwd=tmp_path)
+    assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+    server.stop()
+
+
+# -- TLS, the access log, the warning beyond loopback ----------------------------------------
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=support.TIMEOUT,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_serve_speaks_tls_with_a_certificate_and_key(
+    db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
+) -> None:
+    cert, key = certificate
+    server = Serving(
+        spawned,
+        command(db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(key)),
+        cwd=db.parent,
+    )
+    assert server.url.startswith("https://127.0.0.1:")
+    answer = httpx.get(
+        f"{server.url}/api/v1/sessions",
+        headers=token_of(Path(f"{db}.api-token")),
+        verify=ssl.create_default_context(cafile=str(cert)),
+    )
+    assert answer.status_code == 200
+    with pytest.raises(httpx.TransportError):
+        httpx.get(server.url.replace("https://", "http://") + "/healthz", timeout=5)
+    server.stop()
+
+
+def test_bad_tls_files_are_refused_before_serving(
+    db: Path, tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+    only = failure(cli(db, "serve", "--port", "0", "--certfile", str(cert)))
+    assert (
+        only == "relaystore: --certfile needs --keyfile too: TLS takes the certificate and its key"
+    )
+    missing = failure(
+        cli(db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(tmp_path / "no"))
+    )
+    assert missing == f"relaystore: {tmp_path / 'no'}: no such file"
+    swapped = failure(
+        cli(db, "serve", "--port", "0", "--certfile", str(key), "--keyfile", str(key))
+    )
+    assert "cannot use" in swapped
+
+
+def test_serving_beyond_loopback_without_tls_warns_in_one_line(
+    db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
+) -> None:
+    plain = Serving(
+        spawned, command(db, "serve", "--host", "0.0.0.0", "--port", "0"), cwd=db.parent
+    )
+    assert len(plain.said) == 2, plain.said
+    assert plain.said[0].startswith("relaystore: warning: serving on 0.0.0.0, beyond loopback")
+    assert "--certfile" in plain.said[0]
+    plain.stop()
+    cert, key = certificate
+    for extra in ([], ["--host", "0.0.0.0", "--certfile", str(cert), "--keyfile", str(key)]):
+        quiet = Serving(spawned, command(db, "serve", "--port", "0", *extra), cwd=db.parent)
+        assert len(quiet.said) == 1, quiet.said  # the announcement alone
+        quiet.stop()
+
+
+def test_no_access_log_unless_asked(db: Path, spawned: list[subprocess.Popen[str]]) -> None:
+    server = Serving(spawned, command(db, "serve", "--port", "0"), cwd=db.parent)
+    httpx.get(f"{server.url}/healthz", timeout=10)
+    assert not any("GET /healthz" in line for line in server.stop())
+
+
+# -- metrics that say which process they describe -------------------------------------------
+
+
+def test_serves_metrics_name_the_store_and_the_reader_role(
+    db: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    store_id = json.loads(ok(db, "stats", "--json").stdout)["store_id"]
+    server = Serving(spawned, command(db, "serve", "--port", "0"), cwd=db.parent)
+    text = httpx.get(
+        f"{server.url}/metrics", headers=token_of(Path(f"{db}.api-token")), timeout=10
+    ).text
+    server.stop()
+    assert f'relaystore_info{{role="reader",store_id="{store_id}"}} 1.0' in text
+    assert "relaystore_commits_total 0.0" in text  # a reader commits nothing
+
+
+def test_the_embedder_registers_the_writers_metrics_in_its_own_registry(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from relaystore import EventStore, ObserveRelayEvents, SaveSession
+    from relaystore.metrics import StoreCollector
+    from relaystore.testing import example_session
+
+    registry = CollectorRegistry()
+    journal = JournalBuilder()
+    journal.prompt_turn("hello")
+    with EventStore.open(tmp_path / "store.sqlite3") as store:
+        registry.register(StoreCollector(store))
+        store.ask(SaveSession(record=example_session("s1")))
+        store.ask(ObserveRelayEvents(session_id="s1", events=journal.events))
+        text = generate_latest(registry).decode()
+        store_id = store.metrics().store_id
+    assert f'relaystore_info{{role="writer",store_id="{store_id}"}} 1.0' in text
+    commits = re.search(r"^relaystore_commits_total (\S+)$", text, re.MULTILINE)
+    assert commits is not None
+    assert float(commits[1]) >= 2
