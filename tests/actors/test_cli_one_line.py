@@ -74,8 +74,6 @@ def test_every_json_output_is_json_lines_or_one_object(
         "events": ok(db, "events", "--json").stdout,
         "transcript": ok(db, "transcript", "session-1", "--json").stdout,
         "replay": ok(db, "replay", str(root), "--json").stdout,
-        "reproject": ok(db, "reproject", "--json").stdout,
-        "compact": ok(db, "compact", "session-1", "--json").stdout,
     }
     for name, text in lines.items():
         parsed = [json.loads(line) for line in text.splitlines()]
@@ -91,7 +89,6 @@ def test_every_json_output_is_json_lines_or_one_object(
         "audit": ok(db, "audit", "--json").stdout,
         "verify": ok(db, "verify", str(root), "--json").stdout,
         "backup": ok(db, "backup", str(tmp_path / "copy.sqlite3"), "--json").stdout,
-        "vacuum": ok(db, "vacuum", "--json").stdout,
     }
     for name, text in reports.items():
         assert isinstance(json.loads(text), dict), name

@@ -88,13 +88,13 @@ def test_each_maintenance_command_works_beside_a_live_supervisor(
 
         recorded = run("checkpoint", SESSION, "--through", str(frontier), "--archive", str(archive))
         assert hashlib.sha256(b"archive bytes").hexdigest() in recorded
-        assert f"session {SESSION}: 1 tool calls compacted" in run("compact", SESSION)
+        assert f"session {SESSION}: 1 tool call compacted" in run("compact", SESSION)
         assert f"reprojected {SESSION}:" in run("reproject", SESSION)
         assert f"{SESSION}: matches log" in ok(db, "audit", SESSION).stdout  # read-only
         pruned = run("prune-log", SESSION, "--through", str(frontier))
-        assert f"pruned the relay log of {SESSION}: 1 pages" in pruned
+        assert f"pruned the relay log of {SESSION}: 1 page," in pruned
         assert "deleted session doomed" in run("delete", "doomed")
-        assert "pages before" in run("vacuum")
+        assert "bytes before" in run("vacuum")
         # The supervisor kept committing while the commands ran, and still does.
         assert supervisor.wait_acked_past(started) > started
     finally:

@@ -168,7 +168,7 @@ def test_compact_audit_reproject_audit_beside_a_live_writer_all_pass_and_agree(
     db, _, _ = _store(tmp_path)
     supervisor = start_supervisor(db, spawned)
     try:
-        assert f"session {SESSION}: 1 tool calls compacted" in ok(db, "compact", SESSION).stdout
+        assert f"session {SESSION}: 1 tool call compacted" in ok(db, "compact", SESSION).stdout
         first = ok(db, "audit", SESSION).stdout
         reprojected = ok(db, "reproject", SESSION).stdout
         second = ok(db, "audit", SESSION).stdout
@@ -198,7 +198,7 @@ def test_a_recorded_checkpoint_gives_compact_and_prune_log_something_to_act_on(
     db = tmp_path / "store.sqlite3"
     frontier, _ = retention_store(db, checkpointed=False)
     archive, sha256 = _archive(tmp_path)
-    assert "compacted 0 tool calls in 1 sessions" in ok(db, "compact", SESSION).stdout
+    assert "compacted 0 tool calls in 1 session" in ok(db, "compact", SESSION).stdout
     refused = cli(db, "prune-log", SESSION, "--through", str(frontier))
     assert refused.returncode == 1
     assert "no verified checkpoint" in refused.stderr
@@ -213,7 +213,7 @@ def test_a_recorded_checkpoint_gives_compact_and_prune_log_something_to_act_on(
     assert checkpoint is not None
     assert (checkpoint.event_frontier, checkpoint.sha256) == (frontier, sha256)
     assert checkpoint.archive_path == str(archive)
-    assert "1 tool calls compacted" in ok(db, "compact").stdout
+    assert "1 tool call compacted" in ok(db, "compact").stdout
     assert f"{SESSION}: matches log" in ok(db, "audit").stdout
     assert "pruned the relay log" in ok(db, "prune-log", SESSION, "--through", str(frontier)).stdout
 
