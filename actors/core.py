@@ -64,6 +64,7 @@ from relaystore.actors.internal import (
     LoadAuditView,
     LoadIndexEntries,
     LoadProjection,
+    LoadReplicationRound,
     LoadTranscriptItem,
 )
 from relaystore.actors.live import LiveProjectors
@@ -148,6 +149,7 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadTranscriptItem,
     LoadIndexEntries,
     LoadAuditView,
+    LoadReplicationRound,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
 

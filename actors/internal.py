@@ -22,6 +22,7 @@ __all__ = [
     "LoadIndexEntries",
     "LoadLoggedLine",
     "LoadProjection",
+    "LoadReplicationRound",
     "LoadTranscriptItem",
     "ProjectorReaderMessage",
     "ProjectorWriterMessage",
@@ -109,9 +110,21 @@ class LoadAuditView:
     session_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadReplicationRound:
+    """The publisher reads the changes and API events it sends next, in one snapshot,
+    through a reader. Reply: the :class:`~relaystore.domain.replication.ReplicationRound`."""
+
+    after_seq: int
+    after_change: int
+    limit: int
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
-ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries | LoadAuditView
-"""Reader messages only the actors send (projectors, ``audit``)."""
+ProjectorReaderMessage = (
+    LoadTranscriptItem | LoadIndexEntries | LoadAuditView | LoadReplicationRound
+)
+"""Reader messages only the actors send (projectors, ``audit``, the publisher)."""
 """Writer messages only projectors send."""
 
 INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], ...] = (
@@ -122,5 +135,6 @@ INTERNAL_MESSAGES: tuple[type[ProjectorWriterMessage | ProjectorReaderMessage], 
     LoadTranscriptItem,
     LoadIndexEntries,
     LoadAuditView,
+    LoadReplicationRound,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

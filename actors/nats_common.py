@@ -168,7 +168,7 @@ def subject_token(kind: str, value: str) -> str:
 
 
 def store_subjects(prefix: str, store_id: str) -> str:
-    """Every subject of one store's events: ``PREFIX.STORE_ID.>``."""
+    """Every subject of one store's messages: ``PREFIX.STORE_ID.>``."""
     return f"{prefix}.{store_id}.>"
 
 
@@ -179,12 +179,13 @@ def filter_subject(
     workspace_id: str | None = None,
     session_id: str | None = None,
 ) -> str:
-    """The one subject filter selecting a store, workspace and/or session (``*`` for any)."""
+    """The one subject filter selecting API events of a store, workspace and/or session
+    (``*`` for any): ``PREFIX.*.*.*`` for all, never the stores' changes and commit
+    markers, whose subjects have other token counts
+    (:mod:`relaystore.actors.replication`)."""
     store = "*" if store_id is None else validate_store_id(store_id)
     workspace = "*" if workspace_id is None else subject_token("workspace", workspace_id)
     session = "*" if session_id is None else subject_token("session", session_id)
-    if store_id is None and workspace_id is None and session_id is None:
-        return f"{prefix}.>"
     return f"{prefix}.{store}.{workspace}.{session}"
 
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import LoadAuditView, LoadIndexEntries, LoadTranscriptItem
+from relaystore.actors.internal import (
+    LoadAuditView,
+    LoadIndexEntries,
+    LoadReplicationRound,
+    LoadTranscriptItem,
+)
 from relaystore.domain.messages import (
     BackupStore,
     LoadApiEvents,
@@ -21,6 +26,7 @@ from relaystore.domain.messages import (
     LoadStats,
 )
 from relaystore.storage.audit import load_audit_view
+from relaystore.storage.changes import load_replication_round
 from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import (
     load_index_entries,
@@ -81,6 +87,8 @@ class ReaderActor(TellSafeActor):
                 return load_relay_log(connection, session_id)
             case LoadAuditView(session_id=session_id):
                 return load_audit_view(connection, session_id)
+            case LoadReplicationRound(after_seq=seq, after_change=change, limit=limit):
+                return load_replication_round(connection, seq, change, limit)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

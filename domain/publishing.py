@@ -17,6 +17,10 @@ snapshot (its latest seq ever committed, its event ``S`` if it still holds one):
 * otherwise not: event ``S`` is the same, or the store deleted that event's session
   since it was published (nothing left to compare; the seqs still agree).
 
+The same rule holds for the store's numbered changes (:func:`fork_from_changes`): the
+stream's last change ``N`` for the id against the store's newest change number and its
+change ``N`` (what changed: kind and session).
+
 A forked store is refused, never published: it takes a new id
 (``relaystore new-store-id``) and then publishes its whole history as a new store,
 while the stream keeps the old id's history as it was.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 from relaystore.domain.errors import StoreForked
 
-__all__ = ["fork_from_stream"]
+__all__ = ["fork_from_changes", "fork_from_stream"]
 
 
 def fork_from_stream(
@@ -53,6 +57,36 @@ def fork_from_stream(
         why = f"its event seq {stream_seq} differs from the one stream {stream} holds"
     else:
         return None
+    return _forked(store_id, stream_seq, why)
+
+
+def fork_from_changes(
+    *,
+    store_id: str,
+    stream: str,
+    stream_change: int,
+    stream_what: tuple[str, str],
+    store_latest: int,
+    store_what: tuple[str, str] | None,
+) -> StoreForked | None:
+    """The refusal when the store's changes forked from what ``stream`` holds for
+    ``store_id`` (its last change: number ``stream_change``, ``(kind, session)``), or
+    None; ``store_what``: the store's change of that number, None when it lacks it."""
+    if stream_change <= 0:
+        return None
+    if store_latest < stream_change:
+        why = (
+            f"stream {stream} holds its changes up to {stream_change}, but the store's "
+            f"newest change is {store_latest}"
+        )
+    elif store_what is not None and store_what != stream_what:
+        why = f"its change {stream_change} differs from the one stream {stream} holds"
+    else:
+        return None
+    return _forked(store_id, stream_change, why)
+
+
+def _forked(store_id: str, stream_seq: int, why: str) -> StoreForked:
     return StoreForked(
         f"store {store_id} has forked from its published history: {why} (a backup "
         "restored after later events were published); publishing it under this id "
