@@ -146,7 +146,7 @@ class ReplicaReader:
 
         assert self._handle is not None
         connection = self._handle.connection
-        for store_id, messages in sorted(self._ready.items()):
+        for store_id, messages in self._ready.items():  # in the order their markers came
             report = apply_commits(
                 connection,
                 store_id=store_id,
