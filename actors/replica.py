@@ -32,7 +32,7 @@ import contextlib
 import logging
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaystore.actors.nats_common import (
@@ -83,8 +83,10 @@ class ReplicaReader:
         batch: int = 1000,
         wait: float = 2.0,
         connect_timeout: float = 2.0,
+        on_apply: Callable[[], None] | None = None,
     ) -> None:
         self._db = db
+        self._on_apply = on_apply
         self._servers = validate_servers(servers)
         self._stream = validate_stream_name(stream)
         self._prefix = validate_subject_prefix(subject_prefix)
@@ -110,6 +112,8 @@ class ReplicaReader:
         self.changes = 0
         self.sessions: set[str] = set()
         self.reconnects = 0
+        self.connected_url: str | None = None
+        """The server the current connection reached (None between connections)."""
 
     # -- the store ---------------------------------------------------------------------
 
@@ -169,6 +173,8 @@ class ReplicaReader:
             floor = min([self._seen, *firsts])
             if floor > self._applied.get(_FLOOR_STORE, 0):
                 self._save_floor(floor)
+        if self._on_apply is not None:
+            self._on_apply()
 
     def _save_floor(self, floor: int) -> None:
         from relaystore.storage.transaction import transaction
@@ -242,6 +248,7 @@ class ReplicaReader:
             connect_timeout=self._connect_timeout,
             reconnect=False,
         )
+        self.connected_url = nc.connected_url.geturl() if nc.connected_url else None
         try:
             subscription = await self._consumer(nc)
             while True:
@@ -273,6 +280,7 @@ class ReplicaReader:
                 if caught_up and not self._follow:
                     return
         finally:
+            self.connected_url = None
             with contextlib.suppress(Exception):
                 await nc.close()
 

@@ -345,7 +345,7 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
     import nats.errors
     from nats.js import api
 
-    nc = await nats.connect(url, allow_reconnect=False)
+    nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:
         jsm = nc.jsm()
         info = await jsm.add_consumer(
@@ -391,7 +391,7 @@ async def _last_seq(url: str, stream: str, subject: str) -> int:
     import nats
     import nats.js.errors
 
-    nc = await nats.connect(url, allow_reconnect=False)
+    nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:
         message = await nc.jsm().get_last_msg(stream, subject)
     except (nats.js.errors.NotFoundError, nats.errors.Error):
