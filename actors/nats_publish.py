@@ -58,17 +58,6 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from relaystore.actors.aio import AsyncEventStore
-from relaystore.actors.replication import (
-    HEADER_CHANGE,
-    HEADER_KIND,
-    HEADER_SESSION,
-    Outgoing,
-    change_message,
-    change_subjects,
-    event_subjects,
-    load_round,
-    marker_message,
-)
 from relaystore.actors.nats_common import (
     DEFAULT_STREAM,
     DEFAULT_SUBJECT_PREFIX,
@@ -86,12 +75,23 @@ from relaystore.actors.nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
+from relaystore.actors.replication import (
+    HEADER_CHANGE,
+    HEADER_KIND,
+    HEADER_SESSION,
+    Outgoing,
+    change_message,
+    change_subjects,
+    event_subjects,
+    load_round,
+    marker_message,
+)
 from relaystore.domain.api_events import RawApiEvent
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.messages import LoadRawApiEvents, LoadState
 from relaystore.domain.publishing import fork_from_changes, fork_from_stream
-from relaystore.domain.replication import Change
 from relaystore.domain.redaction import redact
+from relaystore.domain.replication import Change
 from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 if TYPE_CHECKING:
@@ -614,9 +614,7 @@ class Publisher:
             await asyncio.wait_for(self._progress.wait(), self._ack_timeout)
         except TimeoutError:
             what = "" if oldest is None else f"{_NAMES[oldest[0]]} {oldest[1]}"
-            raise _Lost(
-                f"no acknowledgement for {what} within {self._ack_timeout:g} s"
-            ) from None
+            raise _Lost(f"no acknowledgement for {what} within {self._ack_timeout:g} s") from None
         if self._failure is not None:
             raise self._failure
 

@@ -297,14 +297,10 @@ class ReplicaReader:
             ) from None
         floor = self._floor()
         subject = (
-            f"{self._prefix}.>"
-            if self._store_id is None
-            else f"{self._prefix}.{self._store_id}.>"
+            f"{self._prefix}.>" if self._store_id is None else f"{self._prefix}.{self._store_id}.>"
         )
         config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE
-            if floor
-            else api.DeliverPolicy.ALL,
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if floor else api.DeliverPolicy.ALL,
             opt_start_seq=floor + 1 if floor else None,
             ack_policy=api.AckPolicy.ALL,
             filter_subject=subject,

@@ -222,8 +222,8 @@ def decode_incoming(
         elif kind == "start":
             value = _START.decode(data)
         elif headers.get(HEADER_GONE) == "1":
-            first = _number(headers, HEADER_FIRST, where)
-            return Incoming(kind, store_id, number, session, None, first_ordinal=first)
+            gone = _number(headers, HEADER_FIRST, where)
+            return Incoming(kind, store_id, number, session, None, first_ordinal=gone)
         else:
             value = LogPageRow(
                 first_ordinal=_number(headers, HEADER_FIRST, where),
@@ -233,7 +233,7 @@ def decode_incoming(
             )
         if isinstance(value, RecordState | StartState) and value.session_id != session:
             raise StoreError(f"{where}: its value is of session {value.session_id!r}")
-        first = value.first_ordinal if isinstance(value, LogPageRow) else None
-        return Incoming(kind, store_id, number, session, value, first_ordinal=first)
+        logged = value.first_ordinal if isinstance(value, LogPageRow) else None
+        return Incoming(kind, store_id, number, session, value, first_ordinal=logged)
     except msgspec.DecodeError as exc:
         raise StoreError(f"{where} does not decode: {exc}") from None

@@ -176,7 +176,13 @@ class WireEvent(msgspec.Struct, frozen=True):
 def stored_body(event: WireEvent) -> str:
     """The ``api_events.body`` the event was printed from: ``{"type":..,"data":..}``,
     the store's canonical layout (:mod:`relaystore.storage.events`)."""
-    return '{"type":' + msgspec.json.encode(event.type).decode() + ',"data":' + bytes(event.data).decode() + "}"
+    return (
+        '{"type":'
+        + msgspec.json.encode(event.type).decode()
+        + ',"data":'
+        + bytes(event.data).decode()
+        + "}"
+    )
 
 
 @dataclass(frozen=True, slots=True)

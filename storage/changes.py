@@ -75,29 +75,26 @@ def _trigger(name: str, when: str, table: str, kind: str, *, row: str = "NEW") -
     return f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {when} ON {table} BEGIN {insert}; END;\n"
 
 
-CHANGES_DDL = (
-    """
+CHANGES_DDL = """
 CREATE TABLE IF NOT EXISTS store_changes (
     change_seq INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK(kind IN ('record', 'log', 'start')),
     session_id TEXT NOT NULL,
     first_ordinal INTEGER CHECK((kind = 'log') = (first_ordinal IS NOT NULL))
 ) STRICT;
-"""
-    + "".join(
-        _trigger(f"store_changes_{table}_{when.split()[0].lower()}", when, table, kind, row=row)
-        for table, kind, whens in (
-            ("sessions", "record", ("INSERT", "UPDATE", "DELETE")),
-            ("session_checkpoints", "record", ("INSERT", "UPDATE", "DELETE")),
-            ("checkpoint_operations", "record", ("INSERT", "UPDATE", "DELETE")),
-            ("api_session_activity", "record", ("INSERT", "UPDATE")),
-            ("relay_log_pages", "log", ("INSERT",)),
-            ("materialized_seeds", "start", ("INSERT", "UPDATE", "DELETE")),
-            ("materialized_history_start", "start", ("INSERT", "UPDATE", "DELETE")),
-        )
-        for when in whens
-        for row in ("OLD" if when == "DELETE" else "NEW",)
+""" + "".join(
+    _trigger(f"store_changes_{table}_{when.split()[0].lower()}", when, table, kind, row=row)
+    for table, kind, whens in (
+        ("sessions", "record", ("INSERT", "UPDATE", "DELETE")),
+        ("session_checkpoints", "record", ("INSERT", "UPDATE", "DELETE")),
+        ("checkpoint_operations", "record", ("INSERT", "UPDATE", "DELETE")),
+        ("api_session_activity", "record", ("INSERT", "UPDATE")),
+        ("relay_log_pages", "log", ("INSERT",)),
+        ("materialized_seeds", "start", ("INSERT", "UPDATE", "DELETE")),
+        ("materialized_history_start", "start", ("INSERT", "UPDATE", "DELETE")),
     )
+    for when in whens
+    for row in ("OLD" if when == "DELETE" else "NEW",)
 )
 """Revision 10's change log and the triggers that fill it (see the module doc)."""
 
@@ -256,7 +253,6 @@ def load_log_page(connection: apsw.Connection, session_id: str, first: int) -> L
         raw_bytes=int(found[1]),
         lines=bytes(found[2]),
     )
-
 
 
 def _value(

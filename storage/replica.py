@@ -122,8 +122,7 @@ class _Target:
             return self.known[session_id]
         connection = self.connection
         row = connection.execute(
-            "SELECT session_id FROM replica_sessions WHERE store_id = ? AND "
-            "source_session_id = ?",
+            "SELECT session_id FROM replica_sessions WHERE store_id = ? AND source_session_id = ?",
             (self.store_id, session_id),
         ).fetchone()
         if row is not None:
@@ -258,9 +257,7 @@ def _apply_start(connection: apsw.Connection, local: str, state: StartState) -> 
             (local, seed.start_ordinal, seed.start_digest, seed.queued_prompts_json),
         )
     if state.first_ordinal is None or state.source is None:
-        connection.execute(
-            "DELETE FROM materialized_history_start WHERE session_id = ?", (local,)
-        )
+        connection.execute("DELETE FROM materialized_history_start WHERE session_id = ?", (local,))
     else:
         connection.execute(
             "INSERT OR REPLACE INTO materialized_history_start(session_id, first_ordinal, "
@@ -289,7 +286,9 @@ def _reproject(connection: apsw.Connection, local: str, new_pages: list[LogPageR
         events = [
             event
             for page in new_pages
-            for event in unpack_events(page.lines, session_id=local, first_ordinal=page.first_ordinal)
+            for event in unpack_events(
+                page.lines, session_id=local, first_ordinal=page.first_ordinal
+            )
         ]
         rebuilt = rebuild_from(stored, events)
     else:
@@ -388,7 +387,13 @@ def apply_commits(
                     connection.execute(
                         "INSERT OR REPLACE INTO relay_log_pages(session_id, first_ordinal, "
                         "last_ordinal, raw_bytes, lines) VALUES (?, ?, ?, ?, ?)",
-                        (local, value.first_ordinal, value.last_ordinal, value.raw_bytes, value.lines),
+                        (
+                            local,
+                            value.first_ordinal,
+                            value.last_ordinal,
+                            value.raw_bytes,
+                            value.lines,
+                        ),
                     )
                     pages.setdefault(local, []).append(value)
             except apsw.ConstraintError as exc:

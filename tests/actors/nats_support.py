@@ -182,7 +182,11 @@ class NatsCluster:
                 binary,
                 folder / f"n{index + 1}",
                 name=f"n{index + 1}",
-                cluster=("relaystore-test", route_ports[index], routes[:index] + routes[index + 1 :]),
+                cluster=(
+                    "relaystore-test",
+                    route_ports[index],
+                    routes[:index] + routes[index + 1 :],
+                ),
             )
             for index in range(3)
         ]
@@ -245,7 +249,8 @@ async def _stream_leader(url: str, name: str) -> str:
         info = await nc.jsm(timeout=5).stream_info(name)
     finally:
         await nc.close()
-    assert info.cluster is not None and info.cluster.leader is not None
+    assert info.cluster is not None
+    assert info.cluster.leader is not None
     return str(info.cluster.leader)
 
 

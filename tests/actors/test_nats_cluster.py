@@ -116,9 +116,10 @@ def test_a_node_killed_mid_publish_and_mid_restore_loses_and_repeats_nothing(
         reader = _restore_through_a_lost_node(cluster, sid, restored)
         assert reader.reconnects >= 1
         # Run again: it continues, and there is nothing left.
-        assert "0 API events" in run(
-            restored, "restore", "--nats", cluster.url, "--store", sid
-        ).stdout.decode()
+        assert (
+            "0 API events"
+            in run(restored, "restore", "--nats", cluster.url, "--store", sid).stdout.decode()
+        )
     assert_restored(original, restored)
 
 

@@ -205,9 +205,8 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
     triggers = {name for kind, name, _ in missing if name.startswith("store_changes_")}
-    assert len(triggers) == 18 and all(  # revision 10: the change log's triggers
-        kind == "trigger" for kind, name, _ in missing if name in triggers
-    )
+    assert len(triggers) == 18  # revision 10: the change log's triggers
+    assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
     assert {name for _, name, _ in missing} - triggers == {
         "store_changes",  # revision 10: the change log
         "replica_sources",
@@ -891,7 +890,8 @@ def test_a_revision_9_store_numbers_what_it_holds_and_then_every_change(
         ]
         save_session(writer.connection, example_session("a-first"))  # changes: numbered
         later = load_changes(writer.connection, 2, 100)
-        assert later and {(c.kind, c.session_id) for c in later} == {("record", "a-first")}
+        assert later
+        assert {(c.kind, c.session_id) for c in later} == {("record", "a-first")}
         assert latest_change(writer.connection) == later[-1].change_seq
     fresh = tmp_path / "fresh.sqlite3"
     open_writer(fresh).close()
