@@ -37,6 +37,7 @@ __all__ = [
     "HEADER_STORE",
     "SCHEMES",
     "connect",
+    "require_stream",
     "filter_subject",
     "is_transient",
     "require_nats",
@@ -236,3 +237,16 @@ async def connect(
         raise StoreError(
             f"cannot connect to NATS at {shown_servers(servers)}: {redact(str(exc))}"
         ) from exc
+
+
+async def require_stream(
+    nc: Client, stream: str, servers: Sequence[str], timeout: float, hint: str
+) -> None:
+    """Raise :class:`InvalidInput` (``hint`` says what to do) when ``stream`` is not
+    on the servers; a failure to ask raises what nats-py raises."""
+    import nats.js.errors
+
+    try:
+        await nc.jsm(timeout=timeout).stream_info(stream)
+    except nats.js.errors.NotFoundError:
+        raise InvalidInput(f"no stream {stream} on {shown_servers(servers)}; {hint}") from None

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from relaystore.actors.nats_common import (
     connect,
     is_transient,
+    require_stream,
     shown_servers,
     validate_servers,
     validate_store_id,
@@ -45,7 +46,7 @@ from relaystore.actors.nats_common import (
     validate_subject_prefix,
 )
 from relaystore.actors.replication import MARKER, decode_incoming
-from relaystore.domain.errors import InvalidInput, StoreError
+from relaystore.domain.errors import StoreError
 from relaystore.domain.redaction import redact
 from relaystore.domain.replication import Incoming
 
@@ -100,6 +101,7 @@ class ReplicaReader:
         self._connect_timeout = connect_timeout
         self._handle: WriterConnection | None = None
         self._adopt = False
+        self._fresh = False  # an empty target takes the store's id with its first span
         # Per store: messages since its last marker, complete spans ready to apply, and
         # the stream seq each store is applied (or ready) through.
         self._partial: dict[str, list[tuple[int, Incoming]]] = {}
@@ -119,16 +121,15 @@ class ReplicaReader:
 
     def _open(self) -> None:
         from relaystore.storage.connection import open_writer
-        from relaystore.storage.replica import adopt_store_id, replica_position, target_is_empty
+        from relaystore.storage.replica import replica_position, target_is_empty
         from relaystore.storage.schema import read_store_id
 
         self._handle = handle = open_writer(self._db)
         connection = handle.connection
         if self._store_id is not None:
             whole = self._scope == "*"
-            if whole and target_is_empty(connection):
-                adopt_store_id(connection, self._store_id)
-            self._adopt = whole and read_store_id(connection) == self._store_id
+            self._fresh = whole and target_is_empty(connection)
+            self._adopt = whole and (self._fresh or read_store_id(connection) == self._store_id)
             self._applied[self._store_id] = replica_position(
                 connection, self._store_id, self._stream, self._scope
             )
@@ -146,10 +147,13 @@ class ReplicaReader:
         return self._applied.get(_FLOOR_STORE, 0)
 
     def _apply_ready(self) -> None:
-        from relaystore.storage.replica import apply_commits
+        from relaystore.storage.replica import adopt_store_id, apply_commits
 
         assert self._handle is not None
         connection = self._handle.connection
+        if self._fresh and self._store_id is not None and self._ready:
+            adopt_store_id(connection, self._store_id)
+            self._fresh = False
         for store_id, messages in self._ready.items():  # in the order their markers came
             report = apply_commits(
                 connection,
@@ -285,16 +289,12 @@ class ReplicaReader:
                 await nc.close()
 
     async def _consumer(self, nc: Client) -> Any:
-        import nats.js.errors
         from nats.js import api
 
+        await require_stream(
+            nc, self._stream, self._servers, self._connect_timeout * 2, "give --stream"
+        )
         jsm = nc.jsm(timeout=self._connect_timeout * 2)
-        try:
-            await jsm.stream_info(self._stream)
-        except nats.js.errors.NotFoundError:
-            raise InvalidInput(
-                f"no stream {self._stream} on {shown_servers(self._servers)}; give --stream"
-            ) from None
         floor = self._floor()
         subject = (
             f"{self._prefix}.>" if self._store_id is None else f"{self._prefix}.{self._store_id}.>"

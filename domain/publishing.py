@@ -46,18 +46,15 @@ def fork_from_stream(
     (its last message: ``stream_seq``, ``stream_event``), or None; see the module doc.
     ``store_event``: the store's event ``stream_seq`` as published bytes, None when the
     store does not hold it."""
-    if stream_seq <= 0:
-        return None
-    if store_latest < stream_seq:
-        why = (
-            f"stream {stream} holds its events up to seq {stream_seq}, but the store's "
-            f"latest seq is {store_latest}"
-        )
-    elif store_event is not None and store_event != stream_event:
-        why = f"its event seq {stream_seq} differs from the one stream {stream} holds"
-    else:
-        return None
-    return _forked(store_id, stream_seq, why)
+    return _fork(
+        store_id,
+        stream,
+        ("events up to seq", "latest seq", "event seq"),
+        stream_seq,
+        stream_event,
+        store_latest,
+        store_event,
+    )
 
 
 def fork_from_changes(
@@ -72,18 +69,40 @@ def fork_from_changes(
     """The refusal when the store's changes forked from what ``stream`` holds for
     ``store_id`` (its last change: number ``stream_change``, ``(kind, session)``), or
     None; ``store_what``: the store's change of that number, None when it lacks it."""
-    if stream_change <= 0:
+    return _fork(
+        store_id,
+        stream,
+        ("changes up to", "newest change", "change"),
+        stream_change,
+        stream_what,
+        store_latest,
+        store_what,
+    )
+
+
+def _fork(
+    store_id: str,
+    stream: str,
+    words: tuple[str, str, str],
+    number: int,
+    streamed: object,
+    store_latest: int,
+    held: object | None,
+) -> StoreForked | None:
+    """The one rule (see the module doc) for events and for changes alike."""
+    held_up_to, newest, one = words
+    if number <= 0:
         return None
-    if store_latest < stream_change:
+    if store_latest < number:
         why = (
-            f"stream {stream} holds its changes up to {stream_change}, but the store's "
-            f"newest change is {store_latest}"
+            f"stream {stream} holds its {held_up_to} {number}, but the store's "
+            f"{newest} is {store_latest}"
         )
-    elif store_what is not None and store_what != stream_what:
-        why = f"its change {stream_change} differs from the one stream {stream} holds"
+    elif held is not None and held != streamed:
+        why = f"its {one} {number} differs from the one stream {stream} holds"
     else:
         return None
-    return _forked(store_id, stream_change, why)
+    return _forked(store_id, number, why)
 
 
 def _forked(store_id: str, stream_seq: int, why: str) -> StoreForked:

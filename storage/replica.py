@@ -167,6 +167,20 @@ def _record_json(text: str, local: str, source: str) -> str:
     return msgspec.json.encode(document).decode()
 
 
+def _put(connection: apsw.Connection, table: str, local: str, row: msgspec.Struct | None) -> None:
+    """The session's one row of ``table`` (one of this module's, named in code) as
+    ``row``'s fields, or no row for None."""
+    if row is None:
+        connection.execute(f"DELETE FROM {table} WHERE session_id = ?", (local,))
+        return
+    fields = row.__struct_fields__
+    connection.execute(
+        f"INSERT OR REPLACE INTO {table}(session_id, {', '.join(fields)}) "
+        f"VALUES (?{', ?' * len(fields)})",
+        (local, *msgspec.structs.astuple(row)),
+    )
+
+
 def _apply_record(connection: apsw.Connection, local: str, state: RecordState) -> bool:
     """Write the record's rows; False when the session is (now) deleted."""
     if state.workspace is not None:
@@ -213,49 +227,14 @@ def _apply_record(connection: apsw.Connection, local: str, state: RecordState) -
         "ON CONFLICT(session_id) DO NOTHING",
         (local,),
     )
-    checkpoint, operation, activity = state.checkpoint, state.operation, state.activity
-    if checkpoint is None:
-        connection.execute("DELETE FROM session_checkpoints WHERE session_id = ?", (local,))
-    else:
-        connection.execute(
-            "INSERT OR REPLACE INTO session_checkpoints(session_id, archive_path, sha256, "
-            "created_at, event_frontier) VALUES (?, ?, ?, ?, ?)",
-            (
-                local,
-                checkpoint.archive_path,
-                checkpoint.sha256,
-                checkpoint.created_at,
-                checkpoint.event_frontier,
-            ),
-        )
-    if operation is None:
-        connection.execute("DELETE FROM checkpoint_operations WHERE session_id = ?", (local,))
-    else:
-        connection.execute(
-            "INSERT OR REPLACE INTO checkpoint_operations(session_id, command_id, "
-            "related_command_ids) VALUES (?, ?, ?)",
-            (local, operation.command_id, operation.related_command_ids),
-        )
-    if activity is None:
-        connection.execute("DELETE FROM api_session_activity WHERE session_id = ?", (local,))
-    else:
-        connection.execute(
-            "INSERT OR REPLACE INTO api_session_activity(session_id, body) VALUES (?, ?)",
-            (local, activity.body),
-        )
+    _put(connection, "session_checkpoints", local, state.checkpoint)
+    _put(connection, "checkpoint_operations", local, state.operation)
+    _put(connection, "api_session_activity", local, state.activity)
     return True
 
 
 def _apply_start(connection: apsw.Connection, local: str, state: StartState) -> None:
-    seed = state.seed
-    if seed is None:
-        connection.execute("DELETE FROM materialized_seeds WHERE session_id = ?", (local,))
-    else:
-        connection.execute(
-            "INSERT OR REPLACE INTO materialized_seeds(session_id, start_ordinal, start_digest, "
-            "queued_prompts_json) VALUES (?, ?, ?, ?)",
-            (local, seed.start_ordinal, seed.start_digest, seed.queued_prompts_json),
-        )
+    _put(connection, "materialized_seeds", local, state.seed)
     if state.first_ordinal is None or state.source is None:
         connection.execute("DELETE FROM materialized_history_start WHERE session_id = ?", (local,))
     else:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.actors.http_support import start_server, stop_server
 from tests.actors.nats_support import (
     NatsServer,
     attempt,
@@ -169,6 +170,16 @@ def test_mirror_holds_every_store_and_qualifies_a_shared_session_id(
         assert qualified["transcript"] == origin["transcript"]
     assert attempt(mirror, "audit").returncode == 0
     assert store_id(mirror) not in (first, second)
+    # serve answers the read routes for the whole fleet from the mirror.
+    server = start_server(mirror)
+    try:
+        listed = server.get("/api/v1/sessions").json()["sessions"]
+        assert sorted(entry["id"] for entry in listed) == expected
+        qualified_id = f"{shared[0]}.{second[:8]}"
+        transcript = server.get(f"/api/v1/sessions/{qualified_id}/transcript")
+        assert transcript.status_code == 200
+    finally:
+        stop_server(server)
     # Rebuildable: a new mirror from the same stream holds the same.
     rebuilt = tmp_path / "m2" / "mirror.sqlite3"
     rebuilt.parent.mkdir()
