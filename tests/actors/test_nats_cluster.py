@@ -71,7 +71,9 @@ def _publish_through_a_lost_node(cluster: NatsCluster, db: Path, later: Path) ->
     run(db, "publish", "--nats", cluster.url, "--once")
 
 
-def _restore_through_a_lost_node(cluster: NatsCluster, sid: str, target: Path) -> ReplicaReader:
+def _restore_through_a_lost_node(
+    cluster: NatsCluster, sid: str, target: Path, chunk: int = 20
+) -> ReplicaReader:
     """Restore ``sid`` into ``target``, killing the node the restore reads from once it
     applied its first span; the node is restarted after the restore ends."""
     killed: list[NatsCluster | object] = []
@@ -79,7 +81,12 @@ def _restore_through_a_lost_node(cluster: NatsCluster, sid: str, target: Path) -
     async def restore() -> ReplicaReader:
         applied = asyncio.Event()
         reader = ReplicaReader(
-            str(target), cluster.url, store_id=sid, batch=20, chunk=20, on_apply=applied.set
+            str(target),
+            cluster.url,
+            store_id=sid,
+            batch=min(chunk, 1000),
+            chunk=chunk,
+            on_apply=applied.set,
         )
         task = asyncio.create_task(reader.run())
         waiting = asyncio.create_task(applied.wait())
@@ -135,7 +142,7 @@ def test_a_generated_100k_event_store_through_a_lost_node(tmp_path: Path) -> Non
         _publish_through_a_lost_node(cluster, original, later)
         restored = tmp_path / "machine-b" / "store.sqlite3"
         restored.parent.mkdir()
-        _restore_through_a_lost_node(cluster, store_id(original), restored)
+        _restore_through_a_lost_node(cluster, store_id(original), restored, chunk=20_000)
         run(restored, "restore", "--nats", cluster.url, "--store", store_id(original))
     assert latest_seq(original) >= 100_000
     assert_restored(original, restored)
