@@ -39,6 +39,7 @@ from relaystore.actors.internal import (
     LoadIndexEntries,
     LoadLoggedLine,
     LoadProjection,
+    LoadReplicationRound,
     LoadTranscriptItem,
 )
 from relaystore.aio import AsyncEventStore
@@ -262,6 +263,7 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
         session_id="session-1", after_position=None, after_id=None, limit=10
     ),
     LoadAuditView: LoadAuditView(session_id="session-1"),
+    LoadReplicationRound: LoadReplicationRound(after_seq=0, after_change=0, limit=10),
 }
 
 
