@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from relaystore.actors.replica import ReplicaReader
-from tests.actors.cli_support import TIMEOUT
+from tests.actors.cli_support import ENV, TIMEOUT, command
 from tests.actors.nats_support import (
     NatsCluster,
     events_lines,
@@ -49,7 +49,9 @@ def _connected_node(process: subprocess.Popen[bytes]) -> str:
             return found.group(1).decode()
 
 
-def _publish_through_a_lost_node(cluster: NatsCluster, db: Path, later: Path) -> None:
+def _publish_through_a_lost_node(
+    cluster: NatsCluster, db: Path, later: Path, timeout: float = TIMEOUT
+) -> None:
     """Publish ``db``; kill the publisher's node once it published, commit ``later``
     while that node is down, restart it; then a second publisher finishes the rest."""
     sid = store_id(db)
@@ -59,7 +61,9 @@ def _publish_through_a_lost_node(cluster: NatsCluster, db: Path, later: Path) ->
         wait_until_published(cluster.url, STREAM, f"relaystore.{sid}.*.*", 1)
         node.stop(signal.SIGKILL)
         run(db, "replay", str(later))
-        wait_until_published(cluster.url, STREAM, f"relaystore.{sid}.*.*", latest_seq(db))
+        wait_until_published(
+            cluster.url, STREAM, f"relaystore.{sid}.*.*", latest_seq(db), timeout=timeout
+        )
         node.start()
     finally:
         process.send_signal(signal.SIGTERM)
@@ -68,7 +72,13 @@ def _publish_through_a_lost_node(cluster: NatsCluster, db: Path, later: Path) ->
         process.stderr.close()
     assert process.returncode == 0
     # Whatever the first one left (changes after its last event): resumed, not repeated.
-    run(db, "publish", "--nats", cluster.url, "--once")
+    finish = subprocess.run(
+        command(db, "publish", "--nats", cluster.url, "--once"),
+        env=ENV,
+        capture_output=True,
+        timeout=timeout,
+    )
+    assert finish.returncode == 0, finish.stderr.decode()
 
 
 def _restore_through_a_lost_node(
@@ -139,7 +149,7 @@ def test_a_generated_100k_event_store_through_a_lost_node(tmp_path: Path) -> Non
         run(original, "replay", str(journal_root(folder / "roots", f"big-{index}", 5000)))
     later = journal_root(tmp_path / "later-roots", "later", 200)
     with running_cluster(tmp_path / "cluster", STREAM) as cluster:
-        _publish_through_a_lost_node(cluster, original, later)
+        _publish_through_a_lost_node(cluster, original, later, timeout=600)
         restored = tmp_path / "machine-b" / "store.sqlite3"
         restored.parent.mkdir()
         _restore_through_a_lost_node(cluster, store_id(original), restored, chunk=20_000)
