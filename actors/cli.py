@@ -543,11 +543,15 @@ def _parser() -> argparse.ArgumentParser:
 
     publish = command(
         "publish",
-        "publish every committed API event to a NATS JetStream stream, read-only and "
-        "resumable (needs relaystore[nats])",
+        "publish every committed API event, session record change and relay log page to "
+        "a NATS JetStream stream, read-only and resumable (needs relaystore[nats])",
     )
     _nats_options(publish)
     _config_option(publish)
+    publish.add_argument(
+        "--once", action="store_true", help="publish what is committed now, then exit"
+    )
+    _replica_commands(command)
 
     fleet = command("fleet", "read the merged feed of many stores from NATS (relaystore[nats])")
     fleet_commands = fleet.add_subparsers(dest="fleet_command", required=True, metavar="COMMAND")
@@ -1020,7 +1024,11 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
     with _nats_log(publisher=True):
         async with AsyncEventStore.open(args.db, read_only=True, readers=1) as store:
             publisher = Publisher(
-                store, args.nats, stream=args.stream, subject_prefix=args.subject_prefix
+                store,
+                args.nats,
+                stream=args.stream,
+                subject_prefix=args.subject_prefix,
+                once=args.once,
             )
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, publisher.stop)
@@ -1035,7 +1043,8 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
             figures = publisher.metrics()
             print(
                 f"relaystore: stopped at seq {figures.acked_seq} ({figures.published} "
-                f"published, {figures.duplicates} duplicates dropped by the server)",
+                f"published, {figures.duplicates} duplicates dropped by the server), "
+                f"change {figures.acked_change} ({figures.changes_published} published)",
                 file=sys.stderr,
             )
     return 0
@@ -1070,6 +1079,41 @@ async def _fleet_events(args: argparse.Namespace) -> int:
                 out.write(event.line() + b"\n")
                 out.flush()
     return 0
+
+
+def _replica_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """``restore`` and ``mirror``: stores filled from a stream (:mod:`relaystore.actors.replica`)."""
+    restore = command(
+        "restore",
+        "restore a published store's sessions (records, relay logs, projections and its "
+        "API feed with the same seqs) from a NATS stream into --db; run again to continue",
+    )
+    _nats_options(restore)
+    restore.add_argument("--store", type=_store_id, required=True, metavar="ID")
+    restore.add_argument(
+        "--session",
+        type=_id("session"),
+        action="append",
+        default=[],
+        metavar="S",
+        help="only this session (repeat for several; default: every session)",
+    )
+    mirror = command(
+        "mirror",
+        "keep --db a read replica of every store published to a NATS stream (serve it "
+        "for the whole fleet); rebuildable from the stream",
+    )
+    _nats_options(mirror)
+    mirror.add_argument("--follow", action="store_true", help="keep applying new commits")
+
+
+def _replica(args: argparse.Namespace) -> int:
+    from relaystore.actors.nats_common import require_nats
+
+    require_nats(args.command)
+    from relaystore.actors.replica import run_command
+
+    return run_command(args)
 
 
 # -- serve, backup, vacuum, completion -----------------------------------------------------
@@ -1355,6 +1399,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "fleet": _fleet,
     "reproject": _reproject,
     "audit": _audit,
+    "restore": _replica,
+    "mirror": _replica,
     "completion": _no_handler,
     **_READ_COMMANDS,
 }

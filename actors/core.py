@@ -68,6 +68,7 @@ from relaystore.actors.internal import (
     LoadIndexEntries,
     LoadOpenRequests,
     LoadProjection,
+    LoadReplicationRound,
     LoadTranscriptItem,
 )
 from relaystore.actors.live import LiveProjectors
@@ -154,6 +155,7 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadIndexEntries,
     LoadAuditView,
     LoadOpenRequests,
+    LoadReplicationRound,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
 

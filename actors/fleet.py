@@ -41,6 +41,7 @@ from relaystore.actors.nats_common import (
     filter_subject,
     is_transient,
     require_nats,
+    require_stream,
     shown_servers,
     validate_consumer_name,
     validate_servers,
@@ -210,14 +211,14 @@ class FleetFeed:
         import nats.js.errors
         from nats.js import api
 
+        await require_stream(
+            nc,
+            self._stream,
+            self._servers,
+            self._connect_timeout * 2,
+            "start relaystore publish first, or give --stream",
+        )
         jsm = nc.jsm(timeout=self._connect_timeout * 2)
-        try:
-            await jsm.stream_info(self._stream)
-        except nats.js.errors.NotFoundError:
-            raise InvalidInput(
-                f"no stream {self._stream} on {shown_servers(self._servers)}; start "
-                "relaystore publish first, or give --stream"
-            ) from None
         config = api.ConsumerConfig(
             durable_name=self._durable,
             deliver_policy=api.DeliverPolicy.ALL,

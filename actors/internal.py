@@ -32,6 +32,7 @@ __all__ = [
     "LoadLoggedLine",
     "LoadOpenRequests",
     "LoadProjection",
+    "LoadReplicationRound",
     "LoadTranscriptItem",
     "ProjectorReaderMessage",
     "ProjectorWriterMessage",
@@ -168,9 +169,21 @@ class RecordCheckpoint:
     checkpoint: CheckpointMetadata
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadReplicationRound:
+    """The publisher reads the changes and API events it sends next, in one snapshot,
+    through a reader. Reply: the :class:`~relaystore.domain.replication.ReplicationRound`."""
+
+    after_seq: int
+    after_change: int
+    limit: int
+
+
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
-ProjectorReaderMessage = LoadTranscriptItem | LoadIndexEntries | LoadAuditView
-"""Reader messages only the actors send (projectors, ``audit``)."""
+ProjectorReaderMessage = (
+    LoadTranscriptItem | LoadIndexEntries | LoadAuditView | LoadReplicationRound
+)
+"""Reader messages only the actors send (projectors, ``audit``, the publisher)."""
 """Writer messages only projectors send."""
 DeskWriterMessage = ClaimRequest | FinishRequest | RecoverRequests | RecordCheckpoint
 DeskReaderMessage = LoadOpenRequests
@@ -189,5 +202,6 @@ INTERNAL_MESSAGES: tuple[type[Any], ...] = (
     FinishRequest,
     RecoverRequests,
     RecordCheckpoint,
+    LoadReplicationRound,
 )
 """Every message the public ``ask`` and ``tell`` refuse by type."""

@@ -37,6 +37,7 @@ __all__ = [
     "HEADER_STORE",
     "SCHEMES",
     "connect",
+    "require_stream",
     "filter_subject",
     "is_transient",
     "require_nats",
@@ -168,7 +169,7 @@ def subject_token(kind: str, value: str) -> str:
 
 
 def store_subjects(prefix: str, store_id: str) -> str:
-    """Every subject of one store's events: ``PREFIX.STORE_ID.>``."""
+    """Every subject of one store's messages: ``PREFIX.STORE_ID.>``."""
     return f"{prefix}.{store_id}.>"
 
 
@@ -179,12 +180,13 @@ def filter_subject(
     workspace_id: str | None = None,
     session_id: str | None = None,
 ) -> str:
-    """The one subject filter selecting a store, workspace and/or session (``*`` for any)."""
+    """The one subject filter selecting API events of a store, workspace and/or session
+    (``*`` for any): ``PREFIX.*.*.*`` for all, never the stores' changes and commit
+    markers, whose subjects have other token counts
+    (:mod:`relaystore.actors.replication`)."""
     store = "*" if store_id is None else validate_store_id(store_id)
     workspace = "*" if workspace_id is None else subject_token("workspace", workspace_id)
     session = "*" if session_id is None else subject_token("session", session_id)
-    if store_id is None and workspace_id is None and session_id is None:
-        return f"{prefix}.>"
     return f"{prefix}.{store}.{workspace}.{session}"
 
 
@@ -235,3 +237,16 @@ async def connect(
         raise StoreError(
             f"cannot connect to NATS at {shown_servers(servers)}: {redact(str(exc))}"
         ) from exc
+
+
+async def require_stream(
+    nc: Client, stream: str, servers: Sequence[str], timeout: float, hint: str
+) -> None:
+    """Raise :class:`InvalidInput` (``hint`` says what to do) when ``stream`` is not
+    on the servers; a failure to ask raises what nats-py raises."""
+    import nats.js.errors
+
+    try:
+        await nc.jsm(timeout=timeout).stream_info(stream)
+    except nats.js.errors.NotFoundError:
+        raise InvalidInput(f"no stream {stream} on {shown_servers(servers)}; {hint}") from None

@@ -1,11 +1,17 @@
-"""The NATS publisher: every committed API event of one store, once, in ``seq`` order.
+"""The NATS publisher: a store's source of truth, each piece once, in commit order.
 
 :class:`Publisher` follows a store (an :class:`~relaystore.actors.aio.AsyncEventStore`,
 usually opened ``read_only`` beside the supervisor that writes it) and publishes each
 API event to JetStream: subject ``PREFIX.STORE_ID.WORKSPACE.SESSION`` (see
 :mod:`relaystore.actors.nats_common`), data the event's wire line (the bytes
 ``relaystore events`` prints), headers ``Nats-Msg-Id: STORE_ID:SEQ``,
-``Relaystore-Store`` and ``Relaystore-Seq``.
+``Relaystore-Store`` and ``Relaystore-Seq``. Besides the feed it publishes every
+numbered change to a session's record, start and relay log
+(:mod:`relaystore.storage.changes`), and after each round that reached what the store
+had committed, a commit marker; subjects, headers and values:
+:mod:`relaystore.actors.replication`. Each round reads its changes and events in one
+snapshot; a change is resumed, deduplicated and checked for a fork exactly as an event
+is (the stream's last change for the store, by subject; ``Nats-Msg-Id STORE:c:N``).
 
 Guarantees, and why they hold:
 
@@ -23,8 +29,9 @@ Guarantees, and why they hold:
   refused with :class:`~relaystore.domain.errors.StoreForked` before anything is sent
   (the rule: :mod:`relaystore.domain.publishing`); ``relaystore new-store-id`` gives
   it a new id, under which it publishes as a new store.
-* **Order.** Events are sent in ``seq`` order on one connection, so each store's
-  messages are in ``seq`` order in the stream.
+* **Order.** Events are sent in ``seq`` order and changes in their number's order on
+  one connection, so each store's messages are in that order in the stream; a commit
+  marker follows only what a whole snapshot held.
 * **A refusal is not skipped.** When the server refuses one message (an error ack), the
   connection ends; if a later message of the same connection was stored anyway, the
   publisher stops with a :class:`~relaystore.domain.errors.StoreError` naming the gap
@@ -68,11 +75,23 @@ from relaystore.actors.nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
+from relaystore.actors.replication import (
+    HEADER_CHANGE,
+    HEADER_KIND,
+    HEADER_SESSION,
+    Outgoing,
+    change_message,
+    change_subjects,
+    event_subjects,
+    load_round,
+    marker_message,
+)
 from relaystore.domain.api_events import RawApiEvent
 from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
 from relaystore.domain.messages import LoadRawApiEvents, LoadState
-from relaystore.domain.publishing import fork_from_stream
+from relaystore.domain.publishing import fork_from_changes, fork_from_stream
 from relaystore.domain.redaction import redact
+from relaystore.domain.replication import Change
 from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 if TYPE_CHECKING:
@@ -109,6 +128,13 @@ class PublisherMetrics(msgspec.Struct, frozen=True, kw_only=True):
     skipped: int
     reconnects: int
     last_error: str | None
+    acked_change: int = 0
+    """Every change up to it is in the stream."""
+    store_latest_change: int = 0
+    change_lag: int = 0
+    """``store_latest_change - acked_change``: what a lost machine would lose."""
+    changes_published: int = 0
+    markers: int = 0
 
 
 class _Head(msgspec.Struct):
@@ -130,6 +156,9 @@ class _Ack(msgspec.Struct):
 
 _HEAD = msgspec.json.Decoder(_Head)
 _ACK = msgspec.json.Decoder(_Ack)
+
+
+_NAMES = {"e": "event seq", "c": "change", "m": "the commit marker of change"}
 
 
 class _Lost(Exception):
@@ -157,6 +186,7 @@ class Publisher:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         log_interval: float = 10.0,
+        once: bool = False,
     ) -> None:
         require_nats("the NATS publisher")
         if not isinstance(store, AsyncEventStore):
@@ -185,11 +215,17 @@ class Publisher:
         self._stopping = asyncio.Event()
         self._subjects: OrderedDict[str, str] = OrderedDict()
         # Per connection: the seqs sent and not yet settled, in order; ack outcomes.
+        # Tokens sent, in order; each one's (kind, number): "e" an event's seq, "c" a
+        # change's number, "m" a marker's change.
         self._sent: deque[int] = deque()
+        self._pending: dict[int, tuple[str, int]] = {}
+        self._token = 0
         self._outcomes: dict[int, BaseException | bool] = {}
         self._progress = asyncio.Event()
         self._failure: BaseException | None = None
         self._refused: int | None = None
+        self._refused_change: int | None = None
+        self._once = bool(once)
         # Figures.
         self._connected = False
         self._resumed = 0
@@ -201,6 +237,10 @@ class Publisher:
         self._skipped = 0
         self._reconnects = 0
         self._last_error: str | None = None
+        self._acked_change = 0
+        self._latest_change = 0
+        self._changes_published = 0
+        self._markers = 0
 
     @property
     def store_id(self) -> str:
@@ -226,6 +266,11 @@ class Publisher:
             skipped=self._skipped,
             reconnects=self._reconnects,
             last_error=self._last_error,
+            acked_change=self._acked_change,
+            store_latest_change=self._latest_change,
+            change_lag=max(0, self._latest_change - self._acked_change),
+            changes_published=self._changes_published,
+            markers=self._markers,
         )
 
     def stop(self) -> None:
@@ -234,6 +279,8 @@ class Publisher:
 
     async def run(self) -> None:
         """Publish until :meth:`stop` or the store closes; reconnect on NATS failures.
+        With ``once``, return once what the store had committed when a round began is
+        in the stream, with its commit marker.
 
         Raises :class:`~relaystore.domain.errors.StoreError` (or ``InvalidInput``) for
         what a retry cannot fix: a stream whose subjects do not cover the prefix, an
@@ -279,22 +326,28 @@ class Publisher:
             reconnect=False,
         )
         self._sent.clear()
+        self._pending.clear()
         self._outcomes.clear()
         self._failure = None
         try:
             self._connected = True
             await self._ensure_stream(nc)
             after = await self._last_in_stream(nc)
-            if self._refused is not None:
-                if after > self._refused:
+            after_change = await self._last_change_in_stream(nc)
+            for what, refused, stored in (
+                ("event seq", self._refused, after),
+                ("change", self._refused_change, after_change),
+            ):
+                if refused is not None and stored > refused:
                     raise StoreError(
-                        f"the NATS server refused event seq {self._refused} of store "
-                        f"{self._store_id} ({self._last_error}) but stored seq {after} after "
-                        f"it: stream {self._stream} has a gap; fix the server's limits, "
+                        f"the NATS server refused {what} {refused} of store "
+                        f"{self._store_id} ({self._last_error}) but stored {what} {stored} "
+                        f"after it: stream {self._stream} has a gap; fix the server's limits, "
                         "purge this store's subjects and publish again"
                     )
-                self._refused = None
+            self._refused = self._refused_change = None
             self._resumed = self._acked = self._sent_seq = after
+            self._acked_change = after_change
             logger.info(
                 "publishing store %s to stream %s on %s after seq %d",
                 self._store_id,
@@ -306,7 +359,7 @@ class Publisher:
             )
             inbox = nc.new_inbox()
             await nc.subscribe(f"{inbox}.*", cb=self._on_ack)
-            await self._pump(nc, f"{inbox}.", after)
+            await self._pump(nc, f"{inbox}.", after, after_change)
         finally:
             self._connected = False
             with contextlib.suppress(Exception):
@@ -360,7 +413,7 @@ class Publisher:
         import nats.js.errors
 
         jsm = nc.jsm(timeout=self._connect_timeout * 2)
-        subjects = store_subjects(self._prefix, self._store_id)
+        subjects = event_subjects(self._prefix, self._store_id)
         try:
             message = await jsm.get_last_msg(self._stream, subjects)
         except nats.js.errors.NotFoundError:
@@ -390,70 +443,159 @@ class Publisher:
             raise fork
         return int(seq)
 
-    async def _pump(self, nc: Client, reply: str, after: int) -> None:
-        cursor = after
+    async def _last_change_in_stream(self, nc: Client) -> int:
+        """The number of this store's last change in the stream (0 for none), once the
+        store is known to hold it (the fork rule of :func:`fork_from_changes`)."""
+        import nats.js.errors
+
+        jsm = nc.jsm(timeout=self._connect_timeout * 2)
+        try:
+            message = await jsm.get_last_msg(
+                self._stream, change_subjects(self._prefix, self._store_id)
+            )
+        except nats.js.errors.NotFoundError:
+            return 0
+        headers = message.headers or {}
+        number = headers.get(HEADER_CHANGE)
+        if headers.get(HEADER_STORE) != self._store_id or not (
+            isinstance(number, str) and number.isdigit()
+        ):
+            raise StoreError(
+                f"stream {self._stream} holds a message on {message.subject} (stream seq "
+                f"{message.seq}) that relaystore did not publish for store {self._store_id}; "
+                "remove it, or publish under another --subject-prefix"
+            )
+        held = await load_round(self._store, self._store.latest_seq, int(number) - 1, 1)
+        change = held.changes[0].ref if held.changes else None
+        fork = fork_from_changes(
+            store_id=self._store_id,
+            stream=self._stream,
+            stream_change=int(number),
+            stream_what=(headers.get(HEADER_KIND, ""), headers.get(HEADER_SESSION, "")),
+            store_latest=held.latest_change,
+            store_what=None
+            if change is None or change.change_seq != int(number)
+            else (change.kind, change.session_id),
+        )
+        if fork is not None:
+            raise fork
+        return int(number)
+
+    async def _pump(self, nc: Client, reply: str, after: int, after_change: int) -> None:
+        cursor, changes = after, after_change
         logged = time.monotonic()
         logged_seq = after
         store = self._store
+        unmarked = True  # a new connection marks its first complete round
         while not self._stopping.is_set():
-            page = await store.ask(LoadRawApiEvents(after_seq=cursor, limit=MAX_PAGE_LIMIT))
-            self._latest = max(self._latest, page.latest_seq)
-            if page.events:
-                await self._send(nc, reply, page.events)
-                cursor = page.events[-1].seq
+            batch = await load_round(store, cursor, changes, MAX_PAGE_LIMIT)
+            self._latest = max(self._latest, batch.latest_seq)
+            self._latest_change = max(self._latest_change, batch.latest_change)
+            if batch.changes:
+                await self._send_changes(nc, reply, batch.changes)
+                changes = batch.changes[-1].ref.change_seq
+                unmarked = True
+            if batch.events:
+                await self._send(nc, reply, batch.events)
+                cursor = batch.events[-1].seq
+                unmarked = True
             else:
-                cursor = max(cursor, page.next_after_seq)
+                cursor = max(cursor, batch.next_after_seq)
             now = time.monotonic()
             if now - logged >= self._log_interval:
                 rate = (self._acked - logged_seq) / (now - logged)
                 logger.info(
-                    "published store %s up to seq %d of %d (lag %d, %.0f events/s)",
+                    "published store %s up to seq %d of %d (lag %d, %.0f events/s), "
+                    "change %d of %d",
                     self._store_id,
                     self._acked,
                     self._latest,
                     max(0, self._latest - self._acked),
                     rate,
+                    self._acked_change,
+                    self._latest_change,
                 )
                 logged, logged_seq = now, self._acked
-            if page.events and cursor < page.latest_seq:
+            if not batch.complete:
                 continue  # more are committed already
+            changes = max(changes, batch.latest_change)
+            if unmarked:
+                await self._publish(nc, reply, "m", changes, self._marker(changes, cursor))
+                unmarked = False
             await self._settle()
             self._acked = max(self._acked, cursor)  # skipped or deleted events included
+            self._acked_change = max(self._acked_change, changes)
+            if self._once:
+                return
             while not self._stopping.is_set():
                 if nc.is_closed:
                     raise _Lost("the connection to the NATS server closed")
+                # A change without an event (a record saved) wakes no wait_for: look
+                # again after a short while anyway.
                 if await store.wait_for(cursor + 1, timeout=0.25):
+                    break
+                if await self._changed_since(changes):
                     break
         await self._settle()
 
+    def _marker(self, changes: int, cursor: int) -> Outgoing:
+        return marker_message(self._prefix, self._store_id, changes, cursor)
+
+    async def _changed_since(self, changes: int) -> bool:
+        batch = await load_round(self._store, self._store.latest_seq, changes, 1)
+        return bool(batch.changes)
+
+    async def _publish(
+        self, nc: Client, reply: str, kind: str, number: int, message: Outgoing
+    ) -> None:
+        """Send one message, waiting while ``max_outstanding`` wait for their ack."""
+        if len(message.data) > nc.max_payload:
+            what = "API event seq" if kind == "e" else "change"
+            raise StoreError(
+                f"{what} {number} is {len(message.data)} bytes, more than the NATS "
+                f"server's max_payload ({nc.max_payload}); raise max_payload in its "
+                "configuration and publish again"
+            )
+        while len(self._sent) >= self._max_outstanding:
+            await self._wait_progress()
+        self._token += 1
+        token = self._token
+        await nc.publish(
+            message.subject, message.data, reply=f"{reply}{token}", headers=message.headers
+        )
+        self._sent.append(token)
+        self._pending[token] = (kind, number)
+
+    async def _send_changes(self, nc: Client, reply: str, changes: list[Change]) -> None:
+        for change in changes:
+            message = change_message(self._prefix, self._store_id, change)
+            await self._publish(nc, reply, "c", change.ref.change_seq, message)
+        if self._failure is not None:
+            raise self._failure
+
     async def _send(self, nc: Client, reply: str, events: list[RawApiEvent]) -> None:
         subjects = await self._subjects_of(events)
-        sent, limit, store_id = self._sent, self._max_outstanding, self._store_id
-        max_payload = nc.max_payload
+        store_id = self._store_id
         for event, subject in zip(events, subjects, strict=True):
             if subject is None:
                 self._skipped += 1
                 continue
-            if len(event.json) > max_payload:
-                raise StoreError(
-                    f"API event seq {event.seq} is {len(event.json)} bytes, more than the NATS "
-                    f"server's max_payload ({max_payload}); raise max_payload in its "
-                    "configuration and publish again"
-                )
-            while len(sent) >= limit:
-                await self._wait_progress()
             seq = event.seq
-            await nc.publish(
-                subject,
-                event.json,
-                reply=f"{reply}{seq}",
-                headers={
-                    "Nats-Msg-Id": f"{store_id}:{seq}",
-                    HEADER_STORE: store_id,
-                    HEADER_SEQ: str(seq),
-                },
+            await self._publish(
+                nc,
+                reply,
+                "e",
+                seq,
+                Outgoing(
+                    subject,
+                    event.json,
+                    {
+                        "Nats-Msg-Id": f"{store_id}:{seq}",
+                        HEADER_STORE: store_id,
+                        HEADER_SEQ: str(seq),
+                    },
+                ),
             )
-            sent.append(seq)
             self._sent_seq = seq
         if self._failure is not None:
             raise self._failure
@@ -467,55 +609,71 @@ class Publisher:
         if self._failure is not None:
             raise self._failure
         self._progress.clear()
-        oldest = self._sent[0] if self._sent else None
+        oldest = self._pending.get(self._sent[0]) if self._sent else None
         try:
             await asyncio.wait_for(self._progress.wait(), self._ack_timeout)
         except TimeoutError:
-            raise _Lost(
-                f"no acknowledgement for seq {oldest} within {self._ack_timeout:g} s"
-            ) from None
+            what = "" if oldest is None else f"{_NAMES[oldest[0]]} {oldest[1]}"
+            raise _Lost(f"no acknowledgement for {what} within {self._ack_timeout:g} s") from None
         if self._failure is not None:
             raise self._failure
 
     async def _on_ack(self, message: Msg) -> None:
         try:
-            seq = int(message.subject.rsplit(".", 1)[1])
+            token = int(message.subject.rsplit(".", 1)[1])
         except (ValueError, IndexError):
             return
+        sent, pending = self._sent, self._pending
+        entry = pending.get(token)
+        if entry is None:
+            return  # an ack of an earlier connection's message, or a repeat
+        kind, number = entry
+        name = f"{_NAMES[kind]} {number}"
         outcome: BaseException | bool
         if not message.data:
             status = (message.headers or {}).get("Status", "")
-            outcome = _Lost(f"no stream answered for seq {seq} (status {status or 'none'})")
+            outcome = _Lost(f"no stream answered for {name} (status {status or 'none'})")
         else:
             try:
                 ack = _ACK.decode(message.data)
             except msgspec.DecodeError:
-                outcome = _Lost(f"unreadable acknowledgement for seq {seq}")
+                outcome = _Lost(f"unreadable acknowledgement for {name}")
             else:
                 if ack.error is not None:
                     outcome = _Lost(
-                        f"the server refused seq {seq}: {ack.error.description} "
+                        f"the server refused {name}: {ack.error.description} "
                         f"(code {ack.error.code}, error {ack.error.err_code})"
                     )
-                    self._refused = seq if self._refused is None else min(self._refused, seq)
+                    if kind == "e":
+                        self._refused = min(self._refused or number, number)
+                    elif kind == "c":
+                        self._refused_change = min(self._refused_change or number, number)
                 else:
                     outcome = ack.duplicate
-        self._outcomes[seq] = outcome
-        sent, outcomes = self._sent, self._outcomes
+        self._outcomes[token] = outcome
+        outcomes = self._outcomes
         while sent and sent[0] in outcomes:
             head = sent.popleft()
+            kind, number = pending.pop(head)
             result = outcomes.pop(head)
             if isinstance(result, BaseException):
                 if self._failure is None:
                     self._failure = result
                 sent.clear()
+                pending.clear()
                 outcomes.clear()
                 break
-            if result:
-                self._duplicates += 1
+            if kind == "e":
+                if result:
+                    self._duplicates += 1
+                else:
+                    self._published += 1
+                self._acked = number
+            elif kind == "c":
+                self._changes_published += not result
+                self._acked_change = number
             else:
-                self._published += 1
-            self._acked = head
+                self._markers += not result
         self._progress.set()
 
     async def _subjects_of(self, events: list[RawApiEvent]) -> list[str | None]:

@@ -13,6 +13,7 @@ from relaystore.actors.internal import (
     LoadAuditView,
     LoadIndexEntries,
     LoadOpenRequests,
+    LoadReplicationRound,
     LoadTranscriptItem,
 )
 from relaystore.domain.messages import (
@@ -26,6 +27,7 @@ from relaystore.domain.messages import (
     LoadStats,
 )
 from relaystore.storage.audit import load_audit_view
+from relaystore.storage.changes import load_replication_round
 from relaystore.storage.maintenance import backup_store
 from relaystore.storage.materialized import (
     load_index_entries,
@@ -89,6 +91,8 @@ class ReaderActor(TellSafeActor):
                 return load_audit_view(connection, session_id)
             case LoadOpenRequests(limit=limit):
                 return open_requests(connection, limit)
+            case LoadReplicationRound(after_seq=seq, after_change=change, limit=limit):
+                return load_replication_round(connection, seq, change, limit)
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)

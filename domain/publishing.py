@@ -17,6 +17,10 @@ snapshot (its latest seq ever committed, its event ``S`` if it still holds one):
 * otherwise not: event ``S`` is the same, or the store deleted that event's session
   since it was published (nothing left to compare; the seqs still agree).
 
+The same rule holds for the store's numbered changes (:func:`fork_from_changes`): the
+stream's last change ``N`` for the id against the store's newest change number and its
+change ``N`` (what changed: kind and session).
+
 A forked store is refused, never published: it takes a new id
 (``relaystore new-store-id``) and then publishes its whole history as a new store,
 while the stream keeps the old id's history as it was.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 from relaystore.domain.errors import StoreForked
 
-__all__ = ["fork_from_stream"]
+__all__ = ["fork_from_changes", "fork_from_stream"]
 
 
 def fork_from_stream(
@@ -42,17 +46,66 @@ def fork_from_stream(
     (its last message: ``stream_seq``, ``stream_event``), or None; see the module doc.
     ``store_event``: the store's event ``stream_seq`` as published bytes, None when the
     store does not hold it."""
-    if stream_seq <= 0:
+    return _fork(
+        store_id,
+        stream,
+        ("events up to seq", "latest seq", "event seq"),
+        stream_seq,
+        stream_event,
+        store_latest,
+        store_event,
+    )
+
+
+def fork_from_changes(
+    *,
+    store_id: str,
+    stream: str,
+    stream_change: int,
+    stream_what: tuple[str, str],
+    store_latest: int,
+    store_what: tuple[str, str] | None,
+) -> StoreForked | None:
+    """The refusal when the store's changes forked from what ``stream`` holds for
+    ``store_id`` (its last change: number ``stream_change``, ``(kind, session)``), or
+    None; ``store_what``: the store's change of that number, None when it lacks it."""
+    return _fork(
+        store_id,
+        stream,
+        ("changes up to", "newest change", "change"),
+        stream_change,
+        stream_what,
+        store_latest,
+        store_what,
+    )
+
+
+def _fork(
+    store_id: str,
+    stream: str,
+    words: tuple[str, str, str],
+    number: int,
+    streamed: object,
+    store_latest: int,
+    held: object | None,
+) -> StoreForked | None:
+    """The one rule (see the module doc) for events and for changes alike."""
+    held_up_to, newest, one = words
+    if number <= 0:
         return None
-    if store_latest < stream_seq:
+    if store_latest < number:
         why = (
-            f"stream {stream} holds its events up to seq {stream_seq}, but the store's "
-            f"latest seq is {store_latest}"
+            f"stream {stream} holds its {held_up_to} {number}, but the store's "
+            f"{newest} is {store_latest}"
         )
-    elif store_event is not None and store_event != stream_event:
-        why = f"its event seq {stream_seq} differs from the one stream {stream} holds"
+    elif held is not None and held != streamed:
+        why = f"its {one} {number} differs from the one stream {stream} holds"
     else:
         return None
+    return _forked(store_id, number, why)
+
+
+def _forked(store_id: str, stream_seq: int, why: str) -> StoreForked:
     return StoreForked(
         f"store {store_id} has forked from its published history: {why} (a backup "
         "restored after later events were published); publishing it under this id "

@@ -55,11 +55,18 @@ Revisions (relaystore's own numbering):
    the facts (an older build's, or a retention pass's); this build's ordinal prefix
    makes each of its writes differ from the value before. Additive, so the floor stays;
    existing items start unknown.
-10. *Current* (:data:`SCHEMA_VERSION`). ``maintenance_requests``
+10. ``maintenance_requests``
    (:data:`MAINTENANCE_REQUESTS_DDL`): the maintenance a command asks of the process
    that holds the store for writing (:mod:`relaystore.storage.requests`). Additive, so
    the floor stays: an older build's writer never answers a request, and the command
    that made it withdraws it when its time runs out.
+11. *Current* (:data:`SCHEMA_VERSION`). ``store_changes`` and its triggers
+   (:data:`~relaystore.storage.changes.CHANGES_DDL`): every change to a session's
+   record, start or relay log numbered in commit order, what ``relaystore publish``
+   sends besides the feed (the step numbers what the store already holds); and
+   ``replica_sources``/``replica_sessions`` (:data:`~relaystore.storage.changes.REPLICA_DDL`)
+   for a store filled from a stream. Additive, so the floor stays: an older build's
+   writes still fire the triggers (they live in the file).
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -92,11 +99,13 @@ from relaystore.domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions import SessionState
 from relaystore.domain.wire import decode_json
+from relaystore.storage.changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
 from relaystore.storage.events import encode_event_body
 from relaystore.storage.transaction import store_error, transaction
 
 __all__ = [
     "ACCOUNTING_TABLES",
+    "CHANGES_REVISION",
     "CHECKPOINT_OPERATIONS_DDL",
     "COMPATIBILITY_FLOOR",
     "HISTORY_START_DDL",
@@ -135,7 +144,10 @@ INDEX_FACTS_REVISION = 9
 REQUESTS_REVISION = 10
 """The revision that adds maintenance requests (renumber here only)."""
 
-SCHEMA_VERSION = REQUESTS_REVISION
+CHANGES_REVISION = 11
+"""The revision that numbers changes to the source of truth (renumber here only)."""
+
+SCHEMA_VERSION = CHANGES_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4
@@ -394,6 +406,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         _keep_accounting(connection)
         connection.execute(INDEX_FACTS_DDL)
         connection.execute(MAINTENANCE_REQUESTS_DDL)
+        connection.execute(CHANGES_DDL + REPLICA_DDL)
         connection.execute(_NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -473,6 +486,16 @@ def _add_maintenance_requests(connection: apsw.Connection) -> None:
             return
         connection.execute(MAINTENANCE_REQUESTS_DDL)
         _record_revision(connection, REQUESTS_REVISION)
+
+
+def _add_changes(connection: apsw.Connection) -> None:
+    """Revision 11: the change log, numbered from what the store holds (additive)."""
+    with _step(connection, f"migrate the relaystore schema to revision {CHANGES_REVISION}"):
+        if int(connection.pragma("user_version")) != CHANGES_REVISION - 1:
+            return
+        connection.execute(CHANGES_DDL + REPLICA_DDL)
+        backfill_changes(connection)
+        _record_revision(connection, CHANGES_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -629,6 +652,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     FORWARD_REVISION: _add_forward_tables,
     INDEX_FACTS_REVISION: _add_index_facts,
     REQUESTS_REVISION: _add_maintenance_requests,
+    CHANGES_REVISION: _add_changes,
 }
 
 

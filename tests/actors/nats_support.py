@@ -26,6 +26,7 @@ from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import ENV, TIMEOUT, command
 
 __all__ = [
+    "NatsCluster",
     "NatsServer",
     "StreamMessage",
     "attempt",
@@ -36,6 +37,7 @@ __all__ = [
     "latest_seq",
     "publisher",
     "run",
+    "running_cluster",
     "running_server",
     "store_id",
     "store_latest",
@@ -64,16 +66,40 @@ class NatsServer:
     """``nats-server -js`` on 127.0.0.1; :meth:`stop` and :meth:`start` keep port and data.
 
     With ``credentials`` (user, password) the server refuses clients without them, and
-    :attr:`url` carries them."""
+    :attr:`url` carries them. With ``cluster`` (its name, its own route port and the
+    route URLs of its peers) it is one node of a JetStream cluster, named ``name``."""
 
     def __init__(
-        self, binary: str, folder: Path, credentials: tuple[str, str] | None = None
+        self,
+        binary: str,
+        folder: Path,
+        credentials: tuple[str, str] | None = None,
+        *,
+        name: str | None = None,
+        cluster: tuple[str, int, list[str]] | None = None,
     ) -> None:
         self.binary = binary
         self.folder = folder
         self.port = _free_port()
         self.credentials = credentials
+        self.name = name
+        self.cluster = cluster
         self.process: subprocess.Popen[bytes] | None = None
+
+    def _clustering(self) -> list[str]:
+        if self.cluster is None or self.name is None:
+            return []
+        cluster_name, route_port, routes = self.cluster
+        return [
+            "--server_name",
+            self.name,
+            "--cluster_name",
+            cluster_name,
+            "--cluster",
+            f"nats://127.0.0.1:{route_port}",
+            "--routes",
+            ",".join(routes),
+        ]
 
     @property
     def url(self) -> str:
@@ -95,6 +121,7 @@ class NatsServer:
                 str(self.port),
                 "-sd",
                 str(self.folder / "jetstream"),
+                *self._clustering(),
                 *(
                     ()
                     if self.credentials is None
@@ -141,6 +168,107 @@ def running_server(
         yield server
     finally:
         server.stop()
+
+
+class NatsCluster:
+    """Three ``nats-server -js`` nodes clustered over loopback routes, each with its own
+    store directory and server name (``n1``..``n3``); :attr:`url` lists all three."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        route_ports = [_free_port() for _ in range(3)]
+        routes = [f"nats://127.0.0.1:{port}" for port in route_ports]
+        self.nodes = [
+            NatsServer(
+                binary,
+                folder / f"n{index + 1}",
+                name=f"n{index + 1}",
+                cluster=(
+                    "relaystore-test",
+                    route_ports[index],
+                    routes[:index] + routes[index + 1 :],
+                ),
+            )
+            for index in range(3)
+        ]
+        for node in self.nodes:
+            node.folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return ",".join(f"nats://127.0.0.1:{node.port}" for node in self.nodes)
+
+    def node(self, url_or_name: str) -> NatsServer:
+        """The node named ``n1``..``n3``, or listening on the port of a URL."""
+        for node in self.nodes:
+            if url_or_name in (node.name, f"nats://127.0.0.1:{node.port}"):
+                return node
+        raise AssertionError(f"no node {url_or_name}")
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+async def _make_replicated_stream(url: str, name: str, deadline: float) -> None:
+    import nats
+    from nats.js import api
+
+    from relaystore.actors.nats_common import DUPLICATE_WINDOW_SECONDS
+
+    while True:
+        nc = await nats.connect(url.split(","), allow_reconnect=False)
+        try:
+            await nc.jsm(timeout=5).add_stream(
+                api.StreamConfig(
+                    name=name,
+                    subjects=["relaystore.>"],
+                    storage=api.StorageType.FILE,
+                    num_replicas=3,
+                    duplicate_window=DUPLICATE_WINDOW_SECONDS,
+                )
+            )
+            return
+        except Exception:
+            # The cluster elects its JetStream meta leader a moment after the routes form.
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            await nc.close()
+        await asyncio.sleep(0.2)
+
+
+async def _stream_leader(url: str, name: str) -> str:
+    import nats
+
+    nc = await nats.connect(url.split(","), allow_reconnect=False)
+    try:
+        info = await nc.jsm(timeout=5).stream_info(name)
+    finally:
+        await nc.close()
+    assert info.cluster is not None
+    assert info.cluster.leader is not None
+    return str(info.cluster.leader)
+
+
+def stream_leader(url: str, name: str) -> str:
+    """The server name of ``name``'s current leader."""
+    return asyncio.run(_stream_leader(url, name))
+
+
+@contextlib.contextmanager
+def running_cluster(folder: Path, stream: str) -> Iterator[NatsCluster]:
+    """A three-node cluster with an R3 stream ``stream`` on ``relaystore.>``."""
+    cluster = NatsCluster(nats_server(), folder)
+    try:
+        cluster.start()
+        asyncio.run(_make_replicated_stream(cluster.url, stream, time.monotonic() + 30))
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 # -- journals and stores ---------------------------------------------------------------
@@ -205,11 +333,16 @@ def publisher(db: Path, url: str, *extra: str) -> subprocess.Popen[bytes]:
 
 @dataclass(frozen=True)
 class StreamMessage:
+    """One message; ``seq`` its ``Relaystore-Seq`` and ``change`` its
+    ``Relaystore-Change`` (0 when it has none)."""
+
     subject: str
     data: bytes
     msg_id: str
     store: str
     seq: int
+    change: int = 0
+    kind: str = "event"
 
 
 async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
@@ -217,7 +350,7 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
     import nats.errors
     from nats.js import api
 
-    nc = await nats.connect(url, allow_reconnect=False)
+    nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:
         jsm = nc.jsm()
         info = await jsm.add_consumer(
@@ -242,7 +375,9 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
                         data=message.data,
                         msg_id=headers["Nats-Msg-Id"],
                         store=headers["Relaystore-Store"],
-                        seq=int(headers["Relaystore-Seq"]),
+                        seq=int(headers.get("Relaystore-Seq", 0)),
+                        change=int(headers.get("Relaystore-Change", 0)),
+                        kind=headers.get("Relaystore-Kind", "event"),
                     )
                 )
             await batch[-1].ack()
@@ -261,7 +396,7 @@ async def _last_seq(url: str, stream: str, subject: str) -> int:
     import nats
     import nats.js.errors
 
-    nc = await nats.connect(url, allow_reconnect=False)
+    nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:
         message = await nc.jsm().get_last_msg(stream, subject)
     except (nats.js.errors.NotFoundError, nats.errors.Error):

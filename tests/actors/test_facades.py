@@ -44,6 +44,7 @@ from relaystore.actors.internal import (
     LoadLoggedLine,
     LoadOpenRequests,
     LoadProjection,
+    LoadReplicationRound,
     LoadTranscriptItem,
     RecordCheckpoint,
     RecoverRequests,
@@ -279,6 +280,7 @@ INTERNAL_EXAMPLES: dict[type[Any], Any] = {
     FinishRequest: FinishRequest(request_id="r-1", answer=MaintenanceAnswer()),
     RecoverRequests: RecoverRequests(answer=MaintenanceAnswer()),
     RecordCheckpoint: RecordCheckpoint(session_id="session-1", checkpoint=checkpoint_at(1)),
+    LoadReplicationRound: LoadReplicationRound(after_seq=0, after_change=0, limit=10),
 }
 
 

@@ -64,7 +64,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         try:
             for db in stores:
                 wait_until_published(
-                    server.url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db)
+                    server.url, STREAM, f"relaystore.{store_id(db)}.*.*", latest_seq(db)
                 )
         finally:
             for process in publishers:

@@ -61,7 +61,7 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 def assert_stream_is_the_feed(url: str, db: Path, *, stream: str = STREAM) -> int:
     """The stream holds exactly ``relaystore events`` for the store, each once."""
     sid = store_id(db)
-    messages = stream_messages(url, stream, f"relaystore.{sid}.>")
+    messages = stream_messages(url, stream, f"relaystore.{sid}.*.*")
     expected = events_lines(db)
     assert [message.data for message in messages] == expected
     ids = [message.msg_id for message in messages]
@@ -167,7 +167,7 @@ def test_ids_become_subject_tokens_and_filters_one_to_one() -> None:
         with pytest.raises(InvalidInput, match="invalid session id"):
             subject_token("session", bad)
     store = "0" * 32
-    assert filter_subject("relaystore") == "relaystore.>"
+    assert filter_subject("relaystore") == "relaystore.*.*.*"
     assert filter_subject("relaystore", store_id=store) == f"relaystore.{store}.*.*"
     assert filter_subject("p.q", workspace_id="ws.one") == "p.q.*.ws~one.*"
     assert filter_subject("p", session_id="s.1", store_id=store) == f"p.{store}.*.s~1"
@@ -255,7 +255,7 @@ def test_two_stores_publish_concurrently_while_replays_write(
             pass
         for db in (first, second):
             wait_until_published(
-                nats_server.url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db)
+                nats_server.url, STREAM, f"relaystore.{store_id(db)}.*.*", latest_seq(db)
             )
     finally:
         logs = [stop(process) for process in publishers]
@@ -273,7 +273,7 @@ def test_sigkill_of_the_publisher_at_random_points_loses_and_repeats_nothing(
         run(db, "replay", "--workspace", workspace, str(root))
     trials = 10
     chooser = random.Random(23)
-    subject = f"relaystore.{store_id(db)}.>"
+    subject = f"relaystore.{store_id(db)}.*.*"
     behind = 0
     points: list[tuple[int, int]] = []  # (in the stream, committed) at each kill
     with Replays(db, roots(tmp_path, "k", 6, 150)):  # and more while the trials run
@@ -314,7 +314,7 @@ def test_the_server_stopped_and_restarted_mid_stream(
             time.sleep(1.0)
             nats_server.start()
         wait_until_published(
-            nats_server.url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db)
+            nats_server.url, STREAM, f"relaystore.{store_id(db)}.*.*", latest_seq(db)
         )
     finally:
         log = stop(process)
@@ -330,7 +330,7 @@ def test_a_publisher_started_before_the_server_and_its_stream(tmp_path: Path) ->
             time.sleep(1.5)  # it retries with backoff while nothing listens
             assert process.poll() is None
             server.start()
-            wait_until_published(server.url, "FLEET", f"relaystore.{store_id(db)}.>", 60)
+            wait_until_published(server.url, "FLEET", f"relaystore.{store_id(db)}.*.*", 60)
         finally:
             log = stop(process)
         assert "created stream FLEET for relaystore.>" in log
@@ -424,7 +424,7 @@ def _publish_all(url: str, db: Path) -> None:
     """Run ``relaystore publish`` until the stream holds the store's latest seq."""
     process = publisher(db, url)
     try:
-        wait_until_published(url, STREAM, f"relaystore.{store_id(db)}.>", latest_seq(db))
+        wait_until_published(url, STREAM, f"relaystore.{store_id(db)}.*.*", latest_seq(db))
     finally:
         stop(process)
 

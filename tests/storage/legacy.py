@@ -119,17 +119,25 @@ def _baseline_table_sql(table: str) -> str:
 
 
 def step_back_to_revision_9(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-10) store at ``path`` into what a revision-9 build
-    wrote: drop ``maintenance_requests`` (and its indexes), turn the ledger's rows above
-    9 into row 9 and set ``user_version`` to 9. A store at 9 or below is left alone."""
+    """Turn the current (revision-11) store at ``path`` into what a revision-9 build
+    wrote: drop ``maintenance_requests`` (revision 10), ``store_changes`` with its
+    triggers and the ``replica_*`` tables (revision 11), turn the ledger's rows above 9
+    into row 9 and set ``user_version`` to 9. A store at 9 or below is left alone."""
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")
         with connection:
             if int(connection.pragma("user_version")) <= 9:
                 return
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'trigger' "
+                "AND name LIKE 'store_changes_%'"
+            ).fetchall():
+                connection.execute(f"DROP TRIGGER {name}")
             connection.execute(
                 "DROP TABLE IF EXISTS maintenance_requests;"
+                "DROP TABLE store_changes; DROP TABLE replica_sources; DROP TABLE replica_sessions;"
+                "DELETE FROM sqlite_sequence WHERE name = 'store_changes';"
                 "DELETE FROM schema_migrations WHERE version > 9;"
                 "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
                 " VALUES (9, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"

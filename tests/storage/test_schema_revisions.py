@@ -23,6 +23,7 @@ from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
+    CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
     INDEX_FACTS_REVISION,
@@ -122,7 +123,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == REQUESTS_REVISION
+        assert writer.revision == SCHEMA_VERSION == CHANGES_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -204,7 +205,13 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     create_revision_2_store(old)
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
-    assert {name for _, name, _ in missing} == {
+    triggers = {name for kind, name, _ in missing if name.startswith("store_changes_")}
+    assert len(triggers) == 18  # revision 10: the change log's triggers
+    assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
+    assert {name for _, name, _ in missing} - triggers == {
+        "store_changes",  # revision 10: the change log
+        "replica_sources",
+        "replica_sessions",
         "materialized_history_start",
         "store_identity",  # revision 6
         "sessions",
@@ -831,7 +838,13 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
     assert {"projection_behind", "materialized_seeds"} <= after
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [RELAY_LOG_REVISION, FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION],
+        [
+            RELAY_LOG_REVISION,
+            FORWARD_REVISION,
+            INDEX_FACTS_REVISION,
+            REQUESTS_REVISION,
+            CHANGES_REVISION,
+        ],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -858,7 +871,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
     assert migrated == {o for o in schema_objects(fresh) if o[0] != "table" or "transcript" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION],
+        [FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -875,7 +888,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
     assert "maintenance_requests" not in {name for _, name, _ in schema_objects(store_path)}
 
     with open_writer(store_path) as writer:
-        assert writer.revision == REQUESTS_REVISION == SCHEMA_VERSION
+        assert writer.revision == SCHEMA_VERSION
         assert load_session(writer.connection, "kept") is not None
     fresh = tmp_path / "fresh.sqlite3"
     open_writer(fresh).close()
@@ -883,7 +896,42 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
     assert len(migrated) == 3  # the table and its two indexes
     assert migrated == {o for o in schema_objects(fresh) if "maintenance" in o[1]}
     assert metadata(store_path) == (
-        REQUESTS_REVISION,
-        [INDEX_FACTS_REVISION, REQUESTS_REVISION],
+        SCHEMA_VERSION,
+        [INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
+
+
+# -- the change log (revision 11) ---------------------------------------------------------
+
+
+def test_a_revision_9_store_numbers_what_it_holds_and_then_every_change(
+    store_path: Path, tmp_path: Path
+) -> None:
+    from relaystore.storage.changes import latest_change, load_changes
+
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("b-second"))
+        save_session(writer.connection, example_session("a-first"))
+    step_back_to_revision_9(store_path)
+    assert "store_changes" not in {name for _, name, _ in schema_objects(store_path)}
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        numbered = load_changes(writer.connection, 0, 100)
+        # What the store held, session by session: each one's record.
+        assert [(c.change_seq, c.kind, c.session_id) for c in numbered] == [
+            (1, "record", "a-first"),
+            (2, "record", "b-second"),
+        ]
+        save_session(writer.connection, example_session("a-first"))  # changes: numbered
+        later = load_changes(writer.connection, 2, 100)
+        assert later
+        assert {(c.kind, c.session_id) for c in later} == {("record", "a-first")}
+        assert latest_change(writer.connection) == later[-1].change_seq
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    assert {o for o in schema_objects(store_path) if o[0] == "trigger"} == {
+        o for o in schema_objects(fresh) if o[0] == "trigger"
+    }
+    assert metadata(store_path)[0] == CHANGES_REVISION
