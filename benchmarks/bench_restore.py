@@ -71,9 +71,7 @@ def main() -> int:
             replay_s, _ = _cli(original, "replay", *map(str, roots))
             publish_s, _ = _cli(original, "publish", "--nats", url, "--once")
             stats = json.loads(_cli(original, "stats", "--json")[1])
-            restore_s, _ = _cli(
-                restored, "restore", "--nats", url, "--store", stats["store_id"]
-            )
+            restore_s, _ = _cli(restored, "restore", "--nats", url, "--store", stats["store_id"])
             same = _cli(original, "events")[1] == _cli(restored, "events")[1]
         finally:
             server.terminate()
