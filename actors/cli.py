@@ -1089,7 +1089,13 @@ def _replica_commands(command: Callable[[str, str], argparse.ArgumentParser]) ->
         "API feed with the same seqs) from a NATS stream into --db; run again to continue",
     )
     _nats_options(restore)
-    restore.add_argument("--store", type=_store_id, required=True, metavar="ID")
+    restore.add_argument(
+        "--store",
+        type=_store_id,
+        required=True,
+        metavar="ID",
+        help="the id of the store to restore",
+    )
     restore.add_argument(
         "--session",
         type=_id("session"),
