@@ -28,18 +28,16 @@ import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 from relaystore.actors.commits import CLOSED_WHILE_WAITING
-from relaystore.actors.core import FollowPager, OpenOptions, StoreCore, ask_timeout
+from relaystore.actors.core import FollowPager, OpenOptions, StoreCore, StoreFacts, ask_timeout
 from relaystore.actors.envelope import ExcInfo
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from relaystore.domain.errors import StoreClosed
 from relaystore.domain.messages import LoadApiEvents, LoadRawApiEvents, Request
-from relaystore.domain.reports import StoreMetrics
 
 __all__ = ["AsyncEventStore"]
 
@@ -77,7 +75,7 @@ def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | Non
         future.set_exception(error)
 
 
-class AsyncEventStore:
+class AsyncEventStore(StoreFacts):
     """An open relaystore for asyncio code; open with ``async with AsyncEventStore.open(...)``."""
 
     def __init__(self, core: StoreCore, loop: asyncio.AbstractEventLoop) -> None:
@@ -113,21 +111,6 @@ class AsyncEventStore:
         return self._store
 
     @property
-    def path(self) -> Path:
-        """The store's file."""
-        return self._core.path
-
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened ``read_only`` (readers only)."""
-        return self._core.read_only
-
-    @property
-    def relay_log(self) -> bool:
-        """Whether the store keeps the relay log (see :attr:`EventStore.relay_log`)."""
-        return self._core.relay_log
-
-    @property
     def latest_seq(self) -> int:
         """The newest committed API event ``seq`` this store has seen."""
         return self._latest
@@ -158,10 +141,6 @@ class AsyncEventStore:
         core = self._core
         if not core.send_now(message, reply):  # it would wait: wait in a worker thread
             await asyncio.to_thread(core.send, message, reply)
-
-    def metrics(self) -> StoreMetrics:
-        """A snapshot of the store's figures (see :meth:`EventStore.metrics`); never blocks."""
-        return self._core.metrics()
 
     async def wait_for(self, seq: int, timeout: float | None = None) -> bool:
         """Wait until an API event with ``seq`` or higher is committed (False on timeout).

@@ -310,6 +310,34 @@ class FollowPager(Generic[P]):
         return self._cursor + 1
 
 
+class StoreFacts:
+    """What both facades say about the open store, read from the core they share (one
+    wording for :class:`~relaystore.EventStore` and :class:`~relaystore.aio.AsyncEventStore`)."""
+
+    _core: StoreCore
+
+    @property
+    def path(self) -> Path:
+        """The store's file."""
+        return self._core.path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened ``read_only`` (readers only)."""
+        return self._core.read_only
+
+    @property
+    def relay_log(self) -> bool:
+        """Whether the store keeps the relay log (and so keeps lines of kinds this build
+        does not know, holding their session behind, instead of refusing them)."""
+        return self._core.relay_log
+
+    def metrics(self) -> StoreMetrics:
+        """A snapshot of the store's figures; never blocks on an actor, cheap enough to
+        poll every second."""
+        return self._core.metrics()
+
+
 class StoreCore:
     """An open store's actors and the facade rules both facades share (see the module)."""
 

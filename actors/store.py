@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,6 +28,7 @@ from relaystore.actors.core import (
     FollowPager,
     ProjectionMode,
     StoreCore,
+    StoreFacts,
 )
 from relaystore.actors.internal import LoadAuditView
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
@@ -43,7 +43,6 @@ from relaystore.domain.messages import (
     Request,
 )
 from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.domain.reports import StoreMetrics
 from relaystore.storage.connection import Synchronous
 
 __all__ = ["EventStore", "Synchronous"]
@@ -51,7 +50,7 @@ __all__ = ["EventStore", "Synchronous"]
 R = TypeVar("R")
 
 
-class EventStore:
+class EventStore(StoreFacts):
     """An open relaystore: one writer, some readers, a projector per session.
 
     Use :meth:`open`; close with :meth:`close` or by leaving a ``with`` block. A store
@@ -113,22 +112,6 @@ class EventStore:
 
     def __init__(self, core: StoreCore) -> None:
         self._core = core
-
-    @property
-    def path(self) -> Path:
-        """The store's file."""
-        return self._core.path
-
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened ``read_only`` (readers only)."""
-        return self._core.read_only
-
-    @property
-    def relay_log(self) -> bool:
-        """Whether the store keeps the relay log (and so keeps lines of kinds this build
-        does not know, holding their session behind, instead of refusing them)."""
-        return self._core.relay_log
 
     # -- routing -------------------------------------------------------------------
 
@@ -227,10 +210,6 @@ class EventStore:
         """
         pager = self._core.follow_pager(LoadRawApiEvents, after_seq, filter, timeout)
         return self._follow(pager)
-
-    def metrics(self) -> StoreMetrics:
-        """A snapshot of the store's figures; cheap enough to poll every second."""
-        return self._core.metrics()
 
     @property
     def latest_seq(self) -> int:
