@@ -10,13 +10,13 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from relaystore.actors.store import EventStore
+    from .store import EventStore
 else:  # hidden from type checkers, so that a misspelt name is still an error there
 
     def __getattr__(name: str) -> object:
         if name != "EventStore":
             raise AttributeError(f"module 'relaystore.actors' has no attribute {name!r}")
-        from relaystore.actors.store import EventStore
+        from .store import EventStore
 
         return EventStore
 

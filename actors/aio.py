@@ -31,13 +31,13 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
-from relaystore.actors.commits import CLOSED_WHILE_WAITING
-from relaystore.actors.core import FollowPager, OpenOptions, StoreCore, StoreFacts, ask_timeout
-from relaystore.actors.envelope import ExcInfo
-from relaystore.actors.store import EventStore
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
-from relaystore.domain.errors import StoreClosed
-from relaystore.domain.messages import LoadApiEvents, LoadRawApiEvents, Request
+from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
+from ..domain.errors import StoreClosed
+from ..domain.messages import LoadApiEvents, LoadRawApiEvents, Request
+from .commits import CLOSED_WHILE_WAITING
+from .core import FollowPager, OpenOptions, StoreCore, StoreFacts, ask_timeout
+from .envelope import ExcInfo
+from .store import EventStore
 
 __all__ = ["AsyncEventStore"]
 

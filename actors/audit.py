@@ -13,10 +13,7 @@ meanwhile is in all three or in none.
 
 from __future__ import annotations
 
-from relaystore.actors.journal import JournalReader, JournalSource
-from relaystore.actors.journal.start import history_start
-from relaystore.actors.store import EventStore
-from relaystore.domain.audit import (
+from ..domain.audit import (
     AuditResult,
     AuditView,
     Divergence,
@@ -24,12 +21,15 @@ from relaystore.domain.audit import (
     first_feed_divergence,
     first_projection_divergence,
 )
-from relaystore.domain.errors import RelayLogUnavailable, StoreError
-from relaystore.domain.materialized import HistoryStart, MaterializedSession
-from relaystore.domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
-from relaystore.domain.reads import unknown_session_text
-from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.domain.wire import encode
+from ..domain.errors import RelayLogUnavailable, StoreError
+from ..domain.materialized import HistoryStart, MaterializedSession
+from ..domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
+from ..domain.reads import unknown_session_text
+from ..domain.relay import RelayEvent, RelayLine
+from ..domain.wire import encode
+from .journal import JournalReader, JournalSource
+from .journal.start import history_start
+from .store import EventStore
 
 __all__ = ["audit_session"]
 

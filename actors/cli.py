@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
-from relaystore.actors.cli_output import (
+from ..domain.errors import InvalidInput, StoreError
+from .cli_output import (
     follow_options,
     is_tty,
     json_option,
@@ -33,20 +34,19 @@ from relaystore.actors.cli_output import (
     print_line,
     print_object,
 )
-from relaystore.actors.cli_reads import (
+from .cli_reads import (
     events_command,
     no_session,
     open_read_only,
     require_store,
     transcript_command,
 )
-from relaystore.domain.errors import InvalidInput, StoreError
 
 # Each command imports what it runs, when it runs: ``--version``, ``--help`` and a usage
 # error load no runtime (no actors, no SQLite, no codec).
 if TYPE_CHECKING:
-    from relaystore.actors.store import EventStore
-    from relaystore.domain.maintenance import MaintenanceRequest
+    from ..domain.maintenance import MaintenanceRequest
+    from .store import EventStore
 
 __all__ = ["main"]
 
@@ -80,7 +80,7 @@ def _whole(text: str) -> int:
 
 def _seq(text: str) -> int:
     """A sequence number: 0 up to SQLite's largest integer."""
-    from relaystore.domain.integers import INT64_MAX
+    from ..domain.integers import INT64_MAX
 
     value = _whole(text)
     if not 0 <= value <= INT64_MAX:
@@ -90,7 +90,7 @@ def _seq(text: str) -> int:
 
 def _count(text: str) -> int:
     """A positive count (``--limit``): 1 up to SQLite's largest integer."""
-    from relaystore.domain.integers import INT64_MAX
+    from ..domain.integers import INT64_MAX
 
     value = _whole(text)
     if not 1 <= value <= INT64_MAX:
@@ -129,7 +129,7 @@ def _path(text: str) -> str:
 
 def _id(kind: str) -> Callable[[str], str]:
     def check(text: str) -> str:
-        from relaystore.domain.sessions import validate_id
+        from ..domain.sessions import validate_id
 
         try:
             validate_id(kind, text)
@@ -154,19 +154,19 @@ def _checked(check: Callable[[str], object], name: str) -> Callable[[str], str]:
 
 
 def _nats_name(kind: str) -> Callable[[str], str]:
-    from relaystore.actors.nats_common import validate_consumer_name, validate_stream_name
+    from .nats_common import validate_consumer_name, validate_stream_name
 
     return _checked(validate_stream_name if kind == "stream" else validate_consumer_name, kind)
 
 
 def _store_id(text: str) -> str:
-    from relaystore.actors.nats_common import validate_store_id
+    from .nats_common import validate_store_id
 
     return _checked(validate_store_id, "store id")(text)
 
 
 def _sha256(text: str) -> str:
-    from relaystore.domain.hashing import is_relay_digest
+    from ..domain.hashing import is_relay_digest
 
     if not is_relay_digest(text):
         raise argparse.ArgumentTypeError(
@@ -176,19 +176,19 @@ def _sha256(text: str) -> str:
 
 
 def _nats_servers(text: str) -> str:
-    from relaystore.actors.nats_common import validate_servers
+    from .nats_common import validate_servers
 
     return _checked(validate_servers, "NATS URL")(text)
 
 
 def _web_origin(text: str) -> str:
-    from relaystore.domain.origins import validate_origin
+    from ..domain.origins import validate_origin
 
     return _checked(validate_origin, "origin")(text)
 
 
 def _subject_prefix(text: str) -> str:
-    from relaystore.actors.nats_common import validate_subject_prefix
+    from .nats_common import validate_subject_prefix
 
     return _checked(validate_subject_prefix, "subject prefix")(text)
 
@@ -248,7 +248,7 @@ class _Parser(argparse.ArgumentParser):
     (an option's value, an unrecognized argument); its subcommands' parsers are too."""
 
     def error(self, message: str) -> NoReturn:
-        from relaystore.domain.redaction import redact
+        from ..domain.redaction import redact
 
         super().error(redact(message))
 
@@ -587,7 +587,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     try:
-        from relaystore.actors.service_config import COMMANDS, configure
+        from .service_config import COMMANDS, configure
 
         parser = _parser()
         given = list(sys.argv[1:] if argv is None else argv)
@@ -644,7 +644,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 def _fail(message: str) -> int:
-    from relaystore.domain.redaction import redact
+    from ..domain.redaction import redact
 
     print(f"relaystore: {redact(' '.join(message.split()))}", file=sys.stderr)
     return 1
@@ -664,7 +664,7 @@ def _silence_stdout() -> None:
 
 def _expand(paths: Sequence[str]) -> list[str]:
     """The sources, with each folder of worker roots replaced by its worker roots."""
-    from relaystore.actors.journal.sources import worker_roots
+    from .journal.sources import worker_roots
 
     expanded: list[str] = []
     for path in paths:
@@ -674,7 +674,7 @@ def _expand(paths: Sequence[str]) -> list[str]:
 
 
 def _sources(args: argparse.Namespace) -> list[str]:
-    from relaystore.actors.journal import resolve_source
+    from .journal import resolve_source
 
     sources = _expand(args.sources)
     if args.session is not None and len(sources) > len(args.sources):
@@ -688,7 +688,7 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from relaystore.actors.cli_replay import replay_command
+    from .cli_replay import replay_command
 
     return replay_command(args, _sources(args))
 
@@ -697,7 +697,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from relaystore.actors.journal import verify_sources
+    from .journal import verify_sources
 
     report = verify_sources(_sources(args), session_id=args.session, from_first=args.from_first)
     starts = {
@@ -800,9 +800,9 @@ def _stage_session(
     the session moved on between two pages (the output is then incomplete)."""
     import msgspec
 
-    from relaystore.actors.transcript_pages import SessionMoved, stored_items
-    from relaystore.domain.materialized import SystemBody, TranscriptItem
-    from relaystore.domain.reads import LoadProjectionTail
+    from ..domain.materialized import SystemBody, TranscriptItem
+    from ..domain.reads import LoadProjectionTail
+    from .transcript_pages import SessionMoved, stored_items
 
     tail = store.ask(LoadProjectionTail(session_id=session_id, limit=0))
     if tail is None:
@@ -841,8 +841,8 @@ def _stage_session(
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from relaystore.domain.messages import LoadStats
-    from relaystore.domain.reports import stats_document
+    from ..domain.messages import LoadStats
+    from ..domain.reports import stats_document
 
     with open_read_only(args.db) as store:
         stats = store.ask(LoadStats())
@@ -863,7 +863,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    from relaystore.domain.roles import TranscriptRole
+    from ..domain.roles import TranscriptRole
 
     sessions = command("sessions", "list the store's sessions (lifecycle, chat phase, title)")
     sessions.add_argument("--workspace", type=_id("workspace"), help="only this workspace's")
@@ -915,7 +915,7 @@ def _print_json(reply: object) -> None:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    from relaystore.domain.reads import ListSessions
+    from ..domain.reads import ListSessions
 
     with open_read_only(args.db) as store:
         listed = store.ask(ListSessions(workspace_id=args.workspace))
@@ -932,7 +932,7 @@ def _sessions(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from relaystore.domain.reads import LoadTranscriptHistory
+    from ..domain.reads import LoadTranscriptHistory
 
     with open_read_only(args.db) as store:
         page = store.ask(
@@ -950,7 +950,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from relaystore.domain.reads import LoadUsagePage
+    from ..domain.reads import LoadUsagePage
 
     with open_read_only(args.db) as store:
         page = store.ask(
@@ -974,7 +974,7 @@ _READ_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from relaystore.actors.nats_common import require_nats
+    from .nats_common import require_nats
 
     require_nats("publish")
     require_store(args.db)
@@ -989,7 +989,7 @@ def _nats_log(*, publisher: bool) -> Iterator[None]:
     one line each, credentials masked."""
     import logging
 
-    from relaystore.domain.redaction import redact
+    from ..domain.redaction import redact
 
     class Redacting(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
@@ -1017,9 +1017,9 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
     import asyncio
     import signal
 
-    from relaystore.actors.aio import AsyncEventStore
-    from relaystore.actors.nats_publish import Publisher
-    from relaystore.domain.redaction import redact
+    from ..domain.redaction import redact
+    from .aio import AsyncEventStore
+    from .nats_publish import Publisher
 
     with _nats_log(publisher=True):
         async with AsyncEventStore.open(args.db, read_only=True, readers=1) as store:
@@ -1051,7 +1051,7 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    from relaystore.actors.nats_common import require_nats
+    from .nats_common import require_nats
 
     require_nats("fleet events")
     import asyncio
@@ -1060,7 +1060,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 async def _fleet_events(args: argparse.Namespace) -> int:
-    from relaystore.actors.fleet import FleetFeed
+    from .fleet import FleetFeed
 
     out = sys.stdout.buffer
     with _nats_log(publisher=False):
@@ -1114,10 +1114,10 @@ def _replica_commands(command: Callable[[str, str], argparse.ArgumentParser]) ->
 
 
 def _replica(args: argparse.Namespace) -> int:
-    from relaystore.actors.nats_common import require_nats
+    from .nats_common import require_nats
 
     require_nats(args.command)
-    from relaystore.actors.replica import run_command
+    from .replica import run_command
 
     return run_command(args)
 
@@ -1140,7 +1140,7 @@ def _serve(args: argparse.Namespace) -> int:
     # Refuse a missing or foreign store in one line before the token file is made.
     with open_read_only(args.db):
         pass
-    from relaystore.actors import http
+    from . import http
 
     token_file = Path(args.token_file) if args.token_file else Path(f"{args.db}.api-token")
     keepalive = http.KEEPALIVE_SECONDS if args.keepalive is None else args.keepalive
@@ -1179,7 +1179,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    from relaystore.domain.messages import BackupStore
+    from ..domain.messages import BackupStore
 
     folder = Path(args.destination).absolute().parent
     if not folder.is_dir():
@@ -1202,7 +1202,7 @@ def _backup(args: argparse.Namespace) -> int:
 def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     """Run a maintenance request on the store (here, or by the writer that holds it) and
     print its answer: exit 1 when it failed."""
-    from relaystore.actors.maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
+    from .maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
 
     require_store(args.db)
 
@@ -1229,13 +1229,13 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
 
 
 def _vacuum(args: argparse.Namespace) -> int:
-    from relaystore.domain.maintenance import VacuumRequest
+    from ..domain.maintenance import VacuumRequest
 
     return _maintain(args, VacuumRequest())
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from relaystore.domain.maintenance import DeleteRequest
+    from ..domain.maintenance import DeleteRequest
 
     return _maintain(args, DeleteRequest(session_id=args.session))
 
@@ -1243,7 +1243,7 @@ def _delete(args: argparse.Namespace) -> int:
 def _checkpoint(args: argparse.Namespace) -> int:
     import hashlib
 
-    from relaystore.domain.maintenance import CheckpointRequest
+    from ..domain.maintenance import CheckpointRequest
 
     archive = Path(args.archive).absolute()
     digest = hashlib.sha256()
@@ -1268,8 +1268,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _new_store_id(args: argparse.Namespace) -> int:
-    from relaystore.storage.connection import open_writer
-    from relaystore.storage.schema import renew_store_id
+    from ..storage.connection import open_writer
+    from ..storage.schema import renew_store_id
 
     require_store(args.db)
     handle = open_writer(args.db)
@@ -1282,20 +1282,20 @@ def _new_store_id(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from relaystore.domain.maintenance import CompactRequest
+    from ..domain.maintenance import CompactRequest
 
     return _maintain(args, CompactRequest(session_id=args.session))
 
 
 def _session_ids(store: EventStore, given: Sequence[str]) -> list[str]:
     """The sessions named, else every session of the store."""
-    from relaystore.domain.messages import LoadState
+    from ..domain.messages import LoadState
 
     return list(given) if given else sorted(store.ask(LoadState()).sessions)
 
 
 def _reproject(args: argparse.Namespace) -> int:
-    from relaystore.domain.maintenance import ReprojectRequest
+    from ..domain.maintenance import ReprojectRequest
 
     return _maintain(args, ReprojectRequest(session_ids=list(args.sessions), behind=args.behind))
 
@@ -1303,8 +1303,8 @@ def _reproject(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     import msgspec
 
-    from relaystore.actors.audit import audit_session
-    from relaystore.actors.journal import JournalSource, resolve_source
+    from .audit import audit_session
+    from .journal import JournalSource, resolve_source
 
     sessions, paths = _audit_arguments(args.sessions, args.journals or [])
     journals: dict[str, JournalSource] = {}
@@ -1349,7 +1349,7 @@ def _audit(args: argparse.Namespace) -> int:
 def _audit_arguments(sessions: list[str], journals: list[str]) -> tuple[list[str], list[str]]:
     """``audit SESSION... --journals SOURCE...`` in any order: what ``--journals`` took that
     is no file or folder but a session id is a session (the journals must exist anyway)."""
-    from relaystore.domain.sessions import validate_id
+    from ..domain.sessions import validate_id
 
     named, paths = list(sessions), []
     for given in journals:
@@ -1366,7 +1366,7 @@ def _audit_arguments(sessions: list[str], journals: list[str]) -> tuple[list[str
 
 
 def _prune_log(args: argparse.Namespace) -> int:
-    from relaystore.domain.maintenance import PruneLogRequest
+    from ..domain.maintenance import PruneLogRequest
 
     return _maintain(args, PruneLogRequest(session_id=args.session, through_ordinal=args.through))
 

@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from relaystore.actors.cli_output import READER_POLL_SECONDS, event_text, item_text, reader_gone
-from relaystore.domain.errors import InvalidInput
+from ..domain.errors import InvalidInput
+from .cli_output import READER_POLL_SECONDS, event_text, item_text, reader_gone
 
 if TYPE_CHECKING:
-    from relaystore.actors.store import EventStore
+    from .store import EventStore
 
 __all__ = [
     "events_command",
@@ -44,7 +44,7 @@ def require_store(db: str) -> None:
 
 
 def open_read_only(db: str) -> EventStore:
-    from relaystore.actors.store import EventStore
+    from .store import EventStore
 
     require_store(db)
     return EventStore.open(db, read_only=True, readers=1)
@@ -52,7 +52,7 @@ def open_read_only(db: str) -> EventStore:
 
 def no_session(db: str, session_id: str) -> InvalidInput:
     """The refusal of a session the store lacks (the one wording, located at ``db``)."""
-    from relaystore.domain.reads import unknown_session_text
+    from ..domain.reads import unknown_session_text
 
     return InvalidInput(unknown_session_text(session_id), path=db)
 
@@ -66,7 +66,7 @@ def _idle(store: EventStore, seq: int) -> None:
 
 def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) -> None:
     """Return once the store holds ``session_id``; refuse it unless ``wait``."""
-    from relaystore.domain.reads import LoadSessionDetail
+    from ..domain.reads import LoadSessionDetail
 
     announced = False
     while store.ask(LoadSessionDetail(session_id=session_id)) is None:
@@ -83,9 +83,9 @@ def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) ->
 
 
 def events_command(args: argparse.Namespace) -> int:
-    from relaystore.domain.api_events import ApiEventFilter
-    from relaystore.domain.messages import LoadRawApiEvents
-    from relaystore.domain.validation import check_cursor
+    from ..domain.api_events import ApiEventFilter
+    from ..domain.messages import LoadRawApiEvents
+    from ..domain.validation import check_cursor
 
     if args.wait and args.session is None:
         raise InvalidInput("--wait waits for a session: give it with --session")
@@ -125,7 +125,7 @@ def events_command(args: argparse.Namespace) -> int:
 def transcript_command(args: argparse.Namespace) -> int:
     import msgspec
 
-    from relaystore.domain.reads import LoadTranscriptPage
+    from ..domain.reads import LoadTranscriptPage
 
     remaining = args.limit
     after = args.after

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from relaystore.actors.cli_output import is_tty, plural, print_line
+from .cli_output import is_tty, plural, print_line
 
 if TYPE_CHECKING:
-    from relaystore.actors.journal import JournalSource
-    from relaystore.actors.replay import ReplayReport
+    from .journal import JournalSource
+    from .replay import ReplayReport
 
 __all__ = ["replay_command"]
 
@@ -158,7 +158,7 @@ class _CtrlC:
 
 def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
     """Run ``replay`` over ``paths`` (worker roots already expanded); the exit status."""
-    from relaystore.actors.journal import gather_sources
+    from .journal import gather_sources
 
     started = time.monotonic()
     sources = gather_sources(paths, session_id=args.session)
@@ -196,8 +196,8 @@ def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
 def _replay_all(
     args: argparse.Namespace, sources: list[JournalSource], tally: _Tally, display: _Display
 ) -> None:
-    from relaystore.actors.replay import replay_source
-    from relaystore.actors.store import EventStore
+    from .replay import replay_source
+    from .store import EventStore
 
     running: list[ReplayReport] = []  # the current journal's report, once it started
     with _CtrlC() as ctrl_c, EventStore.open(args.db, projection=args.projection) as store:

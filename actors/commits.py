@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from relaystore.domain.errors import StoreClosed
+from ..domain.errors import StoreClosed
 
 __all__ = ["CLOSED_WHILE_WAITING", "CommitWatch"]
 

@@ -58,32 +58,10 @@ import msgspec
 import pykka
 from pykka import ActorDeadError, ActorRef
 
-from relaystore.actors.commits import CommitWatch
-from relaystore.actors.envelope import Envelope, OneShotReply, Reply
-from relaystore.actors.inbox import inbox_of
-from relaystore.actors.internal import (
-    INTERNAL_MESSAGES,
-    CommitPage,
-    LoadAuditView,
-    LoadIndexEntries,
-    LoadOpenRequests,
-    LoadProjection,
-    LoadReplicationRound,
-    LoadTranscriptItem,
-)
-from relaystore.actors.live import LiveProjectors
-from relaystore.actors.maintenance_requests import MaintenanceDesk
-from relaystore.actors.metrics import StoreReadings, WriterStats, percentile
-from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
-from relaystore.actors.projector import PageCommit, Projection, ProjectorActor, ProjectorCore
-from relaystore.actors.reader import ReaderActor
-from relaystore.actors.transcript_pages import SessionMoved, reloaded_entries
-from relaystore.actors.wal_watch import WalWatcher
-from relaystore.actors.writer import WriterActor
-from relaystore.domain.api_events import ApiEventFilter
-from relaystore.domain.errors import AskTimeout, InvalidInput, ProjectionError, StoreClosed
-from relaystore.domain.materialized import MaterializedSession, TranscriptItem
-from relaystore.domain.messages import (
+from ..domain.api_events import ApiEventFilter
+from ..domain.errors import AskTimeout, InvalidInput, ProjectionError, StoreClosed
+from ..domain.materialized import MaterializedSession, TranscriptItem
+from ..domain.messages import (
     PUBLIC_MESSAGES,
     DeleteSession,
     LoadApiEvents,
@@ -94,13 +72,35 @@ from relaystore.domain.messages import (
     Request,
     SeedProjection,
 )
-from relaystore.domain.projection import PageDelta, frozen
-from relaystore.domain.projection.index import ColdEntry
-from relaystore.domain.reports import StoreMetrics
-from relaystore.domain.validation import validate_message
-from relaystore.storage.connection import Synchronous, open_reader, open_writer
-from relaystore.storage.paging import MAX_PAGE_LIMIT, load_latest_seq
-from relaystore.storage.schema import read_store_id
+from ..domain.projection import PageDelta, frozen
+from ..domain.projection.index import ColdEntry
+from ..domain.reports import StoreMetrics
+from ..domain.validation import validate_message
+from ..storage.connection import Synchronous, open_reader, open_writer
+from ..storage.paging import MAX_PAGE_LIMIT, load_latest_seq
+from ..storage.schema import read_store_id
+from .commits import CommitWatch
+from .envelope import Envelope, OneShotReply, Reply
+from .inbox import inbox_of
+from .internal import (
+    INTERNAL_MESSAGES,
+    CommitPage,
+    LoadAuditView,
+    LoadIndexEntries,
+    LoadOpenRequests,
+    LoadProjection,
+    LoadReplicationRound,
+    LoadTranscriptItem,
+)
+from .live import LiveProjectors
+from .maintenance_requests import MaintenanceDesk
+from .metrics import StoreReadings, WriterStats, percentile
+from .projection_worker import RemoteProjection, WorkerPool
+from .projector import PageCommit, Projection, ProjectorActor, ProjectorCore
+from .reader import ReaderActor
+from .transcript_pages import SessionMoved, reloaded_entries
+from .wal_watch import WalWatcher
+from .writer import WriterActor
 
 __all__ = [
     "CLOSED_BEFORE_ANSWER",

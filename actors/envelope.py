@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import pykka
 
-from relaystore.actors.inbox import BoundedActor
-from relaystore.domain.errors import InvalidInput
+from ..domain.errors import InvalidInput
+from .inbox import BoundedActor
 
 __all__ = ["Envelope", "ExcInfo", "OneShotReply", "Reply", "TellSafeActor", "Unanswerable"]
 

@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from relaystore.actors.nats_common import (
+from ..domain.errors import InvalidInput, StoreError
+from ..domain.redaction import redact
+from .nats_common import (
     DEFAULT_STREAM,
     DEFAULT_SUBJECT_PREFIX,
     HEADER_SEQ,
@@ -49,8 +51,6 @@ from relaystore.actors.nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
-from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.redaction import redact
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

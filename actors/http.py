@@ -65,14 +65,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from relaystore.actors.aio import AsyncEventStore
-from relaystore.actors.http_reads import once, query_integer, read_routes
-from relaystore.actors.http_viewer import SECURITY_HEADERS, Access, OriginGuard, viewer_routes
-from relaystore.domain.api_events import ApiEventFilter
-from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
-from relaystore.domain.origins import validate_origins
-from relaystore.domain.reads import LoadSessionDetail, unknown_session_text
-from relaystore.domain.sessions import validate_id
+from ..domain.api_events import ApiEventFilter
+from ..domain.errors import InvalidInput, StoreClosed, StoreError
+from ..domain.origins import validate_origins
+from ..domain.reads import LoadSessionDetail, unknown_session_text
+from ..domain.sessions import validate_id
+from .aio import AsyncEventStore
+from .http_reads import once, query_integer, read_routes
+from .http_viewer import SECURITY_HEADERS, Access, OriginGuard, viewer_routes
 
 __all__ = [
     "API_VERSION",

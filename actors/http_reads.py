@@ -36,11 +36,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from relaystore.actors.aio import AsyncEventStore
-from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
-from relaystore.domain.integers import INT64_MAX
-from relaystore.domain.messages import LoadStats
-from relaystore.domain.reads import (
+from ..domain.errors import InvalidInput, StoreClosed, StoreError
+from ..domain.integers import INT64_MAX
+from ..domain.messages import LoadStats
+from ..domain.reads import (
     ListSessions,
     ListWorkspaces,
     LoadRawElicitations,
@@ -52,8 +51,9 @@ from relaystore.domain.reads import (
     TranscriptRole,
     unknown_session_text,
 )
-from relaystore.domain.reports import StoreStats, stats_document
-from relaystore.domain.wire import encode
+from ..domain.reports import StoreStats, stats_document
+from ..domain.wire import encode
+from .aio import AsyncEventStore
 
 __all__ = ["failure", "once", "query_integer", "read_routes"]
 
@@ -220,7 +220,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
         if isinstance(store, Response):
             return store
         try:
-            from relaystore.actors.prometheus import prometheus_text
+            from .prometheus import prometheus_text
 
             text = prometheus_text(store.sync)
         except ImportError:

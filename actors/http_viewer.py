@@ -40,8 +40,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from relaystore.actors.http_reads import failure, once
-from relaystore.domain.errors import InvalidInput
+from ..domain.errors import InvalidInput
+from .http_reads import failure, once
 
 __all__ = [
     "COOKIE",

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from relaystore.domain.maintenance import MaintenanceAnswer, RequestState
-from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.sessions import CheckpointMetadata
+from ..domain.maintenance import MaintenanceAnswer, RequestState
+from ..domain.projection.page import PageDelta
+from ..domain.sessions import CheckpointMetadata
 
 __all__ = [
     "INTERNAL_MESSAGES",

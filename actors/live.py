@@ -43,9 +43,9 @@ from typing import Any
 
 from pykka import ActorDeadError, ActorRef
 
-from relaystore.actors.inbox import inbox_of
-from relaystore.actors.projector import ProjectorActor
-from relaystore.domain.errors import StoreClosed
+from ..domain.errors import StoreClosed
+from .inbox import inbox_of
+from .projector import ProjectorActor
 
 __all__ = ["GHOSTS", "LiveProjectors"]
 

@@ -19,11 +19,9 @@ import datetime
 import os
 from typing import TYPE_CHECKING, Any
 
-from relaystore.actors.cli_output import plural
-from relaystore.actors.internal import RecordCheckpoint
-from relaystore.domain.errors import StoreError, UnknownSession
-from relaystore.domain.ids import validate_id
-from relaystore.domain.maintenance import (
+from ..domain.errors import StoreError, UnknownSession
+from ..domain.ids import validate_id
+from ..domain.maintenance import (
     CheckpointRequest,
     CompactRequest,
     DeleteRequest,
@@ -33,7 +31,7 @@ from relaystore.domain.maintenance import (
     ReprojectRequest,
     VacuumRequest,
 )
-from relaystore.domain.messages import (
+from ..domain.messages import (
     CompactStore,
     CompactTranscript,
     DeleteSession,
@@ -42,11 +40,13 @@ from relaystore.domain.messages import (
     PruneRelayLog,
     Reproject,
 )
-from relaystore.domain.reads import LoadSessionDetail
-from relaystore.domain.sessions import CheckpointMetadata
+from ..domain.reads import LoadSessionDetail
+from ..domain.sessions import CheckpointMetadata
+from .cli_output import plural
+from .internal import RecordCheckpoint
 
 if TYPE_CHECKING:
-    from relaystore.actors.core import StoreCore
+    from .core import StoreCore
 
 __all__ = ["failed_answer", "run_request"]
 

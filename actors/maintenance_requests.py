@@ -52,21 +52,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from relaystore.actors.internal import (
-    ClaimRequest,
-    FinishRequest,
-    LoadOpenRequests,
-    RecoverRequests,
-)
-from relaystore.actors.maintenance import failed_answer, run_request
-from relaystore.domain.errors import (
+from ..domain.errors import (
     InvalidInput,
     RequestUnanswered,
     StoreClosed,
     StoreError,
     StoreLocked,
 )
-from relaystore.domain.maintenance import (
+from ..domain.maintenance import (
     ABANDONED,
     INTERRUPTED,
     MaintenanceAnswer,
@@ -76,16 +69,23 @@ from relaystore.domain.maintenance import (
     encode_request,
     request_kind,
 )
-from relaystore.storage.connection import (
+from ..storage.connection import (
     LockHolder,
     open_requester,
     process_alive,
     read_lock_holder,
 )
-from relaystore.storage.requests import load_request, submit_request, withdraw_request
+from ..storage.requests import load_request, submit_request, withdraw_request
+from .internal import (
+    ClaimRequest,
+    FinishRequest,
+    LoadOpenRequests,
+    RecoverRequests,
+)
+from .maintenance import failed_answer, run_request
 
 if TYPE_CHECKING:
-    from relaystore.actors.core import StoreCore
+    from .core import StoreCore
 
 __all__ = [
     "POLL_SECONDS",
@@ -202,7 +202,7 @@ def maintain(
     else through the holder's desk (see the module). Raises :class:`StoreLocked` naming
     a holder that takes no requests, :class:`RequestUnanswered` when none took it in
     ``timeout`` seconds, and the store's typed errors."""
-    from relaystore.actors.store import EventStore
+    from .store import EventStore
 
     text = encode_request(request)
     for _ in range(2):  # a holder that is gone before it takes the request: open it here

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from relaystore.storage.stats import load_live_figures
-from relaystore.storage.transaction import Connection
+from ..storage.stats import load_live_figures
+from ..storage.transaction import Connection
 
 __all__ = ["StoreReadings", "WriterStats", "percentile"]
 

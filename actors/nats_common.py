@@ -22,9 +22,9 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.ids import validate_id
-from relaystore.domain.redaction import redact
+from ..domain.errors import InvalidInput, StoreError
+from ..domain.ids import validate_id
+from ..domain.redaction import redact
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

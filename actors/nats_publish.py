@@ -57,8 +57,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from relaystore.actors.aio import AsyncEventStore
-from relaystore.actors.nats_common import (
+from ..domain.api_events import RawApiEvent
+from ..domain.errors import InvalidInput, StoreClosed, StoreError
+from ..domain.messages import LoadRawApiEvents, LoadState
+from ..domain.publishing import fork_from_changes, fork_from_stream
+from ..domain.redaction import redact
+from ..domain.replication import Change
+from ..storage.paging import MAX_PAGE_LIMIT
+from .aio import AsyncEventStore
+from .nats_common import (
     DEFAULT_STREAM,
     DEFAULT_SUBJECT_PREFIX,
     DUPLICATE_WINDOW_SECONDS,
@@ -75,7 +82,7 @@ from relaystore.actors.nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
-from relaystore.actors.replication import (
+from .replication import (
     HEADER_CHANGE,
     HEADER_KIND,
     HEADER_SESSION,
@@ -86,13 +93,6 @@ from relaystore.actors.replication import (
     load_round,
     marker_message,
 )
-from relaystore.domain.api_events import RawApiEvent
-from relaystore.domain.errors import InvalidInput, StoreClosed, StoreError
-from relaystore.domain.messages import LoadRawApiEvents, LoadState
-from relaystore.domain.publishing import fork_from_changes, fork_from_stream
-from relaystore.domain.redaction import redact
-from relaystore.domain.replication import Change
-from relaystore.storage.paging import MAX_PAGE_LIMIT
 
 if TYPE_CHECKING:
     from nats.aio.client import Client

@@ -66,21 +66,21 @@ from typing import Any, Literal
 
 import msgspec
 
-from relaystore.actors.envelope import Unanswerable
-from relaystore.actors.projector import (
+from ..domain.errors import RelayChainError, StoreClosed, StoreError, WorkerLost
+from ..domain.materialized import MaterializedSession, TranscriptItem
+from ..domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
+from ..domain.projection import PageDelta
+from ..domain.projection.index import ColdEntry
+from ..domain.projection.page_wire import decode_page, encode_page
+from ..domain.relay import RelayCursor, RelayEvent, RelayLine
+from .envelope import Unanswerable
+from .projector import (
     PageCommit,
     PagedLoader,
     PageSender,
     ProjectorCore,
     SessionLoader,
 )
-from relaystore.domain.errors import RelayChainError, StoreClosed, StoreError, WorkerLost
-from relaystore.domain.materialized import MaterializedSession, TranscriptItem
-from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
-from relaystore.domain.projection import PageDelta
-from relaystore.domain.projection.index import ColdEntry
-from relaystore.domain.projection.page_wire import decode_page, encode_page
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
 
 __all__ = [
     "POOL_LIMIT",

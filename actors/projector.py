@@ -54,21 +54,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem
-from relaystore.domain.errors import RelayChainError, StoreError, UnknownSession
-from relaystore.domain.materialized import MaterializedSession, TranscriptItem
-from relaystore.domain.messages import (
+from ..domain.errors import RelayChainError, StoreError, UnknownSession
+from ..domain.materialized import MaterializedSession, TranscriptItem
+from ..domain.messages import (
     LoadRelayLog,
     ObserveRelayEvents,
     ProjectionReport,
     Reproject,
 )
-from relaystore.domain.projection import PageDelta, SessionProjection
-from relaystore.domain.projection.index import ColdEntry
-from relaystore.domain.projection.rebuild import ReprojectReport, rebuild
-from relaystore.domain.projection.session import knows_line
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
+from ..domain.projection import PageDelta, SessionProjection
+from ..domain.projection.index import ColdEntry
+from ..domain.projection.rebuild import ReprojectReport, rebuild
+from ..domain.projection.session import knows_line
+from ..domain.relay import RelayCursor, RelayEvent, RelayLine
+from .envelope import TellSafeActor, Unanswerable
+from .internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem
 
 __all__ = [
     "PAGE_SIZE",

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from relaystore.domain.reports import StoreMetrics
+from ..domain.reports import StoreMetrics
 
 __all__ = ["MeasuredStore", "StoreCollector", "prometheus_text"]
 

@@ -8,15 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relaystore.actors.envelope import TellSafeActor, Unanswerable
-from relaystore.actors.internal import (
-    LoadAuditView,
-    LoadIndexEntries,
-    LoadOpenRequests,
-    LoadReplicationRound,
-    LoadTranscriptItem,
-)
-from relaystore.domain.messages import (
+from ..domain.messages import (
     BackupStore,
     LoadApiEvents,
     LoadMaterializedSession,
@@ -26,25 +18,33 @@ from relaystore.domain.messages import (
     LoadState,
     LoadStats,
 )
-from relaystore.storage.audit import load_audit_view
-from relaystore.storage.changes import load_replication_round
-from relaystore.storage.maintenance import backup_store
-from relaystore.storage.materialized import (
+from ..storage.audit import load_audit_view
+from ..storage.changes import load_replication_round
+from ..storage.maintenance import backup_store
+from ..storage.materialized import (
     load_index_entries,
     load_materialized_session,
     load_transcript_item,
 )
-from relaystore.storage.paging import (
+from ..storage.paging import (
     load_api_events,
     load_raw_api_events,
     load_runtime_receipt,
 )
-from relaystore.storage.reads import READ_TYPES, answer_read
-from relaystore.storage.relay_log import load_relay_log
-from relaystore.storage.requests import open_requests
-from relaystore.storage.sessions import load_state
-from relaystore.storage.stats import load_stats
-from relaystore.storage.transaction import Connection
+from ..storage.reads import READ_TYPES, answer_read
+from ..storage.relay_log import load_relay_log
+from ..storage.requests import open_requests
+from ..storage.sessions import load_state
+from ..storage.stats import load_stats
+from ..storage.transaction import Connection
+from .envelope import TellSafeActor, Unanswerable
+from .internal import (
+    LoadAuditView,
+    LoadIndexEntries,
+    LoadOpenRequests,
+    LoadReplicationRound,
+    LoadTranscriptItem,
+)
 
 __all__ = ["ReaderActor"]
 

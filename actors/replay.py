@@ -41,24 +41,24 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from relaystore.actors.journal import JournalReader, JournalSource, Location, TornTail
-from relaystore.actors.journal.start import history_start
-from relaystore.actors.projector import PAGE_SIZE
-from relaystore.actors.store import EventStore
-from relaystore.domain.chain import GENESIS, check_own_digest
-from relaystore.domain.errors import ChainFault, RelayChainError, StoreError
-from relaystore.domain.materialized import ProjectionBehind
-from relaystore.domain.messages import (
+from ..domain.chain import GENESIS, check_own_digest
+from ..domain.errors import ChainFault, RelayChainError, StoreError
+from ..domain.materialized import ProjectionBehind
+from ..domain.messages import (
     DeleteSession,
     LoadMaterializedSession,
     ProjectionReport,
     SaveSession,
     SeedProjection,
 )
-from relaystore.domain.reads import LoadSessionDetail
-from relaystore.domain.relay import AgentInitialized, RelayCursor, RelayEvent, RelayLine
-from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from ..domain.reads import LoadSessionDetail
+from ..domain.relay import AgentInitialized, RelayCursor, RelayEvent, RelayLine
+from ..domain.runtime import HarnessKind
+from ..domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from .journal import JournalReader, JournalSource, Location, TornTail
+from .journal.start import history_start
+from .projector import PAGE_SIZE
+from .store import EventStore
 
 __all__ = [
     "AHEAD",

@@ -35,7 +35,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from relaystore.actors.nats_common import (
+from ..domain.errors import StoreError
+from ..domain.redaction import redact
+from ..domain.replication import Incoming
+from .nats_common import (
     connect,
     is_transient,
     require_stream,
@@ -45,15 +48,12 @@ from relaystore.actors.nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
-from relaystore.actors.replication import MARKER, decode_incoming
-from relaystore.domain.errors import StoreError
-from relaystore.domain.redaction import redact
-from relaystore.domain.replication import Incoming
+from .replication import MARKER, decode_incoming
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
 
-    from relaystore.storage.connection import WriterConnection
+    from ..storage.connection import WriterConnection
 
 __all__ = ["ReplicaReader", "run_command"]
 
@@ -120,9 +120,9 @@ class ReplicaReader:
     # -- the store ---------------------------------------------------------------------
 
     def _open(self) -> None:
-        from relaystore.storage.connection import open_writer
-        from relaystore.storage.replica import replica_position, target_is_empty
-        from relaystore.storage.schema import read_store_id
+        from ..storage.connection import open_writer
+        from ..storage.replica import replica_position, target_is_empty
+        from ..storage.schema import read_store_id
 
         self._handle = handle = open_writer(self._db)
         connection = handle.connection
@@ -147,7 +147,7 @@ class ReplicaReader:
         return self._applied.get(_FLOOR_STORE, 0)
 
     def _apply_ready(self) -> None:
-        from relaystore.storage.replica import adopt_store_id, apply_commits
+        from ..storage.replica import adopt_store_id, apply_commits
 
         assert self._handle is not None
         connection = self._handle.connection
@@ -181,7 +181,7 @@ class ReplicaReader:
             self._on_apply()
 
     def _save_floor(self, floor: int) -> None:
-        from relaystore.storage.transaction import transaction
+        from ..storage.transaction import transaction
 
         assert self._handle is not None
         connection = self._handle.connection

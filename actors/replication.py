@@ -43,9 +43,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from relaystore.actors.nats_common import HEADER_SEQ, HEADER_STORE, subject_token
-from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.replication import (
+from ..domain.errors import InvalidInput, StoreError
+from ..domain.replication import (
     Change,
     Incoming,
     LogPageRow,
@@ -54,9 +53,10 @@ from relaystore.domain.replication import (
     StartState,
     WireEvent,
 )
+from .nats_common import HEADER_SEQ, HEADER_STORE, subject_token
 
 if TYPE_CHECKING:
-    from relaystore.actors.aio import AsyncEventStore
+    from .aio import AsyncEventStore
 
 __all__ = [
     "HEADER_CHANGE",
@@ -162,7 +162,7 @@ async def load_round(
     store: AsyncEventStore, after_seq: int, after_change: int, limit: int
 ) -> ReplicationRound:
     """The next round to publish, read by one of the store's readers in one snapshot."""
-    from relaystore.actors.internal import LoadReplicationRound
+    from .internal import LoadReplicationRound
 
     core = store.sync._core
     message = LoadReplicationRound(after_seq=after_seq, after_change=after_change, limit=limit)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from relaystore.domain.errors import InvalidInput
+from ..domain.errors import InvalidInput
 
 __all__ = ["COMMANDS", "configure"]
 

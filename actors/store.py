@@ -17,7 +17,20 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
-from relaystore.actors.core import (
+from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
+from ..domain.audit import AuditView
+from ..domain.errors import StoreClosed
+from ..domain.ids import validate_id
+from ..domain.messages import (
+    LoadApiEvents,
+    LoadRawApiEvents,
+    ObserveRelayEvents,
+    ProjectionReport,
+    Request,
+)
+from ..domain.relay import RelayEvent, RelayLine
+from ..storage.connection import Synchronous
+from .core import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PROJECTORS,
     DEFAULT_PROJECTION,
@@ -30,20 +43,7 @@ from relaystore.actors.core import (
     StoreCore,
     StoreFacts,
 )
-from relaystore.actors.internal import LoadAuditView
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
-from relaystore.domain.audit import AuditView
-from relaystore.domain.errors import StoreClosed
-from relaystore.domain.ids import validate_id
-from relaystore.domain.messages import (
-    LoadApiEvents,
-    LoadRawApiEvents,
-    ObserveRelayEvents,
-    ProjectionReport,
-    Request,
-)
-from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.storage.connection import Synchronous
+from .internal import LoadAuditView
 
 __all__ = ["EventStore", "Synchronous"]
 

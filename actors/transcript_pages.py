@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from relaystore.actors.internal import LoadIndexEntries
-from relaystore.domain.materialized import TranscriptItem
-from relaystore.domain.projection.index import ColdEntry, ItemFacts
-from relaystore.domain.reads import DEFAULT_ITEMS_LIMIT, LoadTranscriptItems, TranscriptItems
-from relaystore.domain.relay import RelayCursor
-from relaystore.storage.materialized import IndexEntries
+from ..domain.materialized import TranscriptItem
+from ..domain.projection.index import ColdEntry, ItemFacts
+from ..domain.reads import DEFAULT_ITEMS_LIMIT, LoadTranscriptItems, TranscriptItems
+from ..domain.relay import RelayCursor
+from ..storage.materialized import IndexEntries
+from .internal import LoadIndexEntries
 
 __all__ = ["SessionMoved", "reloaded_entries", "stored_items"]
 

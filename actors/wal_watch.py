@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from relaystore.actors.commits import CommitWatch
+from .commits import CommitWatch
 
 __all__ = ["POLL_SECONDS", "WalWatcher"]
 

@@ -33,23 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from relaystore.actors.envelope import Envelope, Unanswerable
-from relaystore.actors.inbox import BoundedActor
-from relaystore.actors.internal import (
-    ClaimRequest,
-    CommitPage,
-    CommitReprojection,
-    DeskWriterMessage,
-    FinishRequest,
-    LoadLoggedLine,
-    LoadProjection,
-    ProjectorWriterMessage,
-    RecordCheckpoint,
-    RecoverRequests,
-)
-from relaystore.actors.metrics import WriterStats
-from relaystore.domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
-from relaystore.domain.messages import (
+from ..domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
+from ..domain.messages import (
     BeginCheckpoint,
     CompactStore,
     CompactTranscript,
@@ -66,7 +51,7 @@ from relaystore.domain.messages import (
     SeedProjection,
     WriterMessage,
 )
-from relaystore.storage import (
+from ..storage import (
     activity,
     checkpoints,
     projection,
@@ -76,13 +61,28 @@ from relaystore.storage import (
     retention,
     sessions,
 )
-from relaystore.storage.batch import Batch, BatchLost
-from relaystore.storage.connection import WriterConnection
-from relaystore.storage.maintenance import vacuum_store
-from relaystore.storage.materialized import load_materialized_session
-from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.stats import count_sessions_behind
-from relaystore.storage.transaction import Connection
+from ..storage.batch import Batch, BatchLost
+from ..storage.connection import WriterConnection
+from ..storage.maintenance import vacuum_store
+from ..storage.materialized import load_materialized_session
+from ..storage.paging import load_latest_seq
+from ..storage.stats import count_sessions_behind
+from ..storage.transaction import Connection
+from .envelope import Envelope, Unanswerable
+from .inbox import BoundedActor
+from .internal import (
+    ClaimRequest,
+    CommitPage,
+    CommitReprojection,
+    DeskWriterMessage,
+    FinishRequest,
+    LoadLoggedLine,
+    LoadProjection,
+    ProjectorWriterMessage,
+    RecordCheckpoint,
+    RecoverRequests,
+)
+from .metrics import WriterStats
 
 __all__ = ["COMPANY_WAIT_SECONDS", "WriterActor", "perform"]
 

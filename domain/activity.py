@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from relaystore.domain.api_events import (
+from .api_events import (
     ActivityChangedData,
     ApiActivityChanged,
     ApiActivityState,
     ApiEventData,
 )
-from relaystore.domain.wire import encode
+from .wire import encode
 
 __all__ = ["ActivityPlan", "plan_activities"]
 

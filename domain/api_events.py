@@ -13,11 +13,11 @@ from typing import Any, get_args
 
 import msgspec
 
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
-from relaystore.domain.runtime import RuntimeReceipt
-from relaystore.domain.wire import Variant, Wire, emitted, encode, variant_type
+from .elicitation import ElicitationRequest
+from .errors import InvalidInput
+from .outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
+from .runtime import RuntimeReceipt
+from .wire import Variant, Wire, emitted, encode, variant_type
 
 __all__ = [
     "API_EVENT_KINDS",

@@ -29,12 +29,12 @@ from collections.abc import Sequence
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEvent, ApiEventData
-from relaystore.domain.materialized import MaterializedSession
-from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.domain.relay_log import StoredRelayLog
-from relaystore.domain.retention import retained_session
-from relaystore.domain.wire import encode
+from .api_events import ApiEvent, ApiEventData
+from .materialized import MaterializedSession
+from .relay import RelayEvent, RelayLine
+from .relay_log import StoredRelayLog
+from .retention import retained_session
+from .wire import encode
 
 __all__ = [
     "AuditResult",

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import enum
 
-from relaystore.domain.digests import check_format, validate_frontier, validate_relay_event_self
-from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.integers import INT64_MAX
-from relaystore.domain.relay import (
+from .digests import check_format, validate_frontier, validate_relay_event_self
+from .errors import ChainFault, RelayChainError
+from .integers import INT64_MAX
+from .relay import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_GENESIS_DIGEST,
     RelayCursor,

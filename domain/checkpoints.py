@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import msgspec
 
-from relaystore.domain.api_events import ApiCommandEnded
-from relaystore.domain.errors import InvalidInput, LifecycleConflict
-from relaystore.domain.outcomes import CommandOwner, CommandResultKind, OutcomeReason
-from relaystore.domain.sessions import SessionRecord, SessionState
+from .api_events import ApiCommandEnded
+from .errors import InvalidInput, LifecycleConflict
+from .outcomes import CommandOwner, CommandResultKind, OutcomeReason
+from .sessions import SessionRecord, SessionState
 
 __all__ = [
     "CHECKPOINT_COMMAND_KIND",

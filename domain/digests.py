@@ -10,8 +10,8 @@ wrote it.
 
 from __future__ import annotations
 
-from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.hashing import (
+from .errors import ChainFault, RelayChainError
+from .hashing import (
     RELAY_EVENT_DIGEST_DOMAIN_V1,
     RELAY_EVENT_DIGEST_DOMAIN_V2,
     RELAY_EVENT_FORMATS,
@@ -20,8 +20,8 @@ from relaystore.domain.hashing import (
     envelope_digest,
     is_relay_digest,
 )
-from relaystore.domain.relay import RelayEvent, RelayLine, SessionOpened
-from relaystore.domain.wire import encode
+from .relay import RelayEvent, RelayLine, SessionOpened
+from .wire import encode
 
 __all__ = [
     "RELAY_EVENT_DIGEST_DOMAIN_V1",

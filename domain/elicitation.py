@@ -26,10 +26,10 @@ from typing import Annotated, Any, TypeAlias, TypeGuard, cast
 
 import msgspec
 
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.integers import INT64_MAX, INT64_MIN
-from relaystore.domain.text_formats import is_rfc3339_date_time
-from relaystore.domain.wire import Wire, decode_json, emitted, encode, variant_type
+from .errors import InvalidInput
+from .integers import INT64_MAX, INT64_MIN
+from .text_formats import is_rfc3339_date_time
+from .wire import Wire, decode_json, emitted, encode, variant_type
 
 __all__ = [
     "MAX_ELICITATION_BYTES",

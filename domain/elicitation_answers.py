@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from relaystore.domain.elicitation import (
+from .elicitation import (
     ElicitationAccept,
     ElicitationField,
     ElicitationFieldKind,
@@ -19,8 +19,8 @@ from relaystore.domain.elicitation import (
     finite_float,
     shown,
 )
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.text_formats import RUST_WHITESPACE, is_date, is_rfc3339_date_time, is_uri
+from .errors import InvalidInput
+from .text_formats import RUST_WHITESPACE, is_date, is_rfc3339_date_time, is_uri
 
 __all__ = ["validate_field_value", "validate_response"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import enum
 
-from relaystore.domain.protocol import RELAY_PROTOCOL_VERSION
+from .protocol import RELAY_PROTOCOL_VERSION
 
 __all__ = [
     "AskTimeout",

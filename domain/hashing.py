@@ -17,8 +17,8 @@ import hashlib
 import re
 from typing import Protocol
 
-from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.wire import encode
+from .errors import ChainFault, RelayChainError
+from .wire import encode
 
 __all__ = [
     "RELAY_EVENT_DIGEST_DOMAIN_V1",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from relaystore.domain.errors import InvalidInput
+from .errors import InvalidInput
 
 __all__ = ["validate_id"]
 

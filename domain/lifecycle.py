@@ -9,9 +9,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from relaystore.domain.api_events import ApiSessionFault
-from relaystore.domain.outcomes import OutcomeReason
-from relaystore.domain.sessions import SessionRecord
+from .api_events import ApiSessionFault
+from .outcomes import OutcomeReason
+from .sessions import SessionRecord
 
 __all__ = ["LIFECYCLE_FIELDS", "keep_viewed", "lifecycle_fault", "merge_lifecycle", "startup_fault"]
 

@@ -27,14 +27,14 @@ from typing import ClassVar
 
 import msgspec
 
-from relaystore.domain.integers import UInt64
-from relaystore.domain.protocol import (
+from .integers import UInt64
+from .protocol import (
     RELAY_LEGACY_MAILBOX_PROTOCOL,
     RELAY_SESSION_MESSAGE_PROTOCOL,
     RELAY_STRUCTURED_MAILBOX_PROTOCOL,
 )
-from relaystore.domain.text_formats import RUST_WHITESPACE
-from relaystore.domain.wire import Wire, encode
+from .text_formats import RUST_WHITESPACE
+from .wire import Wire, encode
 
 __all__ = [
     "GithubComment",

@@ -25,8 +25,8 @@ from typing import Literal
 
 import msgspec
 
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.wire import encode
+from .errors import InvalidInput
+from .wire import encode
 
 __all__ = [
     "ABANDONED",

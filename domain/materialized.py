@@ -12,11 +12,11 @@ from typing import Literal
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEventData, MaterializedTurn
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
-from relaystore.domain.wire import JSON, Wire, emitted
+from .api_events import ApiEventData, MaterializedTurn
+from .elicitation import ElicitationRequest
+from .outcomes import MaterializedTurnOutcome, ProviderCost
+from .relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
+from .wire import JSON, Wire, emitted
 
 __all__ = [
     "HistoryStart",

@@ -16,26 +16,26 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from relaystore.domain.api_events import (
+from .api_events import (
     ApiActivityState,
     ApiEventFilter,
     ApiEventPage,
     RawApiEventPage,
 )
-from relaystore.domain.materialized import (
+from .materialized import (
     MaterializedQueuedPrompt,
     MaterializedSession,
     ProjectionBehind,
 )
-from relaystore.domain.projection.rebuild import ReprojectReport
-from relaystore.domain.reads import ReadMessage
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
-from relaystore.domain.relay_log import PruneReport, StoredRelayLog
-from relaystore.domain.reports import BackupReport, StoreStats, VacuumReport
-from relaystore.domain.request import Request
-from relaystore.domain.retention import TranscriptRetention
-from relaystore.domain.runtime import RuntimeReceipt
-from relaystore.domain.sessions import SessionRecord, State
+from .projection.rebuild import ReprojectReport
+from .reads import ReadMessage
+from .relay import RelayCursor, RelayEvent, RelayLine
+from .relay_log import PruneReport, StoredRelayLog
+from .reports import BackupReport, StoreStats, VacuumReport
+from .request import Request
+from .retention import TranscriptRetention
+from .runtime import RuntimeReceipt
+from .sessions import SessionRecord, State
 
 __all__ = [
     "BackupStore",

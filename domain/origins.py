@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from relaystore.domain.errors import InvalidInput
+from .errors import InvalidInput
 
 __all__ = ["validate_origin", "validate_origins"]
 

@@ -9,7 +9,7 @@ import enum
 
 import msgspec
 
-from relaystore.domain.wire import Wire
+from .wire import Wire
 
 __all__ = [
     "AWAITING_INPUT_STOP_REASON",

@@ -28,7 +28,7 @@ while the stream keeps the old id's history as it was.
 
 from __future__ import annotations
 
-from relaystore.domain.errors import StoreForked
+from .errors import StoreForked
 
 __all__ = ["fork_from_changes", "fork_from_stream"]
 

@@ -34,10 +34,10 @@ from typing import Literal, get_args
 
 import msgspec
 
-from relaystore.domain.api_events import ApiActivityState
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.materialized import (
+from .api_events import ApiActivityState
+from .elicitation import ElicitationRequest
+from .errors import InvalidInput
+from .materialized import (
     AgentBody,
     ExecutionClosed,
     ExecutionClosing,
@@ -55,18 +55,18 @@ from relaystore.domain.materialized import (
     TranscriptItem,
     UserBody,
 )
-from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
-from relaystore.domain.projection.goal import GOAL_STATE_KEY
-from relaystore.domain.projection.text import (
+from .outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
+from .projection.goal import GOAL_STATE_KEY
+from .projection.text import (
     materialized_chunks_text,
     materialized_content_text,
     normalize_session_title,
     sanitize_terminal_text,
 )
-from relaystore.domain.request import Request
-from relaystore.domain.roles import TranscriptRole
-from relaystore.domain.sessions import SessionState
-from relaystore.domain.wire import JSON, Wire, emitted
+from .request import Request
+from .roles import TranscriptRole
+from .sessions import SessionState
+from .wire import JSON, Wire, emitted
 
 __all__ = [
     "DEFAULT_HISTORY_LIMIT",

@@ -20,15 +20,15 @@ from typing import Annotated
 
 import msgspec
 
-from relaystore.domain.errors import InvalidInput, UnknownRelayKind
-from relaystore.domain.hashing import (
+from .errors import InvalidInput, UnknownRelayKind
+from .hashing import (
     RELAY_EVENT_FORMAT_V1,
     RELAY_EVENT_FORMAT_V2,
     RELAY_EVENT_GENESIS_DIGEST,
     envelope_digest,
 )
-from relaystore.domain.integers import INT64_MAX
-from relaystore.domain.relay_commands import (
+from .integers import INT64_MAX
+from .relay_commands import (
     RELAY_PROTOCOL_VERSION,
     AdvanceRecoveryFloorCommand,
     AdvanceRecoveryFloorData,
@@ -93,7 +93,7 @@ from relaystore.domain.relay_commands import (
     UserShellResult,
     UserShellStatus,
 )
-from relaystore.domain.relay_observations import (
+from .relay_observations import (
     AgentInitialized,
     AgentInitializedData,
     CheckpointReady,
@@ -161,7 +161,7 @@ from relaystore.domain.relay_observations import (
     UserShellOutputData,
     WarningObservation,
 )
-from relaystore.domain.relay_outcomes import (
+from .relay_outcomes import (
     CancelledOutcome,
     CheckpointCompletedOutcome,
     CheckpointReleasedOutcome,
@@ -185,7 +185,7 @@ from relaystore.domain.relay_outcomes import (
     UserShellOutcome,
     UserShellOutcomeData,
 )
-from relaystore.domain.wire import encode
+from .wire import encode
 
 __all__ = [
     "MAX_RELAY_LINE_BYTES",

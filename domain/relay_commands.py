@@ -14,10 +14,10 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from relaystore.domain.integers import Int64, UInt64
-from relaystore.domain.mailbox import MailboxEvent
-from relaystore.domain.protocol import RELAY_PROTOCOL_VERSION
-from relaystore.domain.wire import JSON, Variant, Wire, emitted
+from .integers import Int64, UInt64
+from .mailbox import MailboxEvent
+from .protocol import RELAY_PROTOCOL_VERSION
+from .wire import JSON, Variant, Wire, emitted
 
 __all__ = [
     "RELAY_PROTOCOL_VERSION",

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-from relaystore.domain.chain import check_own_digest
-from relaystore.domain.errors import InvalidInput, RelayLogUnavailable
-from relaystore.domain.materialized import MaterializedQueuedPrompt
-from relaystore.domain.relay import (
+from .chain import check_own_digest
+from .errors import InvalidInput, RelayLogUnavailable
+from .materialized import MaterializedQueuedPrompt
+from .relay import (
     RelayCursor,
     RelayEvent,
     RelayLine,

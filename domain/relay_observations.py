@@ -7,13 +7,13 @@ from typing import Annotated
 
 import msgspec
 
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.integers import Int64, UInt64
-from relaystore.domain.outcomes import OutcomeReason
-from relaystore.domain.relay_commands import MailboxEvent, RelayCommand, RelayCommandKind
-from relaystore.domain.relay_outcomes import RelayCommandOutcome
-from relaystore.domain.runtime import RuntimeIdentity
-from relaystore.domain.wire import JSON, Variant, Wire, emitted
+from .elicitation import ElicitationRequest
+from .integers import Int64, UInt64
+from .outcomes import OutcomeReason
+from .relay_commands import MailboxEvent, RelayCommand, RelayCommandKind
+from .relay_outcomes import RelayCommandOutcome
+from .runtime import RuntimeIdentity
+from .wire import JSON, Variant, Wire, emitted
 
 __all__ = [
     "AgentInitialized",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from relaystore.domain.outcomes import TokenUsage, TurnDiagnostic
-from relaystore.domain.relay_commands import UserShellResult
-from relaystore.domain.wire import Variant, Wire
+from .outcomes import TokenUsage, TurnDiagnostic
+from .relay_commands import UserShellResult
+from .wire import Variant, Wire
 
 __all__ = [
     "CancelledOutcome",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from relaystore.domain.api_events import RawApiEvent
+from .api_events import RawApiEvent
 
 __all__ = [
     "Change",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from relaystore.domain.materialized import ProjectionBehind
+from .materialized import ProjectionBehind
 
 __all__ = ["BackupReport", "StoreMetrics", "StoreStats", "VacuumReport", "stats_document"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import msgspec
 
-from relaystore.domain.materialized import MaterializedSession, ToolBody
-from relaystore.domain.wire import JSON, encode
+from .materialized import MaterializedSession, ToolBody
+from .wire import JSON, encode
 
 __all__ = [
     "DIFF_PATCH_META_KEY",

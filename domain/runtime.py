@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 import hashlib
 
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.wire import Wire, emitted, encode
+from .errors import InvalidInput
+from .wire import Wire, emitted, encode
 
 __all__ = [
     "RUNTIME_ID_PREFIX",

@@ -17,10 +17,10 @@ import hashlib
 
 import msgspec
 
-from relaystore.domain.chain import checked_frontier
-from relaystore.domain.errors import ChainFault, InvalidInput, RelayChainError
-from relaystore.domain.materialized import MaterializedQueuedPrompt
-from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent, RelayLine
+from .chain import checked_frontier
+from .errors import ChainFault, InvalidInput, RelayChainError
+from .materialized import MaterializedQueuedPrompt
+from .relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent, RelayLine
 
 __all__ = ["RelaySeed", "decode_relay_seed", "start_before"]
 

@@ -35,12 +35,12 @@ from typing import Annotated, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from relaystore.domain.digests import is_relay_digest
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.ids import validate_id
-from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.text_formats import is_rfc3339_date_time
-from relaystore.domain.wire import JSON, Wire, emitted
+from .digests import is_relay_digest
+from .errors import InvalidInput
+from .ids import validate_id
+from .runtime import HarnessKind
+from .text_formats import is_rfc3339_date_time
+from .wire import JSON, Wire, emitted
 
 __all__ = [
     "DEFAULT_WORKSPACE_ID",

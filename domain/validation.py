@@ -27,12 +27,12 @@ from typing import Any, cast
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEventFilter
-from relaystore.domain.chain import check_ordinal
-from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.integers import INT64_MAX, INT64_MIN
-from relaystore.domain.messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from relaystore.domain.relay import (
+from .api_events import ApiEventFilter
+from .chain import check_ordinal
+from .errors import InvalidInput, StoreError
+from .integers import INT64_MAX, INT64_MIN
+from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
+from .relay import (
     MAX_RELAY_LINE_BYTES,
     MIN_RECORDED_AT_MS,
     RelayEvent,
@@ -41,7 +41,7 @@ from relaystore.domain.relay import (
     encode_relay_event,
     line_too_long,
 )
-from relaystore.domain.sessions import validate_id, validate_timestamp
+from .sessions import validate_id, validate_timestamp
 
 __all__ = ["check_cursor", "validate_message"]
 

@@ -26,7 +26,7 @@ from typing import Any, Self, TypeVar
 
 import msgspec
 
-from relaystore.domain.errors import InvalidInput
+from .errors import InvalidInput
 
 __all__ = [
     "JSON",

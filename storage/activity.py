@@ -13,14 +13,14 @@ from collections.abc import Iterable
 
 import apsw
 
-from relaystore.domain.activity import plan_activities
-from relaystore.domain.api_events import ApiActivityState
-from relaystore.domain.errors import UnknownSession
-from relaystore.domain.lifecycle import startup_fault
-from relaystore.domain.wire import encode
-from relaystore.storage.events import insert_api_event, insert_api_events
-from relaystore.storage.sessions import current_time_ms
-from relaystore.storage.transaction import transaction
+from ..domain.activity import plan_activities
+from ..domain.api_events import ApiActivityState
+from ..domain.errors import UnknownSession
+from ..domain.lifecycle import startup_fault
+from ..domain.wire import encode
+from .events import insert_api_event, insert_api_events
+from .sessions import current_time_ms
+from .transaction import transaction
 
 __all__ = ["record_activities", "record_startup_fault"]
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import apsw
 
-from relaystore.domain.api_events import ApiEvent, ApiEventFilter
-from relaystore.domain.audit import AuditView
-from relaystore.storage.materialized import load_materialized_session
-from relaystore.storage.paging import MAX_PAGE_LIMIT, load_api_events
-from relaystore.storage.relay_log import load_relay_log
-from relaystore.storage.sessions import load_checkpoint_frontier
-from relaystore.storage.transaction import transaction
+from ..domain.api_events import ApiEvent, ApiEventFilter
+from ..domain.audit import AuditView
+from .materialized import load_materialized_session
+from .paging import MAX_PAGE_LIMIT, load_api_events
+from .relay_log import load_relay_log
+from .sessions import load_checkpoint_frontier
+from .transaction import transaction
 
 __all__ = ["load_audit_view"]
 

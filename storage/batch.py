@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 import apsw
 
-from relaystore.domain.errors import StoreBusy, StoreError, WriterStopped
-from relaystore.storage.connection import WriterConnection
-from relaystore.storage.paging import LATEST_SEQ, load_latest_seq
-from relaystore.storage.transaction import store_error
+from ..domain.errors import StoreBusy, StoreError, WriterStopped
+from .connection import WriterConnection
+from .paging import LATEST_SEQ, load_latest_seq
+from .transaction import store_error
 
 __all__ = ["Batch", "BatchLost"]
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from relaystore.domain.replication import (
+from ..domain.replication import (
     ActivityRow,
     Change,
     ChangeRef,
@@ -51,8 +51,8 @@ from relaystore.domain.replication import (
     StartState,
     WorkspaceRow,
 )
-from relaystore.storage.paging import load_raw_api_events
-from relaystore.storage.transaction import transaction
+from .paging import load_raw_api_events
+from .transaction import transaction
 
 __all__ = [
     "CHANGES_DDL",

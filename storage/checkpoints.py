@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import apsw
 
-from relaystore.domain.checkpoints import (
+from ..domain.checkpoints import (
     CHECKPOINT_COMMAND_KIND,
     RECOVERED_CHECKPOINT_ERROR,
     RECOVERED_CHECKPOINT_MESSAGE,
@@ -27,20 +27,20 @@ from relaystore.domain.checkpoints import (
     recovered,
     require_command_id,
 )
-from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
-from relaystore.domain.outcomes import CommandResultKind, OutcomeReason
-from relaystore.domain.sessions import CheckpointMetadata, SessionRecord
-from relaystore.domain.wire import decode_json
-from relaystore.storage.events import insert_api_event
-from relaystore.storage.materialized import load_frontier
-from relaystore.storage.sessions import (
+from ..domain.errors import InvalidInput, LifecycleConflict, UnknownSession
+from ..domain.outcomes import CommandResultKind, OutcomeReason
+from ..domain.sessions import CheckpointMetadata, SessionRecord
+from ..domain.wire import decode_json
+from .events import insert_api_event
+from .materialized import load_frontier
+from .sessions import (
     current_time_ms,
     load_session,
     merge_lifecycle_fields,
     replace_checkpoint,
     update_lifecycle_fields,
 )
-from relaystore.storage.transaction import transaction
+from .transaction import transaction
 
 __all__ = [
     "CHECKPOINT_COMMAND_KIND",

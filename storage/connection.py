@@ -68,8 +68,8 @@ from typing import Literal, Self
 import apsw
 import apsw.bestpractice
 
-from relaystore.domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
-from relaystore.storage.schema import (
+from ..domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
+from .schema import (
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
@@ -78,7 +78,7 @@ from relaystore.storage.schema import (
     not_a_store,
     read_schema_state,
 )
-from relaystore.storage.transaction import store_error, transaction
+from .transaction import store_error, transaction
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

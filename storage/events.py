@@ -15,10 +15,10 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
-from relaystore.domain.errors import InvalidInput, UnknownSession
-from relaystore.domain.wire import encode
-from relaystore.storage.transaction import is_foreign_key_violation, transaction
+from ..domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
+from ..domain.errors import InvalidInput, UnknownSession
+from ..domain.wire import encode
+from .transaction import is_foreign_key_violation, transaction
 
 __all__ = [
     "api_event_from_row",

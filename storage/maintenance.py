@@ -27,12 +27,12 @@ import tempfile
 
 import apsw
 
-from relaystore.domain.errors import InvalidInput, StoreError
-from relaystore.domain.reports import BackupReport, VacuumReport
-from relaystore.storage.connection import lock_path
-from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.schema import ensure_supported, read_schema_state
-from relaystore.storage.transaction import store_error
+from ..domain.errors import InvalidInput, StoreError
+from ..domain.reports import BackupReport, VacuumReport
+from .connection import lock_path
+from .paging import load_latest_seq
+from .schema import ensure_supported, read_schema_state
+from .transaction import store_error
 
 __all__ = ["backup_store", "vacuum_store"]
 

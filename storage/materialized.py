@@ -22,10 +22,10 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import MaterializedTurn
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import ProjectionError
-from relaystore.domain.materialized import (
+from ..domain.api_events import MaterializedTurn
+from ..domain.elicitation import ElicitationRequest
+from ..domain.errors import ProjectionError
+from ..domain.materialized import (
     AgentBody,
     ExecutionClosed,
     ExecutionClosing,
@@ -41,18 +41,18 @@ from relaystore.domain.materialized import (
     TranscriptBody,
     TranscriptItem,
 )
-from relaystore.domain.outcomes import MaterializedTurnOutcome
-from relaystore.domain.projection.index import (
+from ..domain.outcomes import MaterializedTurnOutcome
+from ..domain.projection.index import (
     ItemFacts,
     decode_item_facts,
     encode_item_facts,
     item_facts,
 )
-from relaystore.domain.projection.integrity import check_session
-from relaystore.domain.projection.streams import merge_content_chunk
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.wire import JSON
-from relaystore.storage.transaction import transaction
+from ..domain.projection.integrity import check_session
+from ..domain.projection.streams import merge_content_chunk
+from ..domain.relay import RelayCursor
+from ..domain.wire import JSON
+from .transaction import transaction
 
 __all__ = [
     "IndexEntries",

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import (
+from ..domain.api_events import (
     API_EVENT_KINDS,
     ApiEventFilter,
     ApiEventPage,
@@ -41,11 +41,11 @@ from relaystore.domain.api_events import (
     RawApiEvent,
     RawApiEventPage,
 )
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.runtime import RuntimeReceipt
-from relaystore.domain.wire import encode
-from relaystore.storage.events import api_event_from_row, api_events_from_rows
-from relaystore.storage.transaction import transaction
+from ..domain.errors import InvalidInput
+from ..domain.runtime import RuntimeReceipt
+from ..domain.wire import encode
+from .events import api_event_from_row, api_events_from_rows
+from .transaction import transaction
 
 __all__ = [
     "LATEST_SEQ",

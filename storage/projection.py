@@ -24,23 +24,23 @@ from __future__ import annotations
 
 import apsw
 
-from relaystore.domain.chain import checked_frontier
-from relaystore.domain.errors import (
+from ..domain.chain import checked_frontier
+from ..domain.errors import (
     ProjectionError,
     RelayChainError,
     RelayLogUnavailable,
     UnknownSession,
 )
-from relaystore.domain.materialized import MaterializedQueuedPrompt, TranscriptRemove, _Unset
-from relaystore.domain.projection.integrity import StoredItem, check_item_change
-from relaystore.domain.projection.page import PageDelta, PendingItem
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.seed import seed_needed
-from relaystore.domain.wire import encode
-from relaystore.storage.events import insert_api_events
-from relaystore.storage.materialized import execution_columns, load_frontier, stored_facts
-from relaystore.storage.relay_log import write_log_page
-from relaystore.storage.transaction import transaction
+from ..domain.materialized import MaterializedQueuedPrompt, TranscriptRemove, _Unset
+from ..domain.projection.integrity import StoredItem, check_item_change
+from ..domain.projection.page import PageDelta, PendingItem
+from ..domain.relay import RelayCursor
+from ..domain.seed import seed_needed
+from ..domain.wire import encode
+from .events import insert_api_events
+from .materialized import execution_columns, load_frontier, stored_facts
+from .relay_log import write_log_page
+from .transaction import transaction
 
 __all__ = ["commit_page", "seed_projection"]
 

@@ -24,14 +24,14 @@ from typing import Any, get_args
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import ApiActivityState
-from relaystore.domain.elicitation import ElicitationRequest, shown
-from relaystore.domain.errors import InvalidInput, ProjectionError
-from relaystore.domain.materialized import MaterializedExecutionState, TranscriptBody
-from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
-from relaystore.domain.projection.text import provisional_session_title
-from relaystore.domain.reads import (
+from ..domain.api_events import ApiActivityState
+from ..domain.elicitation import ElicitationRequest, shown
+from ..domain.errors import InvalidInput, ProjectionError
+from ..domain.materialized import MaterializedExecutionState, TranscriptBody
+from ..domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from ..domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
+from ..domain.projection.text import provisional_session_title
+from ..domain.reads import (
     ROLE_KINDS,
     USAGE_COUNTERS,
     ApiSession,
@@ -76,15 +76,15 @@ from relaystore.domain.reads import (
     item_text,
     transcript_seq,
 )
-from relaystore.domain.wire import JSON
-from relaystore.storage.materialized import (
+from ..domain.wire import JSON
+from .materialized import (
     decode_stored,
     load_materialized_session,
     load_projection_behind,
     load_transcript_items,
     parse_execution,
 )
-from relaystore.storage.transaction import transaction
+from .transaction import transaction
 
 __all__ = [
     "READ_TYPES",

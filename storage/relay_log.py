@@ -11,19 +11,19 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from relaystore.domain.errors import InvalidInput, RelayLogUnavailable, UnknownSession
-from relaystore.domain.materialized import MaterializedQueuedPrompt
-from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.relay_log import (
+from ..domain.errors import InvalidInput, RelayLogUnavailable, UnknownSession
+from ..domain.materialized import MaterializedQueuedPrompt
+from ..domain.projection.page import PageDelta
+from ..domain.relay import RelayCursor
+from ..domain.relay_log import (
     LogPageSpan,
     PruneReport,
     StoredRelayLog,
     unpack_lines,
 )
-from relaystore.storage.materialized import decode_stored, load_frontier
-from relaystore.storage.sessions import load_checkpoint_frontier
-from relaystore.storage.transaction import transaction
+from .materialized import decode_stored, load_frontier
+from .sessions import load_checkpoint_frontier
+from .transaction import transaction
 
 _SEED_QUEUE = msgspec.json.Decoder(list[MaterializedQueuedPrompt])
 

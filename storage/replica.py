@@ -41,11 +41,11 @@ from collections.abc import Sequence
 import apsw
 import msgspec
 
-from relaystore.domain.errors import InvalidInput, StoreError, UnknownSession
-from relaystore.domain.projection.rebuild import rebuild, rebuild_from
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.relay_log import unpack_events
-from relaystore.domain.replication import (
+from ..domain.errors import InvalidInput, StoreError, UnknownSession
+from ..domain.projection.rebuild import rebuild, rebuild_from
+from ..domain.relay import RelayCursor
+from ..domain.relay_log import unpack_events
+from ..domain.replication import (
     Incoming,
     LogPageRow,
     RecordState,
@@ -54,11 +54,11 @@ from relaystore.domain.replication import (
     mirror_session_id,
     stored_body,
 )
-from relaystore.storage.materialized import load_frontier, load_materialized_session
-from relaystore.storage.projection import commit_page
-from relaystore.storage.relay_log import load_relay_log
-from relaystore.storage.reproject import reset_projection
-from relaystore.storage.transaction import transaction
+from .materialized import load_frontier, load_materialized_session
+from .projection import commit_page
+from .relay_log import load_relay_log
+from .reproject import reset_projection
+from .transaction import transaction
 
 __all__ = [
     "ApplyReport",

@@ -20,19 +20,19 @@ from collections import Counter
 
 import apsw
 
-from relaystore.domain.errors import ProjectionError, UnknownSession
-from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.projection.rebuild import (
+from ..domain.errors import ProjectionError, UnknownSession
+from ..domain.projection.page import PageDelta
+from ..domain.projection.rebuild import (
     ReprojectReport,
     caught_up_from,
     feed_to_append,
     first_changed_position,
 )
-from relaystore.storage.materialized import load_frontier, load_materialized_session
-from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.projection import commit_page
-from relaystore.storage.retention import compact_transcript
-from relaystore.storage.transaction import transaction
+from .materialized import load_frontier, load_materialized_session
+from .paging import load_latest_seq
+from .projection import commit_page
+from .retention import compact_transcript
+from .transaction import transaction
 
 __all__ = ["commit_reprojection", "reset_projection"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from relaystore.domain.errors import InvalidInput, StoreBusy
-from relaystore.domain.maintenance import (
+from ..domain.errors import InvalidInput, StoreBusy
+from ..domain.maintenance import (
     ABANDONED,
     KEPT_ANSWERS,
     MAX_OPEN_REQUESTS,
@@ -28,9 +28,9 @@ from relaystore.domain.maintenance import (
     RequestState,
     StoredRequest,
 )
-from relaystore.domain.wire import encode
-from relaystore.storage.sessions import current_time_ms
-from relaystore.storage.transaction import transaction
+from ..domain.wire import encode
+from .sessions import current_time_ms
+from .transaction import transaction
 
 __all__ = [
     "claim_request",

@@ -13,18 +13,18 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from relaystore.domain.errors import UnknownSession
-from relaystore.domain.materialized import ToolBody
-from relaystore.domain.retention import (
+from ..domain.errors import UnknownSession
+from ..domain.materialized import ToolBody
+from ..domain.retention import (
     RETENTION_BATCH_ITEMS,
     RETENTION_BODY_FLOOR,
     TranscriptRetention,
     retained_body,
 )
-from relaystore.domain.wire import encode
-from relaystore.storage.materialized import load_frontier
-from relaystore.storage.sessions import load_checkpoint_frontier
-from relaystore.storage.transaction import transaction
+from ..domain.wire import encode
+from .materialized import load_frontier
+from .sessions import load_checkpoint_frontier
+from .transaction import transaction
 
 __all__ = ["compact_transcript"]
 

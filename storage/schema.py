@@ -93,15 +93,15 @@ from importlib import resources
 import apsw
 import msgspec
 
-from relaystore.domain.api_events import ApiLegacyNotice, ApiTurnEnded
-from relaystore.domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
-from relaystore.domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
-from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.sessions import SessionState
-from relaystore.domain.wire import decode_json
-from relaystore.storage.changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
-from relaystore.storage.events import encode_event_body
-from relaystore.storage.transaction import store_error, transaction
+from ..domain.api_events import ApiLegacyNotice, ApiTurnEnded
+from ..domain.errors import InvalidInput, SchemaMismatch, SchemaMismatchReason
+from ..domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
+from ..domain.runtime import HarnessKind
+from ..domain.sessions import SessionState
+from ..domain.wire import decode_json
+from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
+from .events import encode_event_body
+from .transaction import store_error, transaction
 
 __all__ = [
     "ACCOUNTING_TABLES",

@@ -26,16 +26,16 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
-from relaystore.domain.errors import InvalidInput, UnknownSession
-from relaystore.domain.lifecycle import (
+from ..domain.errors import InvalidInput, UnknownSession
+from ..domain.lifecycle import (
     keep_viewed,
     lifecycle_fault,
     merge_lifecycle,
 )
-from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, State
-from relaystore.domain.wire import decode_json, encode
-from relaystore.storage.events import insert_api_event
-from relaystore.storage.transaction import transaction
+from ..domain.sessions import CheckpointMetadata, SessionRecord, State
+from ..domain.wire import decode_json, encode
+from .events import insert_api_event
+from .transaction import transaction
 
 __all__ = [
     "current_time_ms",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import apsw
 
-from relaystore.domain.reports import StoreStats
-from relaystore.storage.materialized import load_projection_behind
-from relaystore.storage.paging import load_latest_seq
-from relaystore.storage.schema import read_schema_state, read_store_id
-from relaystore.storage.transaction import transaction
+from ..domain.reports import StoreStats
+from .materialized import load_projection_behind
+from .paging import load_latest_seq
+from .schema import read_schema_state, read_store_id
+from .transaction import transaction
 
 __all__ = ["StoreStats", "count_sessions_behind", "load_live_figures", "load_stats"]
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 import apsw
 
-from relaystore.domain.errors import InvalidInput, StoreError, StoreLocked
+from ..domain.errors import InvalidInput, StoreError, StoreLocked
 
 __all__ = ["Connection", "is_foreign_key_violation", "store_error", "transaction"]
 

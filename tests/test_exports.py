@@ -213,7 +213,14 @@ def test_every_layer_module_lists_its_names(layer: str) -> None:
     assert wrong == []
 
 
+def _package(path: Path) -> list[str]:
+    """The installed package a layer file belongs to (``actors/journal/x.py``:
+    ``relaystore.actors.journal``)."""
+    return ["relaystore", *path.relative_to(ROOT).parent.parts]
+
+
 def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """Every module a file imports, relative imports resolved to their installed name."""
     tree = ast.parse(path.read_text(), filename=str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -221,6 +228,9 @@ def _imports(path: Path) -> Iterator[tuple[int, str]]:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.lineno, node.module
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = _package(path)[: len(_package(path)) - node.level + 1]
+            yield node.lineno, ".".join([*base, *([node.module] if node.module else [])])
 
 
 def _third_party(module: str) -> str:
@@ -239,6 +249,31 @@ def test_layers_import_only_what_is_below_them(layer: str) -> None:
         for line, module in _imports(path)
         if (_third_party(module) not in _ALLOWED[layer] and module.split(".")[0] not in stdlib)
         or module.split(".")[0] in {"domain", "storage", "actors"}
+    ]
+    assert wrong == []
+
+
+def _absolute_relaystore_imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        if any(name.split(".")[0] == "relaystore" for name in names):
+            yield f"{node.lineno}: {ast.unparse(node)}"
+
+
+def test_layer_folders_import_each_other_relatively() -> None:
+    """An import between the layer folders names the folder it opens (``from ..domain.chain
+    import advance``), not the installed path ``relaystore.domain`` that has no folder of
+    that name in the tree."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{found}"
+        for layer in sorted(_LAYERS)
+        for path in sorted(_LAYERS[layer].rglob("*.py"))
+        for found in _absolute_relaystore_imports(path)
     ]
     assert wrong == []
 

@@ -7,8 +7,8 @@
 * :mod:`.verify` checks sources without a store (:func:`verify_sources`).
 """
 
-from relaystore.actors.journal.lines import MAX_BLANK_BYTES, MAX_BLANK_LINES, MAX_DRAIN_BYTES
-from relaystore.actors.journal.reader import (
+from .lines import MAX_BLANK_BYTES, MAX_BLANK_LINES, MAX_DRAIN_BYTES
+from .reader import (
     JournalProblem,
     JournalReader,
     Location,
@@ -17,7 +17,7 @@ from relaystore.actors.journal.reader import (
     TornTail,
     read_journal,
 )
-from relaystore.actors.journal.sources import (
+from .sources import (
     ACTIVE_JOURNAL_NAME,
     JOURNAL_DIR_NAME,
     RELAY_STATE_NAME,
@@ -26,7 +26,7 @@ from relaystore.actors.journal.sources import (
     gather_sources,
     resolve_source,
 )
-from relaystore.actors.journal.verify import VerifyReport, verify_sources
+from .verify import VerifyReport, verify_sources
 
 __all__ = [
     "ACTIVE_JOURNAL_NAME",

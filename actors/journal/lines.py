@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
+from ...domain.errors import InvalidInput
+from ...domain.relay import MAX_RELAY_LINE_BYTES
 
 __all__ = [
     "MAX_BLANK_BYTES",

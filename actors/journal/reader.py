@@ -44,24 +44,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from relaystore.actors.journal.lines import BlankBudget, lines, open_journal_file
-from relaystore.actors.journal.sources import JournalFile, JournalSource, resolve_source
-from relaystore.domain.chain import GENESIS, Step, advance, check_own_digest
-from relaystore.domain.digests import validate_relay_event_self
-from relaystore.domain.errors import (
+from ...domain.chain import GENESIS, Step, advance, check_own_digest
+from ...domain.digests import validate_relay_event_self
+from ...domain.errors import (
     ChainFault,
     InvalidInput,
     RelayChainError,
     StoreError,
     UnknownRelayKind,
 )
-from relaystore.domain.relay import (
+from ...domain.relay import (
     RelayCursor,
     RelayEvent,
     RelayLine,
     decode_relay_event,
     line_too_long,
 )
+from .lines import BlankBudget, lines, open_journal_file
+from .sources import JournalFile, JournalSource, resolve_source
 
 __all__ = [
     "NOT_A_JOURNAL_LINES",

@@ -27,11 +27,11 @@ from typing import BinaryIO
 
 import msgspec
 
-from relaystore.actors.journal.lines import BlankBudget, lines, open_journal_file
-from relaystore.domain.errors import InvalidInput
-from relaystore.domain.relay import MAX_RELAY_LINE_BYTES
-from relaystore.domain.seed import RelaySeed, decode_relay_seed
-from relaystore.domain.wire import decode_json
+from ...domain.errors import InvalidInput
+from ...domain.relay import MAX_RELAY_LINE_BYTES
+from ...domain.seed import RelaySeed, decode_relay_seed
+from ...domain.wire import decode_json
+from .lines import BlankBudget, lines, open_journal_file
 
 __all__ = [
     "ACTIVE_JOURNAL_NAME",

@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from relaystore.actors.journal.reader import JournalReader
-from relaystore.actors.journal.sources import SEED_NAME, JournalSource
-from relaystore.domain.chain import GENESIS
-from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.materialized import MaterializedQueuedPrompt
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.seed import start_before
+from ...domain.chain import GENESIS
+from ...domain.errors import ChainFault, RelayChainError
+from ...domain.materialized import MaterializedQueuedPrompt
+from ...domain.relay import RelayCursor
+from ...domain.seed import start_before
+from .reader import JournalReader
+from .sources import SEED_NAME, JournalSource
 
 __all__ = ["HistoryStart", "history_start"]
 

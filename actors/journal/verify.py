@@ -19,17 +19,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relaystore.actors.journal.reader import (
+from ...domain.errors import StoreError
+from ...domain.relay import RelayCursor, RelayLine
+from .reader import (
     JournalProblem,
     JournalReader,
     ProblemKind,
     ReadMode,
     TornTail,
 )
-from relaystore.actors.journal.sources import JournalSource, gather_sources
-from relaystore.actors.journal.start import HistoryStart, history_start
-from relaystore.domain.errors import StoreError
-from relaystore.domain.relay import RelayCursor, RelayLine
+from .sources import JournalSource, gather_sources
+from .start import HistoryStart, history_start
 
 __all__ = ["NewerKind", "VerifyReport", "verify_sources"]
 

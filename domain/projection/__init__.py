@@ -26,9 +26,9 @@ module             holds
 
 from __future__ import annotations
 
-from relaystore.domain.projection.feed import derive_api_events
-from relaystore.domain.projection.goal import GOAL_STATE_KEY
-from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.projection.session import SessionProjection
+from .feed import derive_api_events
+from .goal import GOAL_STATE_KEY
+from .page import PageDelta
+from .session import SessionProjection
 
 __all__ = ["GOAL_STATE_KEY", "PageDelta", "SessionProjection", "derive_api_events"]

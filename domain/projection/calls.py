@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from hashlib import blake2b
 
-from relaystore.domain.materialized import TerminalOutputRecord
-from relaystore.domain.projection.markers import FALLBACK_TERMINAL_META_KEY
-from relaystore.domain.wire import JSON
+from ..materialized import TerminalOutputRecord
+from ..wire import JSON
+from .markers import FALLBACK_TERMINAL_META_KEY
 
 __all__ = [
     "RawResultKey",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from relaystore.domain.api_events import MaterializedTurn
-from relaystore.domain.materialized import (
+from ..api_events import MaterializedTurn
+from ..materialized import (
     ExecutionClosed,
     ExecutionClosing,
     ExecutionIdle,
@@ -21,7 +21,7 @@ from relaystore.domain.materialized import (
     SystemBody,
     UserBody,
 )
-from relaystore.domain.outcomes import (
+from ..outcomes import (
     MaterializedTurnOutcome,
     PromptCompletion,
     TurnOutcomeCompleted,
@@ -30,38 +30,7 @@ from relaystore.domain.outcomes import (
     classify_prompt_completion,
     expected_cancellation,
 )
-from relaystore.domain.projection.context import (
-    ProjectionContext,
-    changed,
-    new_item,
-    push_system,
-    push_system_with_id,
-    set_configuration,
-    upsert,
-)
-from relaystore.domain.projection.goal import GOAL_STATE_KEY, Goal, goal_of, goal_running
-from relaystore.domain.projection.mailbox import mailbox_event_queued
-from relaystore.domain.projection.markers import (
-    CONTEXT_BOUNDARY_PREFIX,
-    CONTEXT_BOUNDARY_TEXT,
-    CONTINUATION_PROMPT,
-    HANDBACK_REMINDER_TEXT,
-    HARNESS_TURN_ITEM_PREFIX,
-    HARNESS_TURN_OUTCOME_PREFIX,
-    TURN_INTERRUPTED_ITEM_PREFIX,
-    TURN_INTERRUPTED_TEXT,
-    WORK_INTERRUPTED_ITEM_PREFIX,
-)
-from relaystore.domain.projection.streams import close_streams
-from relaystore.domain.projection.text import (
-    config_command_text,
-    materialized_content_text,
-    provisional_session_title,
-    resolved_title,
-    user_shell_result_text,
-    user_shell_text,
-)
-from relaystore.domain.relay import (
+from ..relay import (
     CancelledOutcome,
     ClearContextCommand,
     CloseCommand,
@@ -88,8 +57,39 @@ from relaystore.domain.relay import (
     SteeredOutcome,
     UserShellOutcome,
 )
-from relaystore.domain.relay_observations import CommandQueuedData
-from relaystore.domain.wire import JSON
+from ..relay_observations import CommandQueuedData
+from ..wire import JSON
+from .context import (
+    ProjectionContext,
+    changed,
+    new_item,
+    push_system,
+    push_system_with_id,
+    set_configuration,
+    upsert,
+)
+from .goal import GOAL_STATE_KEY, Goal, goal_of, goal_running
+from .mailbox import mailbox_event_queued
+from .markers import (
+    CONTEXT_BOUNDARY_PREFIX,
+    CONTEXT_BOUNDARY_TEXT,
+    CONTINUATION_PROMPT,
+    HANDBACK_REMINDER_TEXT,
+    HARNESS_TURN_ITEM_PREFIX,
+    HARNESS_TURN_OUTCOME_PREFIX,
+    TURN_INTERRUPTED_ITEM_PREFIX,
+    TURN_INTERRUPTED_TEXT,
+    WORK_INTERRUPTED_ITEM_PREFIX,
+)
+from .streams import close_streams
+from .text import (
+    config_command_text,
+    materialized_content_text,
+    provisional_session_title,
+    resolved_title,
+    user_shell_result_text,
+    user_shell_text,
+)
 
 __all__ = ["command_completed", "command_ended", "command_queued", "command_started"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from relaystore.domain.errors import ProjectionError
-from relaystore.domain.materialized import (
+from ..errors import ProjectionError
+from ..materialized import (
     MaterializedSession,
     MaterializedSessionMutation,
     SystemBody,
@@ -24,11 +24,11 @@ from relaystore.domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from relaystore.domain.projection.frozen import Transcript
-from relaystore.domain.projection.index import TranscriptIndex
-from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
-from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.domain.wire import JSON
+from ..relay import RelayEvent, RelayLine
+from ..wire import JSON
+from .frozen import Transcript
+from .index import TranscriptIndex
+from .markers import HARNESS_TURN_ITEM_PREFIX
 
 __all__ = [
     "ProjectionContext",

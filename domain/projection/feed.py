@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relaystore.domain.api_events import (
+from ..api_events import (
     ApiCommandEnded,
     ApiEventData,
     ApiInputRequired,
@@ -14,8 +14,8 @@ from relaystore.domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation
-from relaystore.domain.outcomes import (
+from ..materialized import MaterializedSession, MaterializedSessionMutation
+from ..outcomes import (
     ApiTurnOutcome,
     CommandResult,
     CommandResultKind,
@@ -23,7 +23,7 @@ from relaystore.domain.outcomes import (
     TurnResultKind,
     expected_cancellation,
 )
-from relaystore.domain.relay import (
+from ..relay import (
     AgentInitialized,
     CommandCompleted,
     CommandInterrupted,
@@ -37,8 +37,8 @@ from relaystore.domain.relay import (
     UserShellOutcome,
     UserShellStatus,
 )
-from relaystore.domain.relay_observations import CommandEndedData
-from relaystore.domain.runtime import RuntimeReceipt
+from ..relay_observations import CommandEndedData
+from ..runtime import RuntimeReceipt
 
 __all__ = [
     "derive_api_events",

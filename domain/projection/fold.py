@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relaystore.domain.materialized import MaterializedSession, MaterializedSessionMutation, _Unset
+from ..materialized import MaterializedSession, MaterializedSessionMutation, _Unset
 
 if TYPE_CHECKING:
-    from relaystore.domain.projection.page import PageDelta
+    from .page import PageDelta
 
 __all__ = ["fold_fields"]
 

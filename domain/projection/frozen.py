@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from relaystore.domain.materialized import TranscriptItem
-from relaystore.domain.wire import encode
+from ..materialized import TranscriptItem
+from ..wire import encode
 
 __all__ = ["SLACK", "WINDOW", "FetchItem", "FrozenItem", "Transcript"]
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relaystore.domain.projection.context import ProjectionContext
-from relaystore.domain.wire import JSON
+from ..wire import JSON
+from .context import ProjectionContext
 
 __all__ = [
     "GOAL_STATE_KEY",

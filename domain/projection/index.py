@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from relaystore.domain.materialized import (
+from ..materialized import (
     AgentBody,
     PlanBody,
     TerminalOutputBody,
@@ -21,7 +21,7 @@ from relaystore.domain.materialized import (
     TranscriptItem,
     UserBody,
 )
-from relaystore.domain.projection.calls import (
+from .calls import (
     RawResultKey,
     is_fallback_terminal_call,
     raw_result_candidate,
@@ -29,7 +29,7 @@ from relaystore.domain.projection.calls import (
     terminal_result_key,
     tool_call_terminal_ids,
 )
-from relaystore.domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
+from .markers import HARNESS_TURN_ITEM_PREFIX
 
 __all__ = [
     "INDEX_SETS",

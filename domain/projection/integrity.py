@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from relaystore.domain.digests import is_relay_digest
-from relaystore.domain.errors import InvalidInput, ProjectionError
-from relaystore.domain.ids import validate_id
-from relaystore.domain.materialized import (
+from ..digests import is_relay_digest
+from ..errors import InvalidInput, ProjectionError
+from ..ids import validate_id
+from ..materialized import (
     AgentBody,
     MaterializedQueuedPrompt,
     MaterializedSession,
@@ -40,7 +40,7 @@ from relaystore.domain.materialized import (
     TranscriptItem,
     TranscriptRemove,
 )
-from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
+from ..relay import RELAY_EVENT_GENESIS_DIGEST
 
 __all__ = [
     "ItemFacts",

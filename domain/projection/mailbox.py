@@ -13,9 +13,9 @@ does).
 
 from __future__ import annotations
 
-from relaystore.domain.mailbox import MailboxEvent, mailbox_transcript_line
-from relaystore.domain.materialized import SystemBody
-from relaystore.domain.projection.context import (
+from ..mailbox import MailboxEvent, mailbox_transcript_line
+from ..materialized import SystemBody
+from .context import (
     ProjectionContext,
     changed,
     push_system_with_id,

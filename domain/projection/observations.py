@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.materialized import (
+from ..elicitation import ElicitationRequest
+from ..materialized import (
     ExecutionClosed,
     ExecutionClosing,
     ExecutionIdle,
@@ -20,40 +20,8 @@ from relaystore.domain.materialized import (
     SystemBody,
     TerminalOutputRecord,
 )
-from relaystore.domain.outcomes import ProviderCost
-from relaystore.domain.projection.commands import (
-    command_completed,
-    command_ended,
-    command_queued,
-    command_started,
-)
-from relaystore.domain.projection.context import (
-    ProjectionContext,
-    changed,
-    new_item,
-    push_system,
-    push_system_with_id,
-    set_configuration,
-    upsert,
-)
-from relaystore.domain.projection.goal import GOAL_STATE_KEY, apply_goal_meta, goal_of
-from relaystore.domain.projection.markers import (
-    HARNESS_TURN_ITEM_PREFIX,
-    HARNESS_TURN_TEXT,
-    PLAN_REVIEW_ID_PREFIX,
-    PLAN_REVIEW_MESSAGE_PREFIX,
-    SESSION_RESTART_ITEM_PREFIX,
-    SESSION_RESTART_TEXT,
-    WORK_INTERRUPTED_ITEM_PREFIX,
-)
-from relaystore.domain.projection.streams import close_streams, project_plan, project_stream_chunk
-from relaystore.domain.projection.text import normalize_session_title, user_shell_text
-from relaystore.domain.projection.tools import (
-    project_terminal_output,
-    project_tool_call,
-    project_tool_call_update,
-)
-from relaystore.domain.relay import (
+from ..outcomes import ProviderCost
+from ..relay import (
     Closed,
     Closing,
     CommandCompleted,
@@ -81,7 +49,39 @@ from relaystore.domain.relay import (
     UserShellOutput,
     WarningObservation,
 )
-from relaystore.domain.wire import JSON
+from ..wire import JSON
+from .commands import (
+    command_completed,
+    command_ended,
+    command_queued,
+    command_started,
+)
+from .context import (
+    ProjectionContext,
+    changed,
+    new_item,
+    push_system,
+    push_system_with_id,
+    set_configuration,
+    upsert,
+)
+from .goal import GOAL_STATE_KEY, apply_goal_meta, goal_of
+from .markers import (
+    HARNESS_TURN_ITEM_PREFIX,
+    HARNESS_TURN_TEXT,
+    PLAN_REVIEW_ID_PREFIX,
+    PLAN_REVIEW_MESSAGE_PREFIX,
+    SESSION_RESTART_ITEM_PREFIX,
+    SESSION_RESTART_TEXT,
+    WORK_INTERRUPTED_ITEM_PREFIX,
+)
+from .streams import close_streams, project_plan, project_stream_chunk
+from .text import normalize_session_title, user_shell_text
+from .tools import (
+    project_terminal_output,
+    project_tool_call,
+    project_tool_call_update,
+)
 
 __all__ = [
     "HANDLERS",

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from relaystore.domain.api_events import ApiEventData, MaterializedTurn
-from relaystore.domain.chain import Step, advance
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.errors import ChainFault, RelayChainError
-from relaystore.domain.materialized import (
+from ..api_events import ApiEventData, MaterializedTurn
+from ..chain import Step, advance
+from ..elicitation import ElicitationRequest
+from ..errors import ChainFault, RelayChainError
+from ..materialized import (
     UNCHANGED,
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
@@ -29,12 +29,12 @@ from relaystore.domain.materialized import (
     TranscriptUpsert,
     _Unset,
 )
-from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from relaystore.domain.projection.fold import fold_fields
-from relaystore.domain.projection.integrity import check_mutation
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine
-from relaystore.domain.relay_log import pack_lines
-from relaystore.domain.wire import JSON
+from ..outcomes import MaterializedTurnOutcome, ProviderCost
+from ..relay import RelayCursor, RelayEvent, RelayLine
+from ..relay_log import pack_lines
+from ..wire import JSON
+from .fold import fold_fields
+from .integrity import check_mutation
 
 __all__ = ["PackedLog", "PageDelta", "PendingItem"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEventData, MaterializedTurn
-from relaystore.domain.elicitation import ElicitationRequest
-from relaystore.domain.materialized import (
+from ..api_events import ApiEventData, MaterializedTurn
+from ..elicitation import ElicitationRequest
+from ..materialized import (
     UNCHANGED,
     MaterializedExecutionState,
     MaterializedQueuedPrompt,
@@ -28,10 +28,10 @@ from relaystore.domain.materialized import (
     TranscriptUpsert,
     _Unset,
 )
-from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
-from relaystore.domain.projection.page import PackedLog, PageDelta, PendingItem
-from relaystore.domain.relay import RelayCursor
-from relaystore.domain.wire import JSON
+from ..outcomes import MaterializedTurnOutcome, ProviderCost
+from ..relay import RelayCursor
+from ..wire import JSON
+from .page import PackedLog, PageDelta, PendingItem
 
 __all__ = ["decode_page", "encode_page"]
 

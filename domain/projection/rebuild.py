@@ -26,20 +26,20 @@ from dataclasses import dataclass
 
 import msgspec
 
-from relaystore.domain.api_events import ApiEventData
-from relaystore.domain.errors import RelayLogUnavailable
-from relaystore.domain.materialized import (
+from ..api_events import ApiEventData
+from ..errors import RelayLogUnavailable
+from ..materialized import (
     HistoryStart,
     MaterializedSession,
     ProjectionBehind,
     TranscriptItem,
 )
-from relaystore.domain.projection.page import PageDelta
-from relaystore.domain.projection.session import SessionProjection
-from relaystore.domain.relay import RelayEvent, RelayLine
-from relaystore.domain.relay_log import StoredRelayLog
-from relaystore.domain.seed import start_before
-from relaystore.domain.wire import encode
+from ..relay import RelayEvent, RelayLine
+from ..relay_log import StoredRelayLog
+from ..seed import start_before
+from ..wire import encode
+from .page import PageDelta
+from .session import SessionProjection
 
 __all__ = [
     "Rebuilt",

@@ -40,23 +40,23 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from relaystore.domain.chain import Step, advance
-from relaystore.domain.errors import StoreError, UnknownRelayKind
-from relaystore.domain.materialized import (
+from ..chain import Step, advance
+from ..errors import StoreError, UnknownRelayKind
+from ..materialized import (
     MaterializedSession,
     MaterializedSessionMutation,
     ProjectionBehind,
     TranscriptItem,
     TranscriptRemove,
 )
-from relaystore.domain.projection.context import ProjectionContext
-from relaystore.domain.projection.feed import derive_api_events
-from relaystore.domain.projection.fold import fold_fields
-from relaystore.domain.projection.frozen import FetchItem, Transcript
-from relaystore.domain.projection.index import ColdEntry, ItemFacts, TranscriptIndex, item_facts
-from relaystore.domain.projection.integrity import check_mutation, check_transcript_changes
-from relaystore.domain.projection.observations import HANDLERS, LINE_HANDLERS
-from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
+from ..relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
+from .context import ProjectionContext
+from .feed import derive_api_events
+from .fold import fold_fields
+from .frozen import FetchItem, Transcript
+from .index import ColdEntry, ItemFacts, TranscriptIndex, item_facts
+from .integrity import check_mutation, check_transcript_changes
+from .observations import HANDLERS, LINE_HANDLERS
 
 __all__ = ["SessionProjection", "knows_line", "line_handler"]
 

@@ -7,21 +7,21 @@ from typing import Any, TypeGuard
 
 import msgspec
 
-from relaystore.domain.materialized import (
+from ..materialized import (
     AgentBody,
     ExecutionRunning,
     PlanBody,
     ThoughtBody,
     TranscriptItem,
 )
-from relaystore.domain.projection.context import (
+from ..wire import JSON
+from .context import (
     ProjectionContext,
     changed,
     id_text,
     new_item,
     upsert,
 )
-from relaystore.domain.wire import JSON
 
 __all__ = [
     "close_stream_kind",

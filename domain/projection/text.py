@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from relaystore.domain.materialized import MaterializedSession, TranscriptItem, UserBody
-from relaystore.domain.relay import UserShellResult, UserShellStatus
-from relaystore.domain.wire import JSON
+from ..materialized import MaterializedSession, TranscriptItem, UserBody
+from ..relay import UserShellResult, UserShellStatus
+from ..wire import JSON
 
 __all__ = [
     "config_command_text",

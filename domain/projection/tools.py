@@ -6,14 +6,15 @@ from collections.abc import Mapping
 
 import msgspec
 
-from relaystore.domain.materialized import (
+from ..materialized import (
     TerminalOutputBody,
     TerminalOutputRecord,
     ToolBody,
     TranscriptItem,
     TranscriptRemove,
 )
-from relaystore.domain.projection.calls import (
+from ..wire import JSON
+from .calls import (
     RawResultKey,
     is_fallback_terminal_call,
     raw_result_candidate,
@@ -22,16 +23,15 @@ from relaystore.domain.projection.calls import (
     tool_call_json,
     tool_call_terminal_ids,
 )
-from relaystore.domain.projection.context import (
+from .context import (
     ProjectionContext,
     changed,
     id_text,
     new_item,
     upsert,
 )
-from relaystore.domain.projection.markers import FALLBACK_TERMINAL_TOOL_ID_PREFIX
-from relaystore.domain.projection.streams import close_streams
-from relaystore.domain.wire import JSON
+from .markers import FALLBACK_TERMINAL_TOOL_ID_PREFIX
+from .streams import close_streams
 
 __all__ = [
     "project_terminal_output",
