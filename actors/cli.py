@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 from ..domain.errors import InvalidInput, StoreError
+from ..domain.paging import DEFAULT_HISTORY_LIMIT, DEFAULT_PAGE_LIMIT
 from .cli_output import (
     follow_options,
     is_tty,
@@ -895,7 +896,11 @@ def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> No
     before.add_argument("--before-position", type=_count, metavar="N", help="items before N")
     before.add_argument("--before-id", metavar="ID", help="items before the item ID")
     history.add_argument(
-        "--limit", type=_count, default=128, metavar="N", help="at most N items (default 128)"
+        "--limit",
+        type=_count,
+        default=DEFAULT_HISTORY_LIMIT,
+        metavar="N",
+        help=f"at most N items (default {DEFAULT_HISTORY_LIMIT})",
     )
     json_option(history, "the page is one JSON object (the only output)")
 
@@ -903,7 +908,11 @@ def _read_commands(command: Callable[[str, str], argparse.ArgumentParser]) -> No
     usage.add_argument("session", type=_id("session"), help="the session id")
     usage.add_argument("--after", type=_seq, default=0, metavar="SEQ", help="after SEQ")
     usage.add_argument(
-        "--limit", type=_count, default=200, metavar="N", help="at most N turns (default 200)"
+        "--limit",
+        type=_count,
+        default=DEFAULT_PAGE_LIMIT,
+        metavar="N",
+        help=f"at most N turns (default {DEFAULT_PAGE_LIMIT})",
     )
     json_option(usage, "the page is one JSON object (the only output)")
 

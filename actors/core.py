@@ -72,12 +72,13 @@ from ..domain.messages import (
     Request,
     SeedProjection,
 )
+from ..domain.paging import MAX_PAGE_LIMIT
 from ..domain.projection import PageDelta, frozen
 from ..domain.projection.index import ColdEntry
 from ..domain.reports import StoreMetrics
 from ..domain.validation import validate_message
 from ..storage.connection import Synchronous, open_reader, open_writer
-from ..storage.paging import MAX_PAGE_LIMIT, load_latest_seq
+from ..storage.paging import load_latest_seq
 from ..storage.schema import read_store_id
 from .commits import CommitWatch
 from .envelope import Envelope, OneShotReply, Reply

@@ -39,6 +39,7 @@ from starlette.routing import Route
 from ..domain.errors import InvalidInput, StoreClosed, StoreError
 from ..domain.integers import INT64_MAX
 from ..domain.messages import LoadStats
+from ..domain.paging import DEFAULT_HISTORY_LIMIT, DEFAULT_PAGE_LIMIT
 from ..domain.reads import (
     ListSessions,
     ListWorkspaces,
@@ -178,7 +179,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
             session_id=request.path_params["session_id"],
             after_seq=query_integer("after_seq", once("after_seq", params.getlist("after_seq")), 0)
             or 0,
-            limit=_limit(once("limit", params.getlist("limit")), 200),
+            limit=_limit(once("limit", params.getlist("limit")), DEFAULT_PAGE_LIMIT),
             roles=tuple(dict.fromkeys(roles)),  # type: ignore[arg-type]
             finished_only=_flag(
                 "finished_only", once("finished_only", params.getlist("finished_only"))
@@ -193,7 +194,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
                 "before_position", once("before_position", params.getlist("before_position"))
             ),
             before_id=once("before_id", params.getlist("before_id")),
-            limit=_limit(once("limit", params.getlist("limit")), 128),
+            limit=_limit(once("limit", params.getlist("limit")), DEFAULT_HISTORY_LIMIT),
         )
 
     def usage(request: Request) -> LoadRawUsagePage:
@@ -202,7 +203,7 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
             session_id=request.path_params["session_id"],
             after_seq=query_integer("after_seq", once("after_seq", params.getlist("after_seq")), 0)
             or 0,
-            limit=_limit(once("limit", params.getlist("limit")), 200),
+            limit=_limit(once("limit", params.getlist("limit")), DEFAULT_PAGE_LIMIT),
         )
 
     async def healthz(request: Request) -> Response:

@@ -60,10 +60,10 @@ import msgspec
 from ..domain.api_events import RawApiEvent
 from ..domain.errors import InvalidInput, StoreClosed, StoreError
 from ..domain.messages import LoadRawApiEvents, LoadState
+from ..domain.paging import MAX_PAGE_LIMIT
 from ..domain.publishing import fork_from_changes, fork_from_stream
 from ..domain.redaction import redact
 from ..domain.replication import Change
-from ..storage.paging import MAX_PAGE_LIMIT
 from .aio import AsyncEventStore
 from .nats_common import (
     DEFAULT_STREAM,

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..domain.materialized import TranscriptItem
+from ..domain.paging import DEFAULT_ITEMS_LIMIT
 from ..domain.projection.index import ColdEntry, ItemFacts
-from ..domain.reads import DEFAULT_ITEMS_LIMIT, LoadTranscriptItems, TranscriptItems
+from ..domain.reads import LoadTranscriptItems, TranscriptItems
 from ..domain.relay import RelayCursor
 from ..storage.materialized import IndexEntries
 from .internal import LoadIndexEntries

@@ -12,10 +12,7 @@ The rules every surface shares live here, once:
   ``COALESCE(latest_content_event_ordinal, position)``: a streaming agent message keeps
   its position but takes a new seq each time its content grows, so paging by seq
   returns the grown item again instead of missing it.
-* **limits** (:func:`clamp_page_limit`): a transcript or usage page holds
-  :data:`DEFAULT_PAGE_LIMIT` (200) items unless told otherwise, clamped to
-  ``1..=``:data:`MAX_PAGE_LIMIT` (1000); asking for more gives the ceiling, not an
-  error. History pages hold :data:`DEFAULT_HISTORY_LIMIT` (128), clamped the same way.
+* **limits**: :mod:`relaystore.domain.paging` states them for every page.
 * **roles** (:data:`ROLE_KINDS`): the stable words ``user``, ``agent``, ``thought``,
   ``tool``, ``terminal``, ``plan``, ``plan_proposal``, ``system``; ``terminal`` is the
   ``terminal_output`` body kind.
@@ -56,6 +53,7 @@ from .materialized import (
     UserBody,
 )
 from .outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
+from .paging import DEFAULT_HISTORY_LIMIT, DEFAULT_ITEMS_LIMIT, DEFAULT_PAGE_LIMIT
 from .projection.goal import GOAL_STATE_KEY
 from .projection.text import (
     materialized_chunks_text,
@@ -69,9 +67,6 @@ from .sessions import SessionState
 from .wire import JSON, Wire, emitted
 
 __all__ = [
-    "DEFAULT_HISTORY_LIMIT",
-    "DEFAULT_PAGE_LIMIT",
-    "MAX_PAGE_LIMIT",
     "PROJECTION_TAIL_ITEMS",
     "ROLE_KINDS",
     "ApiSession",
@@ -115,7 +110,6 @@ __all__ = [
     "api_session",
     "api_turn_outcome",
     "chat_phase_of",
-    "clamp_page_limit",
     "finished_only_roles",
     "finished_page_cursor",
     "is_open_agent_item",
@@ -127,16 +121,6 @@ __all__ = [
     "unknown_session_text",
 ]
 
-DEFAULT_PAGE_LIMIT = 200
-"""Items (or turns) a transcript or usage page holds when the caller names no limit."""
-
-MAX_PAGE_LIMIT = 1000
-"""The most a page holds; a larger limit gives this many."""
-
-DEFAULT_HISTORY_LIMIT = 128
-"""Items an "earlier messages" page holds when the caller names no limit."""
-DEFAULT_ITEMS_LIMIT = 512
-"""How many whole items a :class:`LoadTranscriptItems` page holds unless told."""
 
 PROJECTION_TAIL_ITEMS = 1024
 """Transcript items a projection tail carries by default (the origin's window)."""
@@ -181,11 +165,6 @@ _LIFECYCLE: Mapping[SessionState, Lifecycle] = {
 def transcript_seq(position: int, latest_content_event_ordinal: int | None) -> int:
     """An item's seq: its latest content ordinal (agent messages), else its position."""
     return position if latest_content_event_ordinal is None else latest_content_event_ordinal
-
-
-def clamp_page_limit(limit: int) -> int:
-    """``limit`` clamped to ``1..=MAX_PAGE_LIMIT`` (0 or less gives 1)."""
-    return max(1, min(limit, MAX_PAGE_LIMIT))
 
 
 def item_role(body: TranscriptBody) -> TranscriptRole:

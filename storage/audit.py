@@ -14,8 +14,9 @@ import apsw
 
 from ..domain.api_events import ApiEvent, ApiEventFilter
 from ..domain.audit import AuditView
+from ..domain.paging import MAX_PAGE_LIMIT
 from .materialized import load_materialized_session
-from .paging import MAX_PAGE_LIMIT, load_api_events
+from .paging import load_api_events
 from .relay_log import load_relay_log
 from .sessions import load_checkpoint_frontier
 from .transaction import transaction

@@ -8,9 +8,9 @@ The contract (one read transaction, so a page and its cursors are one snapshot):
   ``latest_seq``.
 * Events are those with ``seq > after_seq`` matching the filter (session and/or
   workspace), oldest first, at most ``limit`` of them, ``limit`` clamped to
-  ``1..=1000``.
+  ``1..=1000`` (:mod:`relaystore.domain.paging`).
 * ``next_after_seq`` is the last returned seq, or ``max(latest_seq, after_seq)`` for
-  an empty page: a cursor never moves backwards, and an empty filtered page
+  an empty page (:func:`~relaystore.domain.paging.next_page_cursor`): a cursor never moves backwards, and an empty filtered page
   fast-forwards to ``latest_seq``.
 * Events of deleted sessions are gone; the cursors of everyone else are unaffected.
 
@@ -42,6 +42,7 @@ from ..domain.api_events import (
     RawApiEventPage,
 )
 from ..domain.errors import InvalidInput
+from ..domain.paging import clamp_page_limit, next_page_cursor
 from ..domain.runtime import RuntimeReceipt
 from ..domain.wire import encode
 from .events import api_event_from_row, api_events_from_rows
@@ -49,8 +50,6 @@ from .transaction import transaction
 
 __all__ = [
     "LATEST_SEQ",
-    "MAX_PAGE_LIMIT",
-    "clamp_limit",
     "load_api_events",
     "load_latest_seq",
     "load_raw_api_events",
@@ -59,9 +58,6 @@ __all__ = [
 
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
-
-MAX_PAGE_LIMIT = 1000
-"""The most events one page holds."""
 
 LATEST_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
 """The newest API event seq ever committed (no row: none yet), read in a transaction."""
@@ -115,11 +111,6 @@ right can still have been edited past the table's CHECK (an operator's ``sqlite3
 shell) or damaged on disk. Twice as fast as SQLite's ``json_valid`` in the query."""
 
 
-def clamp_limit(limit: int) -> int:
-    """``limit`` clamped to ``1..=MAX_PAGE_LIMIT`` (0 or less gives 1)."""
-    return max(1, min(limit, MAX_PAGE_LIMIT))
-
-
 def load_latest_seq(connection: apsw.Connection) -> int:
     """The highest seq ever committed (0 before the first event)."""
     with transaction(connection, "read the latest API event seq"):
@@ -142,7 +133,7 @@ def load_api_events(
         connection, "load API events", filter, after_seq, limit, _fetch_events
     )
     events = api_events_from_rows(rows)
-    next_after_seq = events[-1].seq if events else max(latest, cursor)
+    next_after_seq = next_page_cursor(cursor, latest, events[-1].seq if events else None)
     return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
 
 
@@ -187,7 +178,7 @@ def load_raw_api_events(
             RawApiEvent(typed.seq, typed.type, encode(typed))
             for typed in api_events_from_rows(rows)
         ]
-    next_after_seq = events[-1].seq if events else max(latest, cursor)
+    next_after_seq = next_page_cursor(cursor, latest, events[-1].seq if events else None)
     return RawApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
 
 
@@ -222,7 +213,7 @@ def _read_page(
             bindings.append(session_id)
         if by_workspace:
             bindings.append(workspace_id)
-        bindings += [cursor, clamp_limit(limit)]
+        bindings += [cursor, clamp_page_limit(limit)]
 
         def fetch(columns: str) -> _Rows:
             query = _QUERIES[columns, by_session, by_workspace]

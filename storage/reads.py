@@ -29,6 +29,12 @@ from ..domain.elicitation import ElicitationRequest, shown
 from ..domain.errors import InvalidInput, ProjectionError
 from ..domain.materialized import MaterializedExecutionState, TranscriptBody
 from ..domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from ..domain.paging import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_PAGE_LIMIT,
+    clamp_page_limit,
+    next_page_cursor,
+)
 from ..domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
 from ..domain.projection.text import provisional_session_title
 from ..domain.reads import (
@@ -68,7 +74,6 @@ from ..domain.reads import (
     Workspace,
     WorkspaceList,
     api_session,
-    clamp_page_limit,
     finished_only_roles,
     finished_page_cursor,
     is_open_agent_item,
@@ -358,7 +363,7 @@ def load_transcript_page(
     connection: apsw.Connection,
     session_id: str,
     after_seq: int = 0,
-    limit: int = 200,
+    limit: int = DEFAULT_PAGE_LIMIT,
     roles: tuple[TranscriptRole, ...] = (),
     finished_only: bool = False,
 ) -> TranscriptPage | None:
@@ -444,7 +449,7 @@ def load_transcript_history(
     session_id: str,
     before_position: int | None = None,
     before_id: str | None = None,
-    limit: int = 128,
+    limit: int = DEFAULT_HISTORY_LIMIT,
 ) -> TranscriptHistory | None:
     """Up to ``limit`` items before the cursor, oldest first (see the message).
 
@@ -610,7 +615,7 @@ class _UsageRows(msgspec.Struct, kw_only=True):
         last = self.last_ordinal
         return {
             "session_id": session_id,
-            "next_after_seq": last if last is not None else max(self.latest, after_seq),
+            "next_after_seq": next_page_cursor(after_seq, self.latest, last),
             "latest_seq": self.latest,
             "totals": self.totals,
             "coverage": self.coverage,
@@ -693,7 +698,10 @@ def _usage_rows(
 
 
 def load_usage_page(
-    connection: apsw.Connection, session_id: str, after_seq: int = 0, limit: int = 200
+    connection: apsw.Connection,
+    session_id: str,
+    after_seq: int = 0,
+    limit: int = DEFAULT_PAGE_LIMIT,
 ) -> UsagePage | None:
     """Recorded turns after completion ordinal ``after_seq``, with totals and coverage.
 
@@ -715,7 +723,10 @@ def load_usage_page(
 
 
 def load_raw_usage_page(
-    connection: apsw.Connection, session_id: str, after_seq: int = 0, limit: int = 200
+    connection: apsw.Connection,
+    session_id: str,
+    after_seq: int = 0,
+    limit: int = DEFAULT_PAGE_LIMIT,
 ) -> RawUsagePage | None:
     """:func:`load_usage_page` with each stored turn and the cost passed through
     untouched."""

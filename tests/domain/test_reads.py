@@ -16,9 +16,9 @@ from relaystore.domain.materialized import (
     ToolBody,
     UserBody,
 )
+from relaystore.domain.paging import clamp_page_limit
 from relaystore.domain.reads import (
     chat_phase_of,
-    clamp_page_limit,
     finished_only_roles,
     finished_page_cursor,
     is_open_agent_item,

@@ -15,11 +15,10 @@ from relaystore.domain.api_events import (
 )
 from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.outcomes import OutcomeReason, TurnResultKind
+from relaystore.domain.paging import MAX_PAGE_LIMIT, clamp_page_limit
 from relaystore.domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
 from relaystore.storage.events import api_event_from_row, insert_api_event, insert_api_events
 from relaystore.storage.paging import (
-    MAX_PAGE_LIMIT,
-    clamp_limit,
     load_api_events,
     load_latest_seq,
     load_runtime_receipt,
@@ -134,7 +133,7 @@ def test_the_page_limit_is_clamped_to_one_through_a_thousand(session_db: apsw.Co
     insert_api_events(
         session_db, [("session-1", i, fault(str(i))) for i in range(MAX_PAGE_LIMIT + 5)]
     )
-    assert [clamp_limit(n) for n in (-3, 0, 1, 999, 1000, 5000)] == [1, 1, 1, 999, 1000, 1000]
+    assert [clamp_page_limit(n) for n in (-3, 0, 1, 999, 1000, 5000)] == [1, 1, 1, 999, 1000, 1000]
     assert len(load_api_events(session_db, None, 0, 0).events) == 1
     assert len(load_api_events(session_db, None, 0, -7).events) == 1
     page = load_api_events(session_db, None, 0, 5000)

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, ApiSessionFault
 from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.paging import clamp_page_limit
 from relaystore.storage.connection import open_writer
 from relaystore.storage.events import insert_api_events
-from relaystore.storage.paging import clamp_limit, load_api_events
+from relaystore.storage.paging import load_api_events
 from relaystore.storage.sessions import delete_session, save_session
 from tests.storage.builders import running_session, scan
 
@@ -89,7 +90,7 @@ def test_paging_concatenates_to_one_full_scan(
             """Read one page, check it against the model, return how many it held."""
             nonlocal cursor
             result = load_api_events(db, event_filter, cursor, limit)
-            expected = model.visible(event_filter, cursor)[: clamp_limit(limit)]
+            expected = model.visible(event_filter, cursor)[: clamp_page_limit(limit)]
             assert result.events == expected
             assert result.latest_seq == len(model.events)
             assert result.next_after_seq == (

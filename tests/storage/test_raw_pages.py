@@ -39,10 +39,10 @@ from relaystore.domain.outcomes import (
     CommandResultKind,
     OutcomeReason,
 )
+from relaystore.domain.paging import MAX_PAGE_LIMIT
 from relaystore.domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
 from relaystore.storage.events import insert_api_event, insert_api_events
 from relaystore.storage.paging import (
-    MAX_PAGE_LIMIT,
     load_api_events,
     load_raw_api_events,
 )
