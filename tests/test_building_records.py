@@ -43,7 +43,7 @@ def store(tmp_path: Path) -> Iterator[EventStore]:
 
 
 def by_hand(**changes: Any) -> SessionRecord:
-    """The record the README builds, with ``changes``."""
+    """The record docs/facade.md builds by hand, with ``changes``."""
     fields: dict[str, Any] = {
         "id": "session-1",
         "title": "fix the flaky test",
