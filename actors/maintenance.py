@@ -42,7 +42,7 @@ from ..domain.messages import (
 )
 from ..domain.reads import LoadSessionDetail
 from ..domain.sessions import CheckpointMetadata
-from .cli_output import plural
+from .cli.output import plural
 from .internal import RecordCheckpoint
 
 if TYPE_CHECKING:

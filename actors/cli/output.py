@@ -11,6 +11,9 @@ Guarantees:
 * ``-o text`` of the follow commands prints one human line per event or item.
 * A follow that waits notices a reader that went away (``relaystore events --follow |
   head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
+
+Must not: read a store or decide what a command reports; :mod:`msgspec` is imported
+inside the printing functions, so ``--help`` loads no runtime.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
+from ...domain.redaction import redact
+
 __all__ = [
     "READER_POLL_SECONDS",
     "event_text",
+    "fail",
     "follow_options",
     "is_tty",
     "item_text",
@@ -73,6 +79,13 @@ def follow_options(parser: argparse.ArgumentParser, noun: str, needs: str) -> No
         help=f"wait for a session the store does not hold yet instead of refusing it ({needs} "
         "names it)",
     )
+
+
+def fail(message: str) -> int:
+    """Say ``message`` on stderr as the command's one line (whitespace folded,
+    credentials masked); returns exit status 1."""
+    print(f"relaystore: {redact(' '.join(message.split()))}", file=sys.stderr)
+    return 1
 
 
 def print_object(document: object) -> None:
