@@ -72,6 +72,11 @@ def register(commands: Commands) -> None:
             help="name the request (a run again with the same id prints its recorded "
             "answer instead of running it twice; default: a fresh id, shown on stderr)",
         )
+        json_option(
+            parser,
+            "print the answer as one JSON object: what it did, and whether a running "
+            "writer (run_by writer, writer_pid) or this command ran it",
+        )
         return parser
 
     maintenance("vacuum", "compact the store after deletes", _vacuum)
@@ -211,12 +216,17 @@ def _backup(args: argparse.Namespace) -> int:
 
 def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     """Run a maintenance request on the store (here, or by the writer that holds it) and
-    print its answer: exit 1 when it failed."""
+    print its answer (its text, or with ``--json`` one object, :func:`_answer_document`):
+    exit 1 when it failed."""
+    import msgspec
+
     from ..maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
 
     require_store(args.db)
+    handed: list[str] = []  # the request id, once a writer's desk was handed the request
 
     def announce(request_id: str, holder: Any) -> None:
+        handed[:] = [request_id]
         if is_tty(sys.stderr):  # a person waiting; a script's stderr stays one line a failure
             print(
                 f"relaystore: {holder.describe()} holds the store: it runs request "
@@ -229,8 +239,24 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     answer = maintain(
         args.db, request, timeout=timeout, request_id=args.request_id, announce=announce
     )
-    for line in answer.out:
-        print(line)
+    if args.json:
+        desk = handed[-1] if handed and answer.writer_pid is not None else None
+        request_id = args.request_id or desk
+        print_object(
+            {
+                "command": args.command,
+                "ok": not answer.failed,
+                "run_by": "command" if answer.writer_pid is None else "writer",
+                "writer_pid": answer.writer_pid,
+                "request_id": request_id,
+                **({} if answer.outcome is None else msgspec.to_builtins(answer.outcome)),
+                "error": answer.error,
+                "error_type": answer.error_type,
+            }
+        )
+    else:
+        for line in answer.out:
+            print(line)
     for line in answer.err:
         print(f"relaystore: {line}", file=sys.stderr)
     if answer.error is not None:

@@ -3,10 +3,20 @@
 Guarantees:
 
 * ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
-  it is printed (``events``, ``transcript``, ``sessions``, ``replay``, ``reproject``,
-  ``compact``, ``fleet events``); a report is one JSON object (``verify``, ``stats``,
-  ``audit``, ``show``, ``history``, ``usage``, ``backup``, ``vacuum``, ``prune-log``).
-  Nothing else is printed on stdout with ``--json``; messages go to stderr.
+  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``,
+  ``replay``, ``fleet events``); a report is one JSON object (:func:`print_object`:
+  ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``, and
+  the maintenance commands ``vacuum``, ``compact``, ``reproject``, ``prune-log``,
+  ``delete``, ``checkpoint``). Nothing else is printed on stdout with ``--json``;
+  messages go to stderr.
+* A maintenance command's object: ``command``; ``ok``; ``run_by`` (``"writer"``: the
+  desk of the running writer that holds the store ran it, ``writer_pid`` its process;
+  ``"command"``: the command opened the store itself, ``writer_pid`` null);
+  ``request_id`` (null when the command ran it unnamed); the fields of what it did
+  (:data:`~relaystore.domain.maintenance.MaintenanceOutcome`: vacuum's bytes and pages
+  before and after, compact's sessions and totals, reproject's sessions and failures,
+  prune-log's pages and events, delete's session, checkpoint's archive); and ``error``
+  / ``error_type`` (null unless it was refused as a whole).
 * Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
 * ``-o text`` of the follow commands prints one human line per event or item.
 * A follow that waits notices a reader that went away (``relaystore events --follow |
