@@ -80,12 +80,13 @@ def register(commands: Commands) -> None:
         return parser
 
     maintenance("vacuum", "compact the store after deletes", _vacuum)
-    commands.add(
+    renew = commands.add(
         "new-store-id",
         "give a store restored from a backup a new id, so that it publishes as a new "
         "store (needs the store's write lock)",
         _new_store_id,
     )
+    json_option(renew, "print the report as one JSON object (path, old and new store id)")
 
     reproject = maintenance(
         "reproject",
@@ -311,6 +312,11 @@ def _new_store_id(args: argparse.Namespace) -> int:
         old, new = renew_store_id(handle.connection)
     finally:
         handle.close()
+    if args.json:
+        print_object(
+            {"command": args.command, "path": args.db, "old_store_id": old, "new_store_id": new}
+        )
+        return 0
     print(f"store {args.db} was {old}, is now {new}; it publishes as a new store from seq 1")
     return 0
 

@@ -5,7 +5,8 @@ Guarantees:
 * ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
   it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``,
   ``replay``, ``fleet events``); a report is one JSON object (:func:`print_object`:
-  ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``, and
+  ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``,
+  ``new-store-id``, and
   the maintenance commands ``vacuum``, ``compact``, ``reproject``, ``prune-log``,
   ``delete``, ``checkpoint``). Nothing else is printed on stdout with ``--json``;
   messages go to stderr.

@@ -1,6 +1,6 @@
 """``--json`` of the maintenance commands (issue 34, item 5): ``checkpoint``,
-``compact``, ``reproject``, ``prune-log``, ``delete`` and ``vacuum`` each print exactly
-one JSON object (the shape :mod:`relaystore.actors.cli.output` documents), whether the
+``compact``, ``reproject``, ``prune-log``, ``delete``, ``vacuum`` (and ``new-store-id``)
+each print exactly one JSON object (the shape :mod:`relaystore.actors.cli.output` documents), whether the
 desk of a live supervisor ran the request or the command opened the store itself; a
 refused request is one object too, besides its one line on stderr."""
 
@@ -142,6 +142,17 @@ def test_a_named_request_reports_its_id(tmp_path: Path) -> None:
     document = one_object(ok(db, "delete", "doomed", "--json", "--request-id", "req-1").stdout)
     assert document["request_id"] == "req-1"
     assert document["session_id"] == "doomed"
+
+
+def test_new_store_id_reports_both_ids_as_one_object(tmp_path: Path) -> None:
+    db, _, _ = _store(tmp_path)
+    document = one_object(ok(db, "new-store-id", "--json").stdout)
+    assert set(document) == {"command", "path", "old_store_id", "new_store_id"}
+    assert document["command"] == "new-store-id"
+    assert document["path"] == str(db)
+    assert document["old_store_id"] != document["new_store_id"]
+    again = one_object(ok(db, "new-store-id", "--json").stdout)
+    assert again["old_store_id"] == document["new_store_id"]
 
 
 def test_a_refused_request_is_one_object_and_one_line(
