@@ -8,6 +8,10 @@ writer held it), and the maintenance desk of the store a supervisor holds runs i
 It orchestrates only: every step is a message of the store (its checks, its actor, its
 one transaction), so a request stopped midway leaves whole steps behind.
 
+Each request's result is first a typed outcome
+(:data:`~relaystore.domain.maintenance.MaintenanceOutcome`, what ``--json`` prints), and
+its text lines are worded from that outcome in one place (:func:`answered`).
+
 Guarantees: a step's typed error becomes the answer's one line (``error``) and its
 type's name (``error_type``); a ``reproject`` of several sessions goes on past one it
 cannot rebuild, names it on ``err`` and fails the answer, as the command always did.
@@ -22,13 +26,22 @@ from typing import TYPE_CHECKING, Any
 from ..domain.errors import StoreError, UnknownSession
 from ..domain.ids import validate_id
 from ..domain.maintenance import (
+    CheckpointOutcome,
     CheckpointRequest,
+    CompactedSession,
+    CompactOutcome,
     CompactRequest,
+    DeleteOutcome,
     DeleteRequest,
     MaintenanceAnswer,
+    MaintenanceOutcome,
     MaintenanceRequest,
+    PruneLogOutcome,
     PruneLogRequest,
+    ReprojectedSession,
+    ReprojectOutcome,
     ReprojectRequest,
+    VacuumOutcome,
     VacuumRequest,
 )
 from ..domain.messages import (
@@ -42,13 +55,13 @@ from ..domain.messages import (
 )
 from ..domain.reads import LoadSessionDetail
 from ..domain.sessions import CheckpointMetadata
-from .cli_output import plural
+from .cli.output import plural
 from .internal import RecordCheckpoint
 
 if TYPE_CHECKING:
     from .core import StoreCore
 
-__all__ = ["failed_answer", "run_request"]
+__all__ = ["answered", "failed_answer", "run_request"]
 
 
 def failed_answer(error: StoreError) -> MaintenanceAnswer:
@@ -82,55 +95,128 @@ class _Asker:
 def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     match request:
         case CompactRequest(session_id=session_id):
-            return _compact(ask, session_id)
+            return answered(_compact(ask, session_id))
         case ReprojectRequest(session_ids=session_ids, behind=behind):
-            return _reproject(ask, session_ids, behind)
+            return answered(_reproject(ask, session_ids, behind))
         case PruneLogRequest(session_id=session_id, through_ordinal=through):
             report = ask(PruneRelayLog(session_id=session_id, through_ordinal=through))
-            starts = (
-                "empty" if report.log_starts_at is None else f"at ordinal {report.log_starts_at}"
-            )
-            return MaintenanceAnswer(
-                out=[
-                    f"pruned the relay log of {report.session_id}: "
-                    f"{plural(report.pages_pruned, 'page')}, "
-                    f"{plural(report.events_pruned, 'event')}; it now starts {starts}"
-                ]
+            return answered(
+                PruneLogOutcome(
+                    session_id=report.session_id,
+                    pages_pruned=report.pages_pruned,
+                    events_pruned=report.events_pruned,
+                    log_starts_at=report.log_starts_at,
+                )
             )
         case VacuumRequest():
             vacuumed = ask(CompactStore())
-            return MaintenanceAnswer(
-                out=[
-                    f"vacuumed {path}: {plural(vacuumed.bytes_before, 'byte')} before, "
-                    f"{vacuumed.bytes_after} after, {vacuumed.bytes_reclaimed} reclaimed "
-                    f"({plural(vacuumed.pages_before, 'page')} of {vacuumed.page_size} bytes "
-                    f"before, {vacuumed.pages_after} after)"
-                ]
+            return answered(
+                VacuumOutcome(
+                    path=path,
+                    bytes_before=vacuumed.bytes_before,
+                    bytes_after=vacuumed.bytes_after,
+                    bytes_reclaimed=vacuumed.bytes_reclaimed,
+                    pages_before=vacuumed.pages_before,
+                    pages_after=vacuumed.pages_after,
+                    page_size=vacuumed.page_size,
+                )
             )
         case DeleteRequest(session_id=session_id):
             validate_id("session", session_id)
             if ask(LoadSessionDetail(session_id=session_id)) is None:
                 raise UnknownSession(session_id)
             ask(DeleteSession(session_id=session_id))
-            return MaintenanceAnswer(
-                out=[
-                    f"deleted session {session_id}: its record, events, activity, checkpoint "
-                    "and projection (its usage stays)"
-                ]
-            )
+            return answered(DeleteOutcome(session_id=session_id))
         case CheckpointRequest():
-            return _checkpoint(ask, request)
+            return answered(_checkpoint(ask, request))
     raise AssertionError(request)  # pragma: no cover - the union is matched whole
 
 
-def _compact(ask: _Asker, session_id: str | None) -> MaintenanceAnswer:
+def answered(outcome: MaintenanceOutcome) -> MaintenanceAnswer:
+    """The answer of a request that ran: its text lines worded from ``outcome`` (the one
+    place they are worded), failed when a session of it could not be done."""
+    out: list[str] = []
+    err: list[str] = []
+    match outcome:
+        case CompactOutcome():
+            for done in outcome.sessions:
+                out.append(
+                    f"session {done.session_id}: {plural(done.tool_calls, 'tool call')} "
+                    f"compacted, {plural(done.bytes_reclaimed, 'byte')} reclaimed"
+                )
+            out.append(
+                f"compacted {plural(outcome.tool_calls, 'tool call')} in "
+                f"{plural(len(outcome.sessions), 'session')}, "
+                f"{plural(outcome.bytes_reclaimed, 'byte')} reclaimed"
+            )
+        case ReprojectOutcome():
+            if outcome.behind_only and not outcome.sessions and not outcome.failures:
+                out.append("no session is behind its relay log")
+            for rebuilt in outcome.sessions:
+                out.extend(_reprojected_lines(rebuilt))
+            err.extend(outcome.failures)
+        case PruneLogOutcome():
+            starts = (
+                "empty" if outcome.log_starts_at is None else f"at ordinal {outcome.log_starts_at}"
+            )
+            out.append(
+                f"pruned the relay log of {outcome.session_id}: "
+                f"{plural(outcome.pages_pruned, 'page')}, "
+                f"{plural(outcome.events_pruned, 'event')}; it now starts {starts}"
+            )
+        case VacuumOutcome():
+            out.append(
+                f"vacuumed {outcome.path}: {plural(outcome.bytes_before, 'byte')} before, "
+                f"{outcome.bytes_after} after, {outcome.bytes_reclaimed} reclaimed "
+                f"({plural(outcome.pages_before, 'page')} of {outcome.page_size} bytes "
+                f"before, {outcome.pages_after} after)"
+            )
+        case DeleteOutcome():
+            out.append(
+                f"deleted session {outcome.session_id}: its record, events, activity, "
+                "checkpoint and projection (its usage stays)"
+            )
+        case CheckpointOutcome():
+            before = (
+                "it had none"
+                if outcome.replaced_through is None
+                else f"it covered ordinal {outcome.replaced_through}"
+            )
+            out.append(
+                f"recorded the checkpoint of session {outcome.session_id} through ordinal "
+                f"{outcome.through_ordinal} (archive {outcome.archive_path}, "
+                f"sha256 {outcome.sha256}); {before}. compact and prune-log act on it"
+            )
+    return MaintenanceAnswer(out=out, err=err, failed=bool(err), outcome=outcome)
+
+
+def _reprojected_lines(rebuilt: ReprojectedSession) -> list[str]:
+    appended = ", ".join(f"{n} {kind}" for kind, n in sorted(rebuilt.appended_by_kind.items()))
+    changed = rebuilt.first_changed_position
+    lines = [
+        f"reprojected {rebuilt.session_id}: {plural(rebuilt.events_reprojected, 'event')}; "
+        f"API events appended: {appended or 'none'}; first changed transcript "
+        f"position: {'none' if changed is None else changed}"
+    ]
+    if rebuilt.caught_up_from is not None:
+        lines.append(
+            f"  caught up: the projection was behind at ordinal {rebuilt.caught_up_from}"
+            " and now reaches the frontier"
+            if rebuilt.behind is None
+            else f"  caught up from ordinal {rebuilt.caught_up_from}"
+        )
+    if rebuilt.behind is not None:
+        lines.append(f"  still {rebuilt.behind.describe()}")
+    return lines
+
+
+def _compact(ask: _Asker, session_id: str | None) -> CompactOutcome:
     if session_id is not None:
         sessions = [session_id]
     else:
         state = ask(LoadState())
         sessions = [sid for sid, record in state.sessions.items() if record.checkpoint]
-    out: list[str] = []
-    total_items = total_bytes = 0
+    done: list[CompactedSession] = []
     for sid in sessions:
         items = reclaimed = 0
         while True:  # one transaction per pass: the writer serves between them
@@ -138,53 +224,41 @@ def _compact(ask: _Asker, session_id: str | None) -> MaintenanceAnswer:
             items, reclaimed = items + report.items, reclaimed + report.bytes
             if not report.remaining or not report.items:
                 break
-        out.append(
-            f"session {sid}: {plural(items, 'tool call')} compacted, "
-            f"{plural(reclaimed, 'byte')} reclaimed"
-        )
-        total_items, total_bytes = total_items + items, total_bytes + reclaimed
-    out.append(
-        f"compacted {plural(total_items, 'tool call')} in "
-        f"{plural(len(sessions), 'session')}, {plural(total_bytes, 'byte')} reclaimed"
+        done.append(CompactedSession(session_id=sid, tool_calls=items, bytes_reclaimed=reclaimed))
+    return CompactOutcome(
+        sessions=done,
+        tool_calls=sum(session.tool_calls for session in done),
+        bytes_reclaimed=sum(session.bytes_reclaimed for session in done),
     )
-    return MaintenanceAnswer(out=out)
 
 
-def _reproject(ask: _Asker, given: list[str], behind: bool) -> MaintenanceAnswer:
+def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
     sessions = list(given) if given else sorted(ask(LoadState()).sessions)
-    out: list[str] = []
-    err: list[str] = []
     if behind:
         waiting = ask(LoadStats()).projection_behind
         sessions = [session_id for session_id in sessions if session_id in waiting]
-        if not sessions:
-            out.append("no session is behind its relay log")
+    rebuilt: list[ReprojectedSession] = []
+    failures: list[str] = []
     for session_id in sessions:
         try:
             report = ask(Reproject(session_id=session_id))
         except StoreError as exc:
-            err.append(" ".join(str(exc).split()))
+            failures.append(" ".join(str(exc).split()))
             continue
-        appended = ", ".join(f"{n} {kind}" for kind, n in sorted(report.appended_by_kind.items()))
-        changed = report.first_changed_position
-        out.append(
-            f"reprojected {session_id}: {plural(report.events_reprojected, 'event')}; "
-            f"API events appended: {appended or 'none'}; first changed transcript "
-            f"position: {'none' if changed is None else changed}"
-        )
-        if report.caught_up_from is not None:
-            out.append(
-                f"  caught up: the projection was behind at ordinal {report.caught_up_from}"
-                " and now reaches the frontier"
-                if report.behind is None
-                else f"  caught up from ordinal {report.caught_up_from}"
+        rebuilt.append(
+            ReprojectedSession(
+                session_id=session_id,
+                events_reprojected=report.events_reprojected,
+                appended_by_kind=dict(report.appended_by_kind),
+                first_changed_position=report.first_changed_position,
+                caught_up_from=report.caught_up_from,
+                behind=report.behind,
             )
-        if report.behind is not None:
-            out.append(f"  still {report.behind.describe()}")
-    return MaintenanceAnswer(out=out, err=err, failed=bool(err))
+        )
+    return ReprojectOutcome(behind_only=behind, sessions=rebuilt, failures=failures)
 
 
-def _checkpoint(ask: _Asker, request: CheckpointRequest) -> MaintenanceAnswer:
+def _checkpoint(ask: _Asker, request: CheckpointRequest) -> CheckpointOutcome:
     validate_id("session", request.session_id)
     checkpoint = CheckpointMetadata(
         archive_path=request.archive_path,
@@ -193,11 +267,10 @@ def _checkpoint(ask: _Asker, request: CheckpointRequest) -> MaintenanceAnswer:
         event_frontier=request.through_ordinal,
     )
     replaced = ask(RecordCheckpoint(session_id=request.session_id, checkpoint=checkpoint))
-    before = "it had none" if replaced is None else f"it covered ordinal {replaced.event_frontier}"
-    return MaintenanceAnswer(
-        out=[
-            f"recorded the checkpoint of session {request.session_id} through ordinal "
-            f"{request.through_ordinal} (archive {os.fspath(request.archive_path)}, "
-            f"sha256 {request.sha256}); {before}. compact and prune-log act on it"
-        ]
+    return CheckpointOutcome(
+        session_id=request.session_id,
+        through_ordinal=request.through_ordinal,
+        archive_path=os.fspath(request.archive_path),
+        sha256=request.sha256,
+        replaced_through=None if replaced is None else replaced.event_frontier,
     )

@@ -52,6 +52,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..domain.errors import (
     InvalidInput,
     RequestUnanswered,
@@ -187,6 +189,8 @@ class MaintenanceDesk:
         else:
             logger.info("maintenance request %s: %s", request_id, request_kind(request))
             answer = run_request(self._core, str(self._core.path), request)
+        # The answer says whose desk ran it (the command's --json reports it).
+        answer = msgspec.structs.replace(answer, writer_pid=os.getpid())
         self._ask(FinishRequest(request_id=request_id, answer=answer))
 
 

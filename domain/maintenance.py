@@ -26,6 +26,7 @@ from typing import Literal
 import msgspec
 
 from .errors import InvalidInput
+from .materialized import ProjectionBehind
 from .wire import encode
 
 __all__ = [
@@ -34,13 +35,22 @@ __all__ = [
     "KEPT_ANSWERS",
     "MAX_OPEN_REQUESTS",
     "MAX_REQUEST_BYTES",
+    "CheckpointOutcome",
     "CheckpointRequest",
+    "CompactOutcome",
     "CompactRequest",
+    "CompactedSession",
+    "DeleteOutcome",
     "DeleteRequest",
     "MaintenanceAnswer",
+    "MaintenanceOutcome",
     "MaintenanceRequest",
+    "PruneLogOutcome",
     "PruneLogRequest",
+    "ReprojectOutcome",
     "ReprojectRequest",
+    "ReprojectedSession",
+    "VacuumOutcome",
     "RequestState",
     "StoredRequest",
     "VacuumRequest",
@@ -152,16 +162,115 @@ def request_kind(request: MaintenanceRequest) -> str:
     return kind
 
 
+class _Outcome(msgspec.Struct, frozen=True, kw_only=True, tag_field="command"):
+    """What a request did, as fields (one subclass per command, tagged with its name):
+    ``--json`` prints them; the answer's text lines are worded from them."""
+
+
+class CompactedSession(msgspec.Struct, frozen=True, kw_only=True):
+    """One session of a ``compact``: the tool calls it forgot and the bytes reclaimed."""
+
+    session_id: str
+    tool_calls: int
+    bytes_reclaimed: int
+
+
+class CompactOutcome(_Outcome, frozen=True, tag="compact"):
+    """``compact``: each session compacted, and the totals."""
+
+    sessions: list[CompactedSession]
+    tool_calls: int
+    bytes_reclaimed: int
+
+
+class ReprojectedSession(msgspec.Struct, frozen=True, kw_only=True):
+    """One session of a ``reproject``: the events it re-derived, the API events appended
+    per kind, the first transcript position that changed, the ordinal it caught up from
+    (if it was behind), and where it is still behind (if it is)."""
+
+    session_id: str
+    events_reprojected: int
+    appended_by_kind: dict[str, int]
+    first_changed_position: int | None
+    caught_up_from: int | None
+    behind: ProjectionBehind | None
+
+
+class ReprojectOutcome(_Outcome, frozen=True, tag="reproject"):
+    """``reproject``: the sessions rebuilt, and the one line of each it could not
+    rebuild (``failures``; the request then failed). ``behind_only``: ``--behind``."""
+
+    behind_only: bool
+    sessions: list[ReprojectedSession]
+    failures: list[str]
+
+
+class PruneLogOutcome(_Outcome, frozen=True, tag="prune-log"):
+    """``prune-log``: what was pruned, and the first ordinal the log still holds (None:
+    the log is now empty)."""
+
+    session_id: str
+    pages_pruned: int
+    events_pruned: int
+    log_starts_at: int | None
+
+
+class VacuumOutcome(_Outcome, frozen=True, tag="vacuum"):
+    """``vacuum``: the store's size before and after, in bytes and in pages."""
+
+    path: str
+    bytes_before: int
+    bytes_after: int
+    bytes_reclaimed: int
+    pages_before: int
+    pages_after: int
+    page_size: int
+
+
+class DeleteOutcome(_Outcome, frozen=True, tag="delete"):
+    """``delete``: the session deleted (its usage stays)."""
+
+    session_id: str
+
+
+class CheckpointOutcome(_Outcome, frozen=True, tag="checkpoint"):
+    """``checkpoint``: the checkpoint recorded, and the ordinal the one it replaced
+    covered (None: the session had none)."""
+
+    session_id: str
+    through_ordinal: int
+    archive_path: str
+    sha256: str
+    replaced_through: int | None
+
+
+MaintenanceOutcome = (
+    CompactOutcome
+    | ReprojectOutcome
+    | PruneLogOutcome
+    | VacuumOutcome
+    | DeleteOutcome
+    | CheckpointOutcome
+)
+
+
 class MaintenanceAnswer(msgspec.Struct, frozen=True, kw_only=True):
     """What a request's command prints: ``out`` on stdout, ``err`` on stderr, and whether
     it failed (exit 1). ``error`` is the one line of a request refused as a whole, and
-    ``error_type`` the name of its :class:`~relaystore.domain.errors.StoreError`."""
+    ``error_type`` the name of its :class:`~relaystore.domain.errors.StoreError`.
+
+    ``outcome`` is what the request did, as fields (``out`` and ``err`` are worded from
+    it; None when it was refused as a whole, or answered by an older build), and
+    ``writer_pid`` the process whose maintenance desk ran it (None: the command ran it
+    on the store it opened itself)."""
 
     out: list[str] = []
     err: list[str] = []
     failed: bool = False
     error: str | None = None
     error_type: str | None = None
+    outcome: MaintenanceOutcome | None = None
+    writer_pid: int | None = None
 
 
 class StoredRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -8,9 +8,13 @@ Guarantees:
   ``--wait`` the command waits for it instead (one line on stderr says so), then prints
   it as if it had been there.
 * ``--follow`` prints what commits in this or another process until interrupted, and
-  ends (exit 0) within :data:`~relaystore.actors.cli_output.READER_POLL_SECONDS` of its
+  ends (exit 0) within :data:`~relaystore.actors.cli.output.READER_POLL_SECONDS` of its
   reader going away, even while nothing new commits (``events --follow | head``).
 * ``-o text`` prints one human line per event or item instead of its JSON line.
+
+Must not: write the store (it is opened read-only), or import the store and its
+messages at module level: they are imported inside the functions, so ``--help`` loads no
+runtime.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..domain.errors import InvalidInput
-from .cli_output import READER_POLL_SECONDS, event_text, item_text, reader_gone
+from ...domain.errors import InvalidInput
+from .output import READER_POLL_SECONDS, event_text, item_text, reader_gone
 
 if TYPE_CHECKING:
-    from .store import EventStore
+    from ..store import EventStore
 
 __all__ = [
     "events_command",
@@ -44,7 +48,7 @@ def require_store(db: str) -> None:
 
 
 def open_read_only(db: str) -> EventStore:
-    from .store import EventStore
+    from ..store import EventStore
 
     require_store(db)
     return EventStore.open(db, read_only=True, readers=1)
@@ -52,7 +56,7 @@ def open_read_only(db: str) -> EventStore:
 
 def no_session(db: str, session_id: str) -> InvalidInput:
     """The refusal of a session the store lacks (the one wording, located at ``db``)."""
-    from ..domain.reads import unknown_session_text
+    from ...domain.reads import unknown_session_text
 
     return InvalidInput(unknown_session_text(session_id), path=db)
 
@@ -66,7 +70,7 @@ def _idle(store: EventStore, seq: int) -> None:
 
 def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) -> None:
     """Return once the store holds ``session_id``; refuse it unless ``wait``."""
-    from ..domain.reads import LoadSessionDetail
+    from ...domain.reads import LoadSessionDetail
 
     announced = False
     while store.ask(LoadSessionDetail(session_id=session_id)) is None:
@@ -83,9 +87,9 @@ def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) ->
 
 
 def events_command(args: argparse.Namespace) -> int:
-    from ..domain.api_events import ApiEventFilter
-    from ..domain.messages import LoadRawApiEvents
-    from ..domain.validation import check_cursor
+    from ...domain.api_events import ApiEventFilter
+    from ...domain.messages import LoadRawApiEvents
+    from ...domain.validation import check_cursor
 
     if args.wait and args.session is None:
         raise InvalidInput("--wait waits for a session: give it with --session")
@@ -125,7 +129,7 @@ def events_command(args: argparse.Namespace) -> int:
 def transcript_command(args: argparse.Namespace) -> int:
     import msgspec
 
-    from ..domain.reads import LoadTranscriptPage
+    from ...domain.reads import LoadTranscriptPage
 
     remaining = args.limit
     after = args.after

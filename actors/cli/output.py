@@ -3,14 +3,28 @@
 Guarantees:
 
 * ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
-  it is printed (``events``, ``transcript``, ``sessions``, ``replay``, ``reproject``,
-  ``compact``, ``fleet events``); a report is one JSON object (``verify``, ``stats``,
-  ``audit``, ``show``, ``history``, ``usage``, ``backup``, ``vacuum``, ``prune-log``).
-  Nothing else is printed on stdout with ``--json``; messages go to stderr.
+  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``,
+  ``replay``, ``fleet events``); a report is one JSON object (:func:`print_object`:
+  ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``,
+  ``new-store-id``, and
+  the maintenance commands ``vacuum``, ``compact``, ``reproject``, ``prune-log``,
+  ``delete``, ``checkpoint``). Nothing else is printed on stdout with ``--json``;
+  messages go to stderr.
+* A maintenance command's object: ``command``; ``ok``; ``run_by`` (``"writer"``: the
+  desk of the running writer that holds the store ran it, ``writer_pid`` its process;
+  ``"command"``: the command opened the store itself, ``writer_pid`` null);
+  ``request_id`` (null when the command ran it unnamed); the fields of what it did
+  (:data:`~relaystore.domain.maintenance.MaintenanceOutcome`: vacuum's bytes and pages
+  before and after, compact's sessions and totals, reproject's sessions and failures,
+  prune-log's pages and events, delete's session, checkpoint's archive); and ``error``
+  / ``error_type`` (null unless it was refused as a whole).
 * Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
 * ``-o text`` of the follow commands prints one human line per event or item.
 * A follow that waits notices a reader that went away (``relaystore events --follow |
   head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
+
+Must not: read a store or decide what a command reports; :mod:`msgspec` is imported
+inside the printing functions, so ``--help`` loads no runtime.
 """
 
 from __future__ import annotations
@@ -23,9 +37,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
+from ...domain.redaction import redact
+
 __all__ = [
     "READER_POLL_SECONDS",
     "event_text",
+    "fail",
     "follow_options",
     "is_tty",
     "item_text",
@@ -73,6 +90,13 @@ def follow_options(parser: argparse.ArgumentParser, noun: str, needs: str) -> No
         help=f"wait for a session the store does not hold yet instead of refusing it ({needs} "
         "names it)",
     )
+
+
+def fail(message: str) -> int:
+    """Say ``message`` on stderr as the command's one line (whitespace folded,
+    credentials masked); returns exit status 1."""
+    print(f"relaystore: {redact(' '.join(message.split()))}", file=sys.stderr)
+    return 1
 
 
 def print_object(document: object) -> None:

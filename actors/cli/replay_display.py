@@ -18,6 +18,10 @@ Guarantees:
   acted on at the next batch boundary (a fraction of a second), never in the middle of
   a call into the store, whose actors it could leave waiting for ever; a second Ctrl-C
   interrupts at once.
+
+Must not: read a journal or apply it (:mod:`..replay` and :mod:`..journal` do); the
+store, the replay and tqdm are imported inside ``replay_command``, so ``--help``
+loads no runtime.
 """
 
 from __future__ import annotations
@@ -30,11 +34,11 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from .cli_output import is_tty, plural, print_line
+from .output import is_tty, plural, print_line
 
 if TYPE_CHECKING:
-    from .journal import JournalSource
-    from .replay import ReplayReport
+    from ..journal import JournalSource
+    from ..replay import ReplayReport
 
 __all__ = ["replay_command"]
 
@@ -158,7 +162,7 @@ class _CtrlC:
 
 def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
     """Run ``replay`` over ``paths`` (worker roots already expanded); the exit status."""
-    from .journal import gather_sources
+    from ..journal import gather_sources
 
     started = time.monotonic()
     sources = gather_sources(paths, session_id=args.session)
@@ -196,8 +200,8 @@ def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
 def _replay_all(
     args: argparse.Namespace, sources: list[JournalSource], tally: _Tally, display: _Display
 ) -> None:
-    from .replay import replay_source
-    from .store import EventStore
+    from ..replay import replay_source
+    from ..store import EventStore
 
     running: list[ReplayReport] = []  # the current journal's report, once it started
     with _CtrlC() as ctrl_c, EventStore.open(args.db, projection=args.projection) as store:

@@ -23,6 +23,9 @@ Guarantees:
   line (a port, a web origin, a NATS URL...), and refused naming the key and the file.
 * An option given on the command line overrides the file; the file overrides the
   built-in defaults and ``$RELAYSTORE_DB``.
+
+Must not: know a command's options itself (it reads them off the command's parser), or
+run a command.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..domain.errors import InvalidInput
+from ...domain.errors import InvalidInput
 
 __all__ = ["COMMANDS", "configure"]
 

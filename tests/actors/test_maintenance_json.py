@@ -1,0 +1,200 @@
+"""``--json`` of the maintenance commands (issue 34, item 5): ``checkpoint``,
+``compact``, ``reproject``, ``prune-log``, ``delete``, ``vacuum`` (and ``new-store-id``)
+each print exactly one JSON object (the shape :mod:`relaystore.actors.cli.output` documents), whether the
+desk of a live supervisor ran the request or the command opened the store itself; a
+refused request is one object too, besides its one line on stderr."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from relaystore import EventStore, SaveSession
+from relaystore.actors.maintenance import answered
+from relaystore.domain.maintenance import ReprojectOutcome, VacuumOutcome
+from relaystore.testing import example_session
+from tests.actors.cli_support import cli, failure, ok
+from tests.actors.retention_support import SESSION, retention_store
+from tests.actors.supervisor_support import start_supervisor
+
+ENVELOPE = {"command", "ok", "run_by", "writer_pid", "request_id", "error", "error_type"}
+FIELDS = {
+    "checkpoint": {"session_id", "through_ordinal", "archive_path", "sha256", "replaced_through"},
+    "compact": {"sessions", "tool_calls", "bytes_reclaimed"},
+    "reproject": {"behind_only", "sessions", "failures"},
+    "prune-log": {"session_id", "pages_pruned", "events_pruned", "log_starts_at"},
+    "delete": {"session_id"},
+    "vacuum": {
+        "path",
+        "bytes_before",
+        "bytes_after",
+        "bytes_reclaimed",
+        "pages_before",
+        "pages_after",
+        "page_size",
+    },
+}
+
+
+def one_object(stdout: str) -> dict[str, Any]:
+    """The whole of stdout as exactly one JSON object (json.loads refuses a second)."""
+    document = json.loads(stdout)
+    assert isinstance(document, dict), stdout
+    return document
+
+
+def _store(tmp_path: Path) -> tuple[Path, int, Path]:
+    """A store with SESSION (one tool call to compact once checkpointed) and a session
+    to delete; its frontier; a checkpoint archive."""
+    db = tmp_path / "store.sqlite3"
+    frontier, _ = retention_store(db, checkpointed=False)
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session("doomed")))
+    archive = tmp_path / "checkpoint.tar"
+    archive.write_bytes(b"archive bytes")
+    return db, frontier, archive
+
+
+def _run_each(db: Path, frontier: int, archive: Path) -> dict[str, dict[str, Any]]:
+    """Run every maintenance command with --json; each answer, by command."""
+    runs: list[tuple[str, ...]] = [
+        ("checkpoint", SESSION, "--through", str(frontier), "--archive", str(archive)),
+        ("compact", SESSION),
+        ("reproject", SESSION),
+        ("prune-log", SESSION, "--through", str(frontier)),
+        ("delete", "doomed"),
+        ("vacuum",),
+    ]
+    answers: dict[str, dict[str, Any]] = {}
+    for args in runs:
+        result = ok(db, *args, "--json")
+        assert result.stderr == ""
+        document = one_object(result.stdout)
+        name = args[0]
+        assert set(document) == ENVELOPE | FIELDS[name], document
+        assert document["command"] == name
+        assert document["ok"] is True
+        assert document["error"] is None
+        assert document["error_type"] is None
+        answers[name] = document
+    return answers
+
+
+def _check_what_was_done(answers: dict[str, dict[str, Any]], frontier: int, archive: Path) -> None:
+    checkpoint = answers["checkpoint"]
+    assert checkpoint["session_id"] == SESSION
+    assert checkpoint["through_ordinal"] == frontier
+    assert checkpoint["archive_path"] == str(archive.absolute())
+    assert checkpoint["sha256"] == hashlib.sha256(b"archive bytes").hexdigest()
+    assert checkpoint["replaced_through"] is None
+    compact = answers["compact"]
+    assert [session["session_id"] for session in compact["sessions"]] == [SESSION]
+    assert compact["tool_calls"] == compact["sessions"][0]["tool_calls"] == 1
+    assert compact["bytes_reclaimed"] == compact["sessions"][0]["bytes_reclaimed"] > 0
+    reproject = answers["reproject"]
+    assert reproject["behind_only"] is False
+    assert reproject["failures"] == []
+    assert [session["session_id"] for session in reproject["sessions"]] == [SESSION]
+    assert reproject["sessions"][0]["events_reprojected"] > 0
+    pruned = answers["prune-log"]
+    assert pruned["session_id"] == SESSION
+    assert pruned["pages_pruned"] == 1
+    assert answers["delete"]["session_id"] == "doomed"
+    vacuum = answers["vacuum"]
+    assert vacuum["bytes_before"] == vacuum["pages_before"] * vacuum["page_size"]
+    assert vacuum["bytes_after"] == vacuum["pages_after"] * vacuum["page_size"]
+    assert vacuum["bytes_reclaimed"] == vacuum["bytes_before"] - vacuum["bytes_after"]
+
+
+def test_each_answer_is_one_object_when_a_live_writer_runs_it(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db, frontier, archive = _store(tmp_path)
+    supervisor = start_supervisor(db, spawned)
+    try:
+        supervisor.wait_acked_past(0)
+        answers = _run_each(db, frontier, archive)
+    finally:
+        supervisor.stop()
+    _check_what_was_done(answers, frontier, archive)
+    for document in answers.values():
+        assert document["run_by"] == "writer"
+        assert document["writer_pid"] == supervisor.process.pid
+        assert isinstance(document["request_id"], str)
+        assert document["request_id"]
+
+
+def test_each_answer_is_one_object_when_the_command_opens_the_store(tmp_path: Path) -> None:
+    db, frontier, archive = _store(tmp_path)
+    answers = _run_each(db, frontier, archive)
+    _check_what_was_done(answers, frontier, archive)
+    for document in answers.values():
+        assert document["run_by"] == "command"
+        assert document["writer_pid"] is None
+        assert document["request_id"] is None
+
+
+def test_a_named_request_reports_its_id(tmp_path: Path) -> None:
+    db, _, _ = _store(tmp_path)
+    document = one_object(ok(db, "delete", "doomed", "--json", "--request-id", "req-1").stdout)
+    assert document["request_id"] == "req-1"
+    assert document["session_id"] == "doomed"
+
+
+def test_new_store_id_reports_both_ids_as_one_object(tmp_path: Path) -> None:
+    db, _, _ = _store(tmp_path)
+    document = one_object(ok(db, "new-store-id", "--json").stdout)
+    assert set(document) == {"command", "path", "old_store_id", "new_store_id"}
+    assert document["command"] == "new-store-id"
+    assert document["path"] == str(db)
+    assert document["old_store_id"] != document["new_store_id"]
+    again = one_object(ok(db, "new-store-id", "--json").stdout)
+    assert again["old_store_id"] == document["new_store_id"]
+
+
+def test_a_refused_request_is_one_object_and_one_line(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db, _, _ = _store(tmp_path)
+    alone = cli(db, "delete", "nobody", "--json")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        beside = cli(db, "delete", "nobody", "--json")
+    finally:
+        supervisor.stop()
+    for result, run_by in ((alone, "command"), (beside, "writer")):
+        assert "session nobody: unknown session" in failure(result)
+        document = one_object(result.stdout)
+        assert set(document) == ENVELOPE
+        assert document["ok"] is False
+        assert document["run_by"] == run_by
+        assert document["error_type"] == "UnknownSession"
+        assert "session nobody: unknown session" in document["error"]
+
+
+def test_the_text_is_worded_from_the_outcome() -> None:
+    vacuumed = answered(
+        VacuumOutcome(
+            path="s.sqlite3",
+            bytes_before=8192,
+            bytes_after=4096,
+            bytes_reclaimed=4096,
+            pages_before=2,
+            pages_after=1,
+            page_size=4096,
+        )
+    )
+    assert vacuumed.out == [
+        "vacuumed s.sqlite3: 8192 bytes before, 4096 after, 4096 reclaimed "
+        "(2 pages of 4096 bytes before, 1 after)"
+    ]
+    nothing = answered(ReprojectOutcome(behind_only=True, sessions=[], failures=[]))
+    assert nothing.out == ["no session is behind its relay log"]
+    assert not nothing.failed
+    failed = answered(ReprojectOutcome(behind_only=False, sessions=[], failures=["no log"]))
+    assert failed.out == []
+    assert failed.err == ["no log"]
+    assert failed.failed
