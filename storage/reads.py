@@ -35,6 +35,7 @@ from ..domain.paging import (
     clamp_page_limit,
     next_page_cursor,
 )
+from ..domain.paging import transcript_page_cursor as finished_page_cursor
 from ..domain.projection.markers import HARNESS_TURN_ITEM_PREFIX
 from ..domain.projection.text import provisional_session_title
 from ..domain.reads import (
@@ -75,7 +76,6 @@ from ..domain.reads import (
     WorkspaceList,
     api_session,
     finished_only_roles,
-    finished_page_cursor,
     is_open_agent_item,
     item_role,
     item_text,
