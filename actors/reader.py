@@ -2,6 +2,12 @@
 
 Every query runs in one read transaction, so a page is one consistent snapshot; in WAL
 mode readers never block the writer and the writer never blocks them.
+
+:meth:`ReaderActor.handle` is the reader's whole dispatch: one match over the typed read
+messages (:mod:`relaystore.domain.reads`, :mod:`relaystore.domain.messages`,
+:mod:`relaystore.actors.internal`), each case calling one storage function, as
+:func:`relaystore.actors.writer.perform` is the writer's. Storage keeps no dispatcher,
+and this module decides nothing a storage function or the domain decides.
 """
 
 from __future__ import annotations
@@ -18,6 +24,20 @@ from ..domain.messages import (
     LoadState,
     LoadStats,
 )
+from ..domain.reads import (
+    ListSessions,
+    ListWorkspaces,
+    LoadElicitations,
+    LoadProjectionTail,
+    LoadRawElicitations,
+    LoadRawUsagePage,
+    LoadSessionDetail,
+    LoadTranscriptHistory,
+    LoadTranscriptItems,
+    LoadTranscriptPage,
+    LoadTurnSummary,
+    LoadUsagePage,
+)
 from ..storage.audit import load_audit_view
 from ..storage.changes import load_replication_round
 from ..storage.maintenance import backup_store
@@ -31,7 +51,16 @@ from ..storage.paging import (
     load_raw_api_events,
     load_runtime_receipt,
 )
-from ..storage.reads import READ_TYPES, answer_read
+from ..storage.reads.elicitations import load_elicitations, load_raw_elicitations
+from ..storage.reads.sessions import list_sessions, list_workspaces, load_session_detail
+from ..storage.reads.transcript import (
+    load_projection_tail,
+    load_transcript_history,
+    load_transcript_items_page,
+    load_transcript_page,
+    load_turn_summary,
+)
+from ..storage.reads.usage import load_raw_usage_page, load_usage_page
 from ..storage.relay_log import load_relay_log
 from ..storage.requests import open_requests
 from ..storage.sessions import load_state
@@ -61,17 +90,57 @@ class ReaderActor(TellSafeActor):
 
     def handle(self, message: Any) -> Any:
         connection = self._connection
-        if isinstance(message, READ_TYPES):  # sessions, transcript, history, usage
-            return answer_read(connection, message)
         match message:
+            # -- the read side (domain.reads): sessions, transcript, history, usage
+            case ListSessions(workspace_id=workspace_id):
+                return list_sessions(connection, workspace_id)
+            case LoadSessionDetail(session_id=session_id):
+                return load_session_detail(connection, session_id)
+            case ListWorkspaces():
+                return list_workspaces(connection)
+            case LoadTranscriptPage():
+                return load_transcript_page(
+                    connection,
+                    message.session_id,
+                    message.after_seq,
+                    message.limit,
+                    message.roles,
+                    message.finished_only,
+                )
+            case LoadTranscriptHistory():
+                return load_transcript_history(
+                    connection,
+                    message.session_id,
+                    message.before_position,
+                    message.before_id,
+                    message.limit,
+                )
+            case LoadTranscriptItems(session_id=session_id, limit=limit):
+                return load_transcript_items_page(
+                    connection, session_id, _after(message.after_position, message.after_id), limit
+                )
+            case LoadTurnSummary():
+                return load_turn_summary(
+                    connection,
+                    message.session_id,
+                    message.turn_start_position,
+                    message.completed_ordinal,
+                )
+            case LoadProjectionTail(session_id=session_id, limit=limit):
+                return load_projection_tail(connection, session_id, limit)
+            case LoadUsagePage(session_id=session_id, after_seq=after_seq, limit=limit):
+                return load_usage_page(connection, session_id, after_seq, limit)
+            case LoadRawUsagePage(session_id=session_id, after_seq=after_seq, limit=limit):
+                return load_raw_usage_page(connection, session_id, after_seq, limit)
+            case LoadElicitations(session_id=session_id):
+                return load_elicitations(connection, session_id)
+            case LoadRawElicitations(session_id=session_id):
+                return load_raw_elicitations(connection, session_id)
+            # -- the store's own reads (domain.messages, actors.internal)
             case LoadTranscriptItem(session_id=session_id, stable_id=stable_id):
                 return load_transcript_item(connection, session_id, stable_id)
             case LoadIndexEntries(session_id=session_id, limit=limit):
-                after = (
-                    None
-                    if message.after_position is None or message.after_id is None
-                    else (message.after_position, message.after_id)
-                )
+                after = _after(message.after_position, message.after_id)
                 return load_index_entries(connection, session_id, after, limit)
             case LoadApiEvents(filter=event_filter, after_seq=after_seq, limit=limit):
                 return load_api_events(connection, event_filter, after_seq, limit)
@@ -96,3 +165,8 @@ class ReaderActor(TellSafeActor):
             case BackupStore(destination=destination):
                 return backup_store(connection, destination)
         raise Unanswerable("reader", message)
+
+
+def _after(position: int | None, stable_id: str | None) -> tuple[int, str] | None:
+    """A ``(position, stable_id)`` cursor from its two message fields (both, or none)."""
+    return None if position is None or stable_id is None else (position, stable_id)

@@ -17,7 +17,8 @@ from typing import Any
 from ..domain.materialized import TranscriptItem
 from ..domain.paging import DEFAULT_ITEMS_LIMIT
 from ..domain.projection.index import ColdEntry, ItemFacts
-from ..domain.reads import LoadTranscriptItems, TranscriptItems
+from ..domain.read_replies import TranscriptItems
+from ..domain.reads import LoadTranscriptItems
 from ..domain.relay import RelayCursor
 from ..storage.materialized import IndexEntries
 from .internal import LoadIndexEntries

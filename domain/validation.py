@@ -32,6 +32,7 @@ from .chain import check_ordinal
 from .errors import InvalidInput, StoreError
 from .integers import INT64_MAX, INT64_MIN
 from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
+from .paging import check_cursor  # its home; ``relaystore events`` imports it from here
 from .relay import (
     MAX_RELAY_LINE_BYTES,
     MIN_RECORDED_AT_MS,
@@ -93,16 +94,6 @@ def validate_message(message: object) -> None:
             value = getattr(wanted, field)
             if value is not None:
                 _check_id(f"{name}.filter.{field}", kind, value)
-
-
-def check_cursor(after_seq: int, latest_seq: int) -> None:
-    """Refuse a feed cursor past the store's newest event: a reader that asks for what
-    comes after an event the store never wrote is talking to another store (the HTTP
-    feed answers 400, ``relaystore events`` exits 1)."""
-    if after_seq > latest_seq:
-        raise InvalidInput(
-            f"cursor {after_seq} is ahead of this database's newest event ({latest_seq})"
-        )
 
 
 _AT_PATH = re.compile(r"(.*) - at `\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]+\])*)`$", re.DOTALL)

@@ -13,6 +13,9 @@ Guarantees:
   ordinal; runs of streamed text chunks are merged on read.
 * The loaded session passes :meth:`MaterializedSession.validate`; a stored row that does
   not decode or validate raises :class:`ProjectionError` naming the session.
+* The read side (:mod:`relaystore.storage.reads`) decodes stored columns with the same
+  helpers: :func:`decode_stored`, :func:`decode_transcript_bodies` (a page's bodies in
+  one decoder call) and :func:`raw_stored` (a column passed through, syntax checked).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from .transaction import transaction
 __all__ = [
     "IndexEntries",
     "decode_stored",
+    "decode_transcript_bodies",
     "load_index_entries",
     "stored_facts",
     "execution_columns",
@@ -66,6 +70,7 @@ __all__ = [
     "load_transcript_item",
     "load_transcript_items",
     "parse_execution",
+    "raw_stored",
 ]
 
 _SESSION_ROW = """
@@ -134,6 +139,7 @@ ORDER BY ordinal
 
 _BODIES: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[TranscriptBody])
 _BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
+_RAW = msgspec.json.Decoder(msgspec.Raw)
 _CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
 _ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 _ACTIVE_TURN = msgspec.json.Decoder(MaterializedTurn)
@@ -407,19 +413,39 @@ def decode_stored(decoder: msgspec.json.Decoder[Any], text: str, what: str, sess
         ) from exc
 
 
-def _transcript(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItem]:
-    # One decoder call for every body: far cheaper than one call per row.
-    bodies: list[TranscriptBody] | None
+def decode_transcript_bodies(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptBody]:
+    """The decoded bodies of transcript ``rows`` (body JSON in column 5).
+
+    One decoder call for the whole page (far cheaper than one call per row); a page
+    holding a bad body is decoded row by row to name the item.
+    """
     try:
-        bodies = _BODIES.decode("[" + ",".join(r[5] for r in rows) + "]")
+        bodies: list[TranscriptBody] = _BODIES.decode("[" + ",".join(r[5] for r in rows) + "]")
+        if len(bodies) == len(rows):
+            return bodies
     except msgspec.DecodeError:
-        bodies = None
-    if bodies is None or len(bodies) != len(rows):
-        # Decode row by row to name the item whose body is bad.
-        bodies = [
-            decode_stored(_BODY, r[5], f"body of transcript item {r[0]!r}", session_id)
-            for r in rows
-        ]
+        pass
+    return [
+        decode_stored(_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id)
+        for r in rows
+    ]
+
+
+def raw_stored(text: str, what: str, session_id: str, *, array: bool = False) -> msgspec.Raw:
+    """A stored JSON column passed through as it is, once its syntax is checked (an
+    object, or an array when ``array``): the typed read's refusal, without building the
+    values."""
+    raw: msgspec.Raw = decode_stored(_RAW, text, what, session_id)
+    if not bytes(raw).startswith(b"[" if array else b"{"):
+        raise ProjectionError(
+            f"stored {what} is not a JSON {'array' if array else 'object'}",
+            session_id=session_id,
+        )
+    return raw
+
+
+def _transcript(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItem]:
+    bodies = decode_transcript_bodies(rows, session_id)
     items = []
     for (stable_id, position, latest, created, changed, _), body in zip(rows, bodies, strict=True):
         if isinstance(body, AgentBody | ThoughtBody):

@@ -5,13 +5,14 @@ The contract (one read transaction, so a page and its cursors are one snapshot):
 * ``latest_seq`` is the highest seq ever committed (the ``sqlite_sequence`` high-water
   mark), even when those events were deleted since; 0 before the first event.
 * ``after_seq=None`` means "from now": the page is empty and its cursor is
-  ``latest_seq``.
+  ``latest_seq`` (:func:`~relaystore.domain.paging.feed_cursor`); a negative one is
+  refused (:func:`~relaystore.domain.paging.check_after_seq`).
 * Events are those with ``seq > after_seq`` matching the filter (session and/or
   workspace), oldest first, at most ``limit`` of them, ``limit`` clamped to
   ``1..=1000`` (:mod:`relaystore.domain.paging`).
 * ``next_after_seq`` is the last returned seq, or ``max(latest_seq, after_seq)`` for
-  an empty page (:func:`~relaystore.domain.paging.next_page_cursor`): a cursor never moves backwards, and an empty filtered page
-  fast-forwards to ``latest_seq``.
+  an empty page (:func:`~relaystore.domain.paging.next_page_cursor`): a cursor never
+  moves backwards, and an empty filtered page fast-forwards to ``latest_seq``.
 * Events of deleted sessions are gone; the cursors of everyone else are unaffected.
 
 Concatenating the pages that follow ``next_after_seq`` yields exactly the matching
@@ -42,7 +43,7 @@ from ..domain.api_events import (
     RawApiEventPage,
 )
 from ..domain.errors import InvalidInput
-from ..domain.paging import clamp_page_limit, next_page_cursor
+from ..domain.paging import check_after_seq, clamp_page_limit, feed_cursor, next_page_cursor
 from ..domain.runtime import RuntimeReceipt
 from ..domain.wire import encode
 from .events import api_event_from_row, api_events_from_rows
@@ -199,15 +200,14 @@ def _read_page(
     ``fetch(columns)`` runs the page's statement (filter, cursor, clamped limit)
     selecting ``columns``; ``action`` names the transaction in errors.
     """
-    if after_seq is not None and after_seq < 0:
-        raise InvalidInput(f"after_seq must be 0 or more, not {after_seq}")
+    check_after_seq(after_seq)
     wanted = filter if filter is not None else ApiEventFilter()
     session_id, workspace_id = wanted.session_id, wanted.workspace_id
     by_session, by_workspace = session_id is not None, workspace_id is not None
     with transaction(connection, action):
         value = connection.execute(LATEST_SEQ).get
         latest = int(value) if value is not None else 0
-        cursor = latest if after_seq is None else after_seq
+        cursor = feed_cursor(after_seq, latest)
         bindings: list[object] = []
         if by_session:
             bindings.append(session_id)

@@ -12,7 +12,7 @@ Figures, each path timed at the same random cursors in rotating order:
   through a reader actor (typed items: seq, role, text and the decoded body), against a
   bare apsw ``SELECT`` of the same rows (tuples, nothing decoded) on a plain read-only
   connection. Aim: median ratio <= 1.5. For diagnosis also ``storage.reads.
-  load_transcript_page`` called directly (no actor hop), and, on the rows the bare
+  transcript.load_transcript_page`` called directly (no actor hop), and, on the rows the bare
   read returned, what decoding the 100 bodies and flattening their text cost alone:
   the two per-item costs a typed page cannot skip, which bound the ratio.
 * session list: ``store.ask(ListSessions())`` of every session, against a bare ``SELECT``
@@ -35,7 +35,8 @@ from relaystore.domain.materialized import TranscriptBody
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.reads import ListSessions, LoadTranscriptPage, item_text
 from relaystore.storage.connection import open_reader
-from relaystore.storage.reads import decode_transcript_bodies, load_transcript_page
+from relaystore.storage.materialized import decode_transcript_bodies
+from relaystore.storage.reads.transcript import load_transcript_page
 from relaystore.testing import JournalBuilder, example_session
 from suite.common import Context, Figure, log, median, percentile
 

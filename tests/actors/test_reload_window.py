@@ -24,7 +24,6 @@ from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import LoadMaterializedSession, ObserveRelayEvents, SaveSession
 from relaystore.domain.projection import frozen
-from relaystore.domain.reads import LoadTranscriptItems
 from relaystore.domain.wire import encode
 from relaystore.storage.materialized import _INDEX_AFTER, load_index_entries
 from relaystore.testing import example_session
@@ -49,16 +48,16 @@ def _spy(patch: pytest.MonkeyPatch) -> dict[str, list[int]]:
                 seen["starts"].append(len(page.entries))
         return page
 
-    answer_read = reader_module.answer_read
+    load_items = reader_module.load_transcript_items_page
 
-    def answer(connection: Any, message: Any) -> Any:
-        reply = answer_read(connection, message)
-        if isinstance(message, LoadTranscriptItems) and reply is not None:
+    def items(connection: Any, session_id: str, after: Any, limit: int) -> Any:
+        reply = load_items(connection, session_id, after, limit)
+        if reply is not None:
             seen["items"].append(len(reply.items))
         return reply
 
     patch.setattr(reader_module, "load_index_entries", entries)
-    patch.setattr(reader_module, "answer_read", answer)
+    patch.setattr(reader_module, "load_transcript_items_page", items)
     return seen
 
 

@@ -17,18 +17,16 @@ from relaystore.domain.materialized import (
     UserBody,
 )
 from relaystore.domain.paging import clamp_page_limit
-from relaystore.domain.reads import (
-    chat_phase_of,
+from relaystore.domain.paging import transcript_page_cursor as finished_page_cursor
+from relaystore.domain.session_views import chat_phase_of, lifecycle_of, state_label
+from relaystore.domain.sessions import SessionState
+from relaystore.domain.transcript_views import (
     finished_only_roles,
-    finished_page_cursor,
     is_open_agent_item,
     item_role,
     item_text,
-    lifecycle_of,
-    state_label,
     transcript_seq,
 )
-from relaystore.domain.sessions import SessionState
 
 
 def _chunk(text: str) -> dict[str, object]:

@@ -9,7 +9,8 @@ import apsw
 from relaystore.domain.outcomes import MaterializedTurnOutcome, TurnOutcomeCompleted
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_writer
-from relaystore.storage.reads import list_sessions, load_usage_page
+from relaystore.storage.reads.sessions import list_sessions
+from relaystore.storage.reads.usage import load_usage_page
 from relaystore.storage.schema import SCHEMA_VERSION
 from relaystore.storage.sessions import delete_session, save_session
 from relaystore.testing import example_session

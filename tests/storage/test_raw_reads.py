@@ -18,12 +18,8 @@ from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.wire import encode
-from relaystore.storage.reads import (
-    load_elicitations,
-    load_raw_elicitations,
-    load_raw_usage_page,
-    load_usage_page,
-)
+from relaystore.storage.reads.elicitations import load_elicitations, load_raw_elicitations
+from relaystore.storage.reads.usage import load_raw_usage_page, load_usage_page
 from tests.domain.strategies import (
     PLAIN_FLOATS,
     elicitation_requests,

@@ -11,7 +11,8 @@ from relaystore.domain.outcomes import (
     UsageScope,
 )
 from relaystore.domain.wire import encode
-from relaystore.storage.reads import load_transcript_page, load_usage_page
+from relaystore.storage.reads.transcript import load_transcript_page
+from relaystore.storage.reads.usage import load_usage_page
 
 
 def _item(

@@ -1,0 +1,393 @@
+"""A session's transcript as the read side serves it: pages, history, items, turns.
+
+Owns the statements over ``materialized_transcript_items`` that the transcript reads
+share: a page by seq after a cursor (:func:`load_transcript_page`, filtered by role and
+``finished_only``), an "earlier messages" page before a cursor
+(:func:`load_transcript_history`), whole items in the store's order
+(:func:`load_transcript_items_page`), one turn summed up (:func:`load_turn_summary`) and
+the projection with only its newest items (:func:`load_projection_tail`). Each reads in
+one transaction, so a page and its cursors are one snapshot.
+
+Guarantees:
+
+* A transcript page walks ``materialized_transcript_seq`` (session, seq, stable id)
+  from the cursor and stops after the limit and the items tied with the last one, so
+  a page costs its own rows, not the session's (schema revision 6 adds the index).
+* ``None`` where the store has no projection of the session; a stored row that does not
+  decode raises :class:`~relaystore.domain.errors.ProjectionError` naming the session.
+
+It reads rows and decides nothing: an item's seq, role and text, which items begin a
+turn, the provisional title and a turn's final message are
+:mod:`relaystore.domain.transcript_views`'s; the limits and the next cursor are
+:mod:`relaystore.domain.paging`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import apsw
+import msgspec
+
+from ...domain.elicitation import shown
+from ...domain.errors import InvalidInput
+from ...domain.outcomes import MaterializedTurnOutcome
+from ...domain.paging import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_ITEMS_LIMIT,
+    DEFAULT_PAGE_LIMIT,
+    check_after_seq,
+    clamp_page_limit,
+    transcript_page_cursor,
+)
+from ...domain.read_replies import (
+    HistoryCursor,
+    HistoryItem,
+    ProjectionTail,
+    TranscriptHistory,
+    TranscriptItems,
+    TranscriptItemView,
+    TranscriptPage,
+    TurnSummary,
+)
+from ...domain.roles import TranscriptRole
+from ...domain.transcript_views import (
+    ROLE_KINDS,
+    final_message,
+    finished_only_roles,
+    is_open_agent_item,
+    is_user_item,
+    item_role,
+    item_text,
+    latest_turn_start,
+    provisional_title,
+    transcript_seq,
+    turn_number,
+)
+from ..materialized import (
+    decode_stored,
+    decode_transcript_bodies,
+    load_materialized_session,
+    load_transcript_items,
+    parse_execution,
+)
+from ..transaction import transaction
+
+__all__ = [
+    "load_projection_tail",
+    "load_transcript_history",
+    "load_transcript_items_page",
+    "load_transcript_page",
+    "load_turn_summary",
+]
+
+_SEQ = "COALESCE(latest_content_event_ordinal, position)"
+"""The seq expression; it must read exactly as the index ``materialized_transcript_seq``."""
+
+_PAGE_HEAD = f"""
+SELECT execution_state, running_started_at_ms,
+       (SELECT COALESCE(MAX({_SEQ}), 0) FROM materialized_transcript_items i
+        WHERE i.session_id = m.session_id)
+FROM materialized_sessions m WHERE session_id = ?
+"""
+"""A transcript page's execution state and ``latest_seq`` (every role), in one step."""
+_KIND = "json_extract(body_json, '$.kind')"
+"""A stored item's body kind: what a role filter reads, and the turn rules beside its id."""
+_ITEM_COLUMNS = (
+    "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
+    " body_json"
+)
+
+_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
+
+
+def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemView]:
+    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything)."""
+    view = TranscriptItemView
+    return [
+        view(
+            stable_id=row[0],
+            position=row[1],
+            seq=transcript_seq(row[1], row[2]),
+            role=item_role(body),
+            text=item_text(body),
+            created_at_ms=row[3],
+            last_changed_at_ms=row[4],
+            body=body,
+        )
+        for row, body in zip(rows, decode_transcript_bodies(rows, session_id), strict=True)
+    ]
+
+
+def _each_view(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[TranscriptItemView]:
+    """The views of ``rows``, decoded one at a time (for a caller that stops early)."""
+    for row in rows:
+        yield _views([row], session_id)[0]
+
+
+def _role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
+    kinds = sorted({ROLE_KINDS[role] for role in roles})
+    if not kinds:
+        return "", []
+    marks = ", ".join("?" for _ in kinds)
+    return f" AND {_KIND} IN ({marks})", kinds
+
+
+def load_transcript_page(
+    connection: apsw.Connection,
+    session_id: str,
+    after_seq: int = 0,
+    limit: int = DEFAULT_PAGE_LIMIT,
+    roles: tuple[TranscriptRole, ...] = (),
+    finished_only: bool = False,
+) -> TranscriptPage | None:
+    """The items with seq above ``after_seq`` (see
+    :class:`~relaystore.domain.read_replies.TranscriptPage`).
+
+    ``roles`` and ``finished_only`` filter before the limit. Items tied with the last
+    item's seq all come along. With ``finished_only`` the page holds finished agent items
+    only and ends before the first agent item still open, whose seq bounds the cursor
+    (:func:`~relaystore.domain.paging.transcript_page_cursor`), so that item is delivered
+    once it finishes. ``None``: no projection of the session.
+    """
+    check_after_seq(after_seq)
+    wanted = clamp_page_limit(limit)
+    if finished_only:
+        roles = finished_only_roles(roles)
+    role_sql, kinds = _role_filter(roles)
+    with transaction(connection, f"load a transcript page of session {session_id}"):
+        row = connection.execute(_PAGE_HEAD, (session_id,)).fetchone()
+        if row is None:
+            return None
+        execution = parse_execution(str(row[0]), row[1], session_id=session_id)
+        latest_seq = int(row[2])
+        cursor = connection.execute(
+            f"SELECT {_ITEM_COLUMNS}, {_SEQ} FROM materialized_transcript_items"
+            f" WHERE session_id = ? AND {_SEQ} > ?{role_sql} ORDER BY {_SEQ}, stable_id",
+            (session_id, after_seq, *kinds),
+        )
+        if finished_only:
+            items, full, barrier = _finished_prefix(cursor, wanted, session_id)
+        else:
+            (items, full), barrier = _tied_prefix(cursor, wanted, session_id), None
+    next_after_seq = transcript_page_cursor(
+        after_seq, latest_seq, items[-1].seq if items else None, full=full, barrier=barrier
+    )
+    return TranscriptPage(
+        next_after_seq=next_after_seq,
+        session_id=session_id,
+        latest_seq=latest_seq,
+        execution=execution,
+        items=items,
+    )
+
+
+def _tied_prefix(
+    cursor: Iterable[apsw.SQLiteValues], wanted: int, session_id: str
+) -> tuple[list[TranscriptItemView], bool]:
+    """The first ``wanted`` items and those tied with the last one's seq (they travel
+    with it), and whether more items follow."""
+    rows = list(islice(cursor, wanted))
+    more = False
+    if rows:
+        last = rows[-1][6]
+        for row in cursor:
+            if row[6] != last:
+                more = True
+                break
+            rows.append(row)
+    return _views(rows, session_id), more
+
+
+def _finished_prefix(
+    cursor: Iterable[apsw.SQLiteValues], wanted: int, session_id: str
+) -> tuple[list[TranscriptItemView], bool, int | None]:
+    """The finished agent items before the first open one: the items, whether the page
+    stopped at its limit with more to come, and the open item's seq (``None``: none).
+    A finished item tied with the open one's seq waits with it."""
+    items: list[TranscriptItemView] = []
+    for row in cursor:
+        view = _views([row], session_id)[0]
+        if is_open_agent_item(view.body):
+            while items and items[-1].seq >= view.seq:
+                items.pop()
+            return items, False, view.seq
+        if items and len(items) >= wanted and view.seq != items[-1].seq:
+            return items, True, None
+        items.append(view)
+    return items, False, None
+
+
+def load_transcript_history(
+    connection: apsw.Connection,
+    session_id: str,
+    before_position: int | None = None,
+    before_id: str | None = None,
+    limit: int = DEFAULT_HISTORY_LIMIT,
+) -> TranscriptHistory | None:
+    """Up to ``limit`` items before the cursor, oldest first (see the message).
+
+    Raises :class:`InvalidInput` when ``before_id`` names no item of the session.
+    """
+    wanted = clamp_page_limit(limit)
+    with transaction(connection, f"load transcript history of session {session_id}"):
+        frontier = connection.execute(
+            "SELECT applied_event_ordinal FROM materialized_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if frontier is None:
+            return None
+        if before_id is not None and before_position is None:
+            found = connection.execute(
+                "SELECT position FROM materialized_transcript_items"
+                " WHERE session_id = ? AND stable_id = ?",
+                (session_id, before_id),
+            ).fetchone()
+            if found is None:
+                raise InvalidInput(
+                    f"before_id {shown(before_id)} names no transcript item of this session",
+                    session_id=session_id,
+                )
+            before_position = int(found[0])
+        query = f"SELECT {_ITEM_COLUMNS} FROM materialized_transcript_items WHERE session_id = ?"
+        bindings: list[object] = [session_id]
+        if before_position is not None and before_id is not None:
+            query += " AND (position < ? OR (position = ? AND stable_id < ?))"
+            bindings += [before_position, before_position, before_id]
+        elif before_position is not None:
+            query += " AND position < ?"
+            bindings.append(before_position)
+        query += " ORDER BY position DESC, stable_id DESC LIMIT ?"
+        bindings.append(wanted + 1)
+        rows = connection.execute(query, bindings).fetchall()
+    older = len(rows) > wanted
+    views = _views(rows[:wanted][::-1], session_id)
+    return TranscriptHistory(
+        items=[
+            HistoryItem(stable_id=v.stable_id, position=v.position, role=v.role, text=v.text)
+            for v in views
+        ],
+        before=(
+            HistoryCursor(position=views[0].position, stable_id=views[0].stable_id)
+            if older and views
+            else None
+        ),
+        frontier=int(frontier[0]),
+    )
+
+
+def load_transcript_items_page(
+    connection: apsw.Connection,
+    session_id: str,
+    after: tuple[int, str] | None = None,
+    limit: int = DEFAULT_ITEMS_LIMIT,
+) -> TranscriptItems | None:
+    """Up to ``limit`` whole items after the ``(position, stable_id)`` cursor ``after``
+    (``None``: from the start), with whether more follow and the frontier they were read
+    at (see :class:`~relaystore.domain.reads.LoadTranscriptItems`). ``None``: no
+    projection of the session."""
+    found = load_transcript_items(connection, session_id, after, clamp_page_limit(limit))
+    if found is None:
+        return None
+    items, more, frontier = found
+    return TranscriptItems(
+        items=items,
+        more=more,
+        frontier_ordinal=frontier.ordinal,
+        frontier_digest=frontier.digest,
+    )
+
+
+def load_turn_summary(
+    connection: apsw.Connection,
+    session_id: str,
+    turn_start_position: int | None = None,
+    completed_ordinal: int | None = None,
+) -> TurnSummary | None:
+    """The turn from ``turn_start_position`` through ``completed_ordinal`` summed up;
+    both ``None``: the last finished turn. ``None`` without a projection or a span."""
+    with transaction(connection, f"load a turn summary of session {session_id}"):
+        row = connection.execute(
+            "SELECT last_turn_outcome_json FROM materialized_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        if turn_start_position is None or completed_ordinal is None:
+            if row[0] is None:
+                return None
+            outcome = decode_stored(_OUTCOME, str(row[0]), "last turn outcome", session_id)
+            if outcome.turn_start_position is None:
+                return None
+            turn_start_position, completed_ordinal = (
+                outcome.turn_start_position,
+                outcome.completed_ordinal,
+            )
+        started_items = connection.execute(
+            f"SELECT stable_id, {_KIND} FROM materialized_transcript_items"
+            " WHERE session_id = ? AND position <= ?",
+            (session_id, turn_start_position),
+        )
+        number = turn_number((str(stable_id), kind) for stable_id, kind in started_items)
+        started, changed = connection.execute(
+            "SELECT COALESCE(min(created_at_ms), 0), COALESCE(max(last_changed_at_ms), 0)"
+            " FROM materialized_transcript_items"
+            " WHERE session_id = ? AND position >= ? AND position <= ?",
+            (session_id, turn_start_position, completed_ordinal),
+        ).fetchone()  # type: ignore[misc]
+        agents = connection.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM materialized_transcript_items"
+            " WHERE session_id = ? AND position > ? AND position <= ?"
+            " AND latest_content_event_ordinal IS NOT NULL"
+            " ORDER BY position DESC, stable_id DESC",
+            (session_id, turn_start_position, completed_ordinal),
+        )
+        final = final_message(v.text for v in _each_view(agents, session_id))
+    return TurnSummary(
+        turn_number=number,
+        turn_started_at_ms=int(started),
+        last_changed_at_ms=int(changed),
+        final_message=final,
+    )
+
+
+def load_projection_tail(
+    connection: apsw.Connection, session_id: str, limit: int = 1024
+) -> ProjectionTail | None:
+    """The projection with only its newest ``limit`` transcript items, and the window."""
+    with transaction(connection, f"load the projection tail of session {session_id}"):
+        session = load_materialized_session(connection, session_id, transcript_limit=limit)
+        if session is None:
+            return None
+        total = connection.execute(
+            "SELECT count(*) FROM materialized_transcript_items WHERE session_id = ?",
+            (session_id,),
+        ).get
+        role_sql, kinds = _role_filter(("user",))
+        users = connection.execute(
+            f"SELECT {_ITEM_COLUMNS}, {_KIND} FROM materialized_transcript_items"
+            f" WHERE session_id = ?{role_sql} ORDER BY position, stable_id",
+            (session_id, *kinds),
+        )
+        title = provisional_title(
+            view.text
+            for view in _each_view(
+                (row for row in users if is_user_item(str(row[0]), row[6])), session_id
+            )
+        )
+        newest_first = connection.execute(
+            f"SELECT position, stable_id, {_KIND} FROM materialized_transcript_items"
+            " WHERE session_id = ? ORDER BY position DESC, stable_id DESC",
+            (session_id,),
+        )
+        start = latest_turn_start(
+            (int(position), str(stable_id), kind) for position, stable_id, kind in newest_first
+        )
+    return ProjectionTail(
+        session=session,
+        omitted_items=max(0, int(total) - len(session.transcript)),
+        provisional_title=title,
+        latest_turn_start_position=start,
+    )
