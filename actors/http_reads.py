@@ -40,6 +40,7 @@ from ..domain.errors import InvalidInput, StoreClosed, StoreError
 from ..domain.integers import INT64_MAX
 from ..domain.messages import LoadStats
 from ..domain.paging import DEFAULT_HISTORY_LIMIT, DEFAULT_PAGE_LIMIT
+from ..domain.read_replies import RawElicitationList
 from ..domain.reads import (
     ListSessions,
     ListWorkspaces,
@@ -48,11 +49,10 @@ from ..domain.reads import (
     LoadSessionDetail,
     LoadTranscriptHistory,
     LoadTranscriptPage,
-    RawElicitationList,
-    TranscriptRole,
     unknown_session_text,
 )
 from ..domain.reports import StoreStats, stats_document
+from ..domain.roles import TranscriptRole
 from ..domain.wire import encode
 from .aio import AsyncEventStore
 

@@ -7,8 +7,7 @@ such session (or no projection of it). The reader actor (:mod:`relaystore.actors
 answers each with one storage function.
 
 This module owns the messages, :data:`ReadMessage` (their union) and the one wording of
-an unknown session. It holds no rules and no reply shapes; those live by topic, and are
-imported here too so ``relaystore.domain.reads`` still names the whole read side:
+an unknown session. It holds no rules and no reply shapes; those live by topic:
 
 * the replies: :mod:`relaystore.domain.read_replies`;
 * seq, roles, text, turns, titles: :mod:`relaystore.domain.transcript_views`;
@@ -23,54 +22,26 @@ from .errors import InvalidInput
 from .paging import DEFAULT_HISTORY_LIMIT, DEFAULT_ITEMS_LIMIT, DEFAULT_PAGE_LIMIT
 from .read_replies import (
     ApiSession,
-    BackgroundTask,
-    ChatPhase,
-    ConfigOption,
     ElicitationList,
-    HistoryCursor,
-    HistoryItem,
-    Lifecycle,
     ProjectionTail,
     RawElicitationList,
     RawUsagePage,
-    SessionFacts,
     SessionList,
     TranscriptHistory,
     TranscriptItems,
-    TranscriptItemView,
     TranscriptPage,
     TurnSummary,
-    UsageCounterTotal,
-    UsageCoverage,
     UsagePage,
-    Workspace,
     WorkspaceList,
 )
 from .request import Request
 from .roles import TranscriptRole
-from .session_views import api_session, api_turn_outcome, chat_phase_of, lifecycle_of, state_label
 from .transcript_views import (
-    ROLE_KINDS,
     finished_only_roles,
-    is_open_agent_item,
-    item_role,
-    item_text,
-    transcript_seq,
 )
-from .usage import USAGE_COUNTERS
 
 __all__ = [
     "PROJECTION_TAIL_ITEMS",
-    "ROLE_KINDS",
-    "USAGE_COUNTERS",
-    "ApiSession",
-    "BackgroundTask",
-    "ChatPhase",
-    "ConfigOption",
-    "ElicitationList",
-    "HistoryCursor",
-    "HistoryItem",
-    "Lifecycle",
     "ListSessions",
     "ListWorkspaces",
     "LoadElicitations",
@@ -83,33 +54,7 @@ __all__ = [
     "LoadTranscriptPage",
     "LoadTurnSummary",
     "LoadUsagePage",
-    "ProjectionTail",
-    "RawElicitationList",
-    "RawUsagePage",
     "ReadMessage",
-    "SessionFacts",
-    "SessionList",
-    "TranscriptHistory",
-    "TranscriptItemView",
-    "TranscriptItems",
-    "TranscriptPage",
-    "TranscriptRole",
-    "TurnSummary",
-    "UsageCounterTotal",
-    "UsageCoverage",
-    "UsagePage",
-    "Workspace",
-    "WorkspaceList",
-    "api_session",
-    "api_turn_outcome",
-    "chat_phase_of",
-    "finished_only_roles",
-    "is_open_agent_item",
-    "item_role",
-    "item_text",
-    "lifecycle_of",
-    "state_label",
-    "transcript_seq",
     "unknown_session_text",
 ]
 

@@ -32,7 +32,6 @@ from .chain import check_ordinal
 from .errors import InvalidInput, StoreError
 from .integers import INT64_MAX, INT64_MIN
 from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from .paging import check_cursor  # its home; ``relaystore events`` imports it from here
 from .relay import (
     MAX_RELAY_LINE_BYTES,
     MIN_RECORDED_AT_MS,
@@ -44,7 +43,7 @@ from .relay import (
 )
 from .sessions import validate_id, validate_timestamp
 
-__all__ = ["check_cursor", "validate_message"]
+__all__ = ["validate_message"]
 
 
 _KEPT_AS_IS = (

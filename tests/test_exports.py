@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
-import itertools
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,115 +16,44 @@ import relaystore.domain.sessions as domain_sessions
 from relaystore import actors, domain, storage, testing
 from tests.paths import ROOT
 
-CONTRACT_NAMES = [
-    "ApiActivityState",
-    "ApiEvent",
-    "ApiEventData",
-    "ApiEventFilter",
-    "ApiEventPage",
-    "ApiSession",
-    "AskTimeout",
-    "BeginCheckpoint",
-    "ChainFault",
-    "CompactTranscript",
-    "CorrelateCheckpointBarrier",
-    "DeleteSession",
-    "ElicitationList",
-    "EventStore",
-    "ExecutionPolicy",
-    "FinishFailedCheckpoint",
-    "HarnessKind",
-    "HistoryItem",
-    "InvalidInput",
-    "LifecycleConflict",
-    "ListSessions",
-    "ListWorkspaces",
-    "LoadApiEvents",
-    "LoadElicitations",
-    "LoadMaterializedSession",
-    "LoadProjectionTail",
-    "LoadRawApiEvents",
-    "LoadRawElicitations",
-    "LoadRawUsagePage",
-    "LoadRelayLog",
-    "LoadRuntimeReceipt",
-    "LoadSessionDetail",
-    "LoadState",
-    "LoadStats",
-    "LoadTranscriptHistory",
-    "LoadTranscriptItems",
-    "LoadTranscriptPage",
-    "LoadTurnSummary",
-    "LoadUsagePage",
-    "ManagedCheckoutKind",
-    "MaterializedSession",
-    "MountAccess",
-    "ObserveRelayEvents",
-    "ProjectionError",
-    "ProjectionReport",
-    "ProjectionTail",
-    "PruneRelayLog",
-    "PublicationState",
-    "RawApiEvent",
-    "RawApiEventPage",
-    "RawElicitationList",
-    "RawUsagePage",
-    "RecordActivities",
-    "RecordStartupFault",
-    "RecoverInterruptedCheckpoints",
-    "RelayChainError",
-    "RelayEvent",
-    "RelayLine",
-    "RelayLogUnavailable",
-    "Reproject",
-    "Request",
-    "RequestUnanswered",
-    "RuntimeReceipt",
-    "SaveLifecycleSession",
-    "SaveRequestedCheckpoint",
-    "SaveSession",
-    "SchemaMismatch",
-    "SessionList",
-    "SessionRecord",
-    "SessionState",
-    "State",
-    "StoreBusy",
-    "StoreClosed",
-    "StoreError",
-    "StoreForked",
-    "StoreLocked",
-    "StoreStats",
-    "TranscriptHistory",
-    "TranscriptItemView",
-    "TranscriptItems",
-    "TranscriptPage",
-    "TranscriptRetention",
-    "TurnSummary",
-    "UnknownRelayKind",
-    "UnknownSession",
-    "UsagePage",
-    "WorkerLost",
-    "Workspace",
-    "WorkspaceList",
-    "WriterStopped",
-    "__version__",
-    "decode_relay_event",
-    "decode_relay_line",
-    "encode",
-    "encode_relay_event",
-    "relay_event_digest",
-]
-"""The contract (``relaystore-api.md``): what ``relaystore`` exports, and nothing else."""
+CONTRACT_DOC = ROOT / "docs" / "relaystore-api.md"
+"""The contract: every name ``relaystore`` exports is shown there, in backticks."""
+
+
+def _contract_table_names() -> set[str]:
+    """The names in the first column of the contract's message and error tables."""
+    names: set[str] = set()
+    in_table = False
+    for line in CONTRACT_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith(("| message |", "| error |")):
+            in_table = True
+        elif not line.startswith("|"):
+            in_table = False
+        elif in_table and not line.startswith("|---"):
+            first = line.split("|")[1]
+            if "(`relaystore." not in first:  # a name the table says lives elsewhere
+                names.update(re.findall(r"`([A-Z][A-Za-z]+)`", first.split("(")[0]))
+    return names
+
+
+CONTRACT_NAMES = relaystore.__all__
+"""What ``relaystore`` exports: registered once, in ``relaystore._contract``."""
 
 TEST_SEAMS = ["example_session"]
 """Test kit names (``relaystore.testing``) that no layer of the product may offer."""
 
 
 def test_relaystore_all_is_the_contract() -> None:
+    """``__all__`` is sorted, every name resolves, every name is shown in the contract
+    (``docs/relaystore-api.md``), and every message and error its tables name is one."""
     assert relaystore.__all__ == sorted(relaystore.__all__)
-    assert relaystore.__all__ == CONTRACT_NAMES
     missing = [name for name in CONTRACT_NAMES if not hasattr(relaystore, name)]
     assert missing == []
+    text = CONTRACT_DOC.read_text(encoding="utf-8").replace("```", "\n")
+    spans = re.findall(r"`([^`\n]+)`", text)
+    shown = {word for span in spans for word in re.findall(r"[A-Za-z_]+", span)}
+    assert sorted(set(CONTRACT_NAMES) - shown) == []
+    assert sorted(_contract_table_names() - set(CONTRACT_NAMES)) == []
     assert relaystore.EventStore.__module__ == "relaystore.actors.store"
 
 
@@ -315,20 +244,22 @@ def test_storage_builds_no_event_the_domain_did_not_decide() -> None:
     assert wrong == []
 
 
-def test_the_lazy_exports_name_what_type_checkers_see() -> None:
-    """``relaystore`` imports its names on first use (``_HOMES``); the imports under
-    ``TYPE_CHECKING`` that type checkers read must name the same modules and names."""
-    tree = ast.parse((ROOT / "src" / "relaystore" / "__init__.py").read_text())
-    checked: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for statement in node.body:
-                if isinstance(statement, ast.ImportFrom) and statement.module:
-                    names = checked.setdefault(statement.module, set())
-                    names.update(alias.name for alias in statement.names)
-    homes = {module: set(names) for module, names in vars(relaystore)["_HOMES"].items()}
-    assert checked == homes
-    assert sorted({*itertools.chain(*homes.values()), "__version__"}) == relaystore.__all__
+def test_the_contract_names_are_registered_once() -> None:
+    """``relaystore._contract`` is the one list: one ``Name as Name`` import a name (what
+    type checkers read), nothing else; ``relaystore`` offers exactly those, lazily."""
+    tree = ast.parse((ROOT / "src" / "relaystore" / "_contract.py").read_text())
+    registered: list[str] = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # the docstring
+        assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+        assert all(alias.asname == alias.name for alias in statement.names)
+        registered.extend(alias.name for alias in statement.names)
+    assert len(registered) == len(set(registered))
+    assert sorted({*registered, "__version__"}) == relaystore.__all__
+    init = ast.parse((ROOT / "src" / "relaystore" / "__init__.py").read_text())
+    code = ast.unparse([node for node in init.body if not isinstance(node, ast.Expr)])
+    assert [name for name in registered if re.search(rf"\b{name}\b", code)] == []
     assert "NoSuchName" not in dir(relaystore)
     with pytest.raises(AttributeError, match="NoSuchName"):
         _ = relaystore.NoSuchName  # type: ignore[attr-defined]

@@ -37,8 +37,7 @@ from collections.abc import Callable, Sequence
 
 from ...domain.errors import StoreError
 from . import completion, feed, fleet, journals, keeping, reads, serve
-from .config import COMMANDS as CONFIGURED_COMMANDS
-from .config import configure
+from .config import COMMANDS as CONFIGURED_COMMANDS, configure
 from .options import Parser, file_argument, path
 from .output import fail
 

@@ -89,7 +89,7 @@ def await_session(store: EventStore, db: str, session_id: str, *, wait: bool) ->
 def events_command(args: argparse.Namespace) -> int:
     from ...domain.api_events import ApiEventFilter
     from ...domain.messages import LoadRawApiEvents
-    from ...domain.validation import check_cursor
+    from ...domain.paging import check_cursor
 
     if args.wait and args.session is None:
         raise InvalidInput("--wait waits for a session: give it with --session")

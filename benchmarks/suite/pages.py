@@ -33,7 +33,8 @@ import msgspec
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import TranscriptBody
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
-from relaystore.domain.reads import ListSessions, LoadTranscriptPage, item_text
+from relaystore.domain.reads import ListSessions, LoadTranscriptPage
+from relaystore.domain.transcript_views import item_text
 from relaystore.storage.connection import open_reader
 from relaystore.storage.materialized import decode_transcript_bodies
 from relaystore.storage.reads.transcript import load_transcript_page

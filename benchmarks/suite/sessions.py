@@ -40,8 +40,7 @@ from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.relay import RelayEvent
 from relaystore.testing import JournalBuilder, example_session
 from suite.common import Context, Figure, log
-from suite.memory import _status_kib, _workers_peak_mib
-from suite.memory import measure as fresh
+from suite.memory import _status_kib, _workers_peak_mib, measure as fresh
 
 NAME = "sessions"
 DEFAULT_MAX_PROJECTORS: int = (

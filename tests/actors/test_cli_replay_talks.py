@@ -21,12 +21,12 @@ from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import (
     TIMEOUT,
     LineReader,
+    cli as run_cli,
     frontier,
     ok,
     start,
     summary,
 )
-from tests.actors.cli_support import cli as run_cli
 
 
 def sealed_root(folder: Path, session_id: str, turns: int = 12) -> tuple[Path, JournalBuilder]:

@@ -28,10 +28,10 @@ from relaystore.actors.journal import (
     ProblemKind,
     ReadMode,
     read_journal,
+    reader as reader_module,
     resolve_source,
     verify_sources,
 )
-from relaystore.actors.journal import reader as reader_module
 from relaystore.actors.projector import PAGE_SIZE
 from relaystore.actors.store import EventStore
 from relaystore.domain.chain import MAX_ORDINAL

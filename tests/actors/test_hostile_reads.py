@@ -20,13 +20,13 @@ from typing import Any, get_args
 import httpx
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relaystore import EventStore, InvalidInput
 from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
-from relaystore.domain.reads import LoadTranscriptPage, ReadMessage, TranscriptItemView
+from relaystore.domain.read_replies import TranscriptItemView
+from relaystore.domain.reads import LoadTranscriptPage, ReadMessage
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
 from tests.actors.test_reads import _fill

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings, target
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st, target
 
-from relaystore.actors import core as core_module
-from relaystore.actors import reader as reader_module
+from relaystore.actors import core as core_module, reader as reader_module
 from relaystore.actors.core import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession

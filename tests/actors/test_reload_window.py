@@ -17,8 +17,7 @@ from typing import Any
 import apsw
 import pytest
 
-from relaystore.actors import core as core_module
-from relaystore.actors import reader as reader_module
+from relaystore.actors import core as core_module, reader as reader_module
 from relaystore.actors.store import EventStore
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import MaterializedSession

@@ -9,8 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from relaystore.domain.elicitation import (
     MAX_ELICITATION_BYTES,

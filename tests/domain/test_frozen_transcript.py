@@ -8,8 +8,7 @@ exactly the mutations, feed and session it yields with every item decoded.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from relaystore.domain.materialized import (
     MaterializedSession,

@@ -13,8 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relaystore.domain.errors import ProjectionError, RelayChainError
 from relaystore.domain.materialized import (

@@ -16,8 +16,10 @@ from relaystore.domain.materialized import (
     ToolBody,
     UserBody,
 )
-from relaystore.domain.paging import clamp_page_limit
-from relaystore.domain.paging import transcript_page_cursor as finished_page_cursor
+from relaystore.domain.paging import (
+    clamp_page_limit,
+    transcript_page_cursor as finished_page_cursor,
+)
 from relaystore.domain.session_views import chat_phase_of, lifecycle_of, state_label
 from relaystore.domain.sessions import SessionState
 from relaystore.domain.transcript_views import (

@@ -9,8 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from relaystore.domain.api_events import ApiActivityChanged, ApiActivityDetails, MaterializedTurn
 from relaystore.domain.errors import InvalidInput

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from relaystore.domain.api_events import ApiEvent, ApiEventFilter, ApiSessionFault
 from relaystore.domain.outcomes import OutcomeReason

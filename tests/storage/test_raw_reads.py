@@ -11,8 +11,7 @@ from typing import Any
 import apsw
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import ProjectionError

@@ -11,8 +11,7 @@ sealed.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from relaystore.domain.materialized import (
     UNCHANGED,
