@@ -119,15 +119,9 @@ if TYPE_CHECKING:
         HarnessKind,
         RuntimeReceipt,
     )
-    from relaystore.domain.sessions import (
-        ExecutionPolicy,
-        ManagedCheckoutKind,
-        MountAccess,
-        PublicationState,
-        SessionRecord,
-        SessionState,
-        State,
-    )
+    from relaystore.domain.session_provisioning import ManagedCheckoutKind, MountAccess
+    from relaystore.domain.session_targets import ExecutionPolicy
+    from relaystore.domain.sessions import PublicationState, SessionRecord, SessionState, State
     from relaystore.domain.wire import encode
 
 __all__ = [
@@ -326,15 +320,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "encode_relay_event",
     ),
     "relaystore.domain.runtime": ("HarnessKind", "RuntimeReceipt"),
-    "relaystore.domain.sessions": (
-        "ExecutionPolicy",
-        "ManagedCheckoutKind",
-        "MountAccess",
-        "PublicationState",
-        "SessionRecord",
-        "SessionState",
-        "State",
-    ),
+    "relaystore.domain.session_provisioning": ("ManagedCheckoutKind", "MountAccess"),
+    "relaystore.domain.session_targets": ("ExecutionPolicy",),
+    "relaystore.domain.sessions": ("PublicationState", "SessionRecord", "SessionState", "State"),
     "relaystore.domain.wire": ("encode",),
 }
 """Each module of the contract, and the names ``relaystore`` exports from it."""

@@ -110,13 +110,11 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.session_provisioning import AdditionalMount, ContainerAllocation, MountAccess
+from relaystore.domain.session_targets import LocalPodmanTarget
 from relaystore.domain.sessions import (
     DEFAULT_WORKSPACE_ID,
-    AdditionalMount,
     CheckpointMetadata,
-    ContainerAllocation,
-    LocalPodmanTarget,
-    MountAccess,
     SessionRecord,
     SessionState,
     validate_id,
