@@ -104,7 +104,7 @@ if TYPE_CHECKING:
         Workspace,
         WorkspaceList,
     )
-    from relaystore.domain.relay import (
+    from relaystore.domain.relay_events import (
         RelayEvent,
         RelayLine,
         decode_relay_event,
@@ -312,7 +312,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "Workspace",
         "WorkspaceList",
     ),
-    "relaystore.domain.relay": (
+    "relaystore.domain.relay_events": (
         "RelayEvent",
         "RelayLine",
         "decode_relay_event",
