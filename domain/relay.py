@@ -38,12 +38,10 @@ from .relay_commands import (
     CloseCommand,
     CloseData,
     CompleteCheckpointCommand,
-    ContextHistory,
     ContinueAuthorizedWorkCommand,
     ContinueAuthorizedWorkData,
     DeliverMailboxEventCommand,
     DeliverMailboxEventData,
-    EvidenceMessage,
     GoalAction,
     GoalControlCommand,
     GoalControlData,
@@ -61,7 +59,6 @@ from .relay_commands import (
     RecordNoticeData,
     RelayCommand,
     RelayCommandKind,
-    RelayCursor,
     ReleaseCheckpointCommand,
     RemoveQueuedPromptCommand,
     RemoveQueuedPromptData,
@@ -82,8 +79,6 @@ from .relay_commands import (
     SetSessionModeData,
     SteerCommand,
     SteerData,
-    UserShellResult,
-    UserShellStatus,
 )
 from .relay_events import (
     MAX_RELAY_LINE_BYTES,
@@ -186,6 +181,13 @@ from .relay_outcomes import (
     UserShellCancelledOutcome,
     UserShellOutcome,
     UserShellOutcomeData,
+)
+from .relay_payloads import (
+    ContextHistory,
+    EvidenceMessage,
+    RelayCursor,
+    UserShellResult,
+    UserShellStatus,
 )
 
 __all__ = [

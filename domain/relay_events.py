@@ -23,8 +23,8 @@ import msgspec
 from .errors import InvalidInput, UnknownRelayKind
 from .hashing import RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2, envelope_digest
 from .integers import INT64_MAX
-from .relay_commands import RelayCursor
 from .relay_observations import RelayObservation
+from .relay_payloads import RelayCursor
 from .wire import encode
 
 __all__ = [
