@@ -70,12 +70,12 @@ import apsw
 import apsw.bestpractice
 
 from ..domain.errors import InvalidInput, SchemaMismatch, StoreError
+from .migrations import migrate_schema
 from .schema import (
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
-    migrate_schema,
     not_a_store,
     read_schema_state,
 )
