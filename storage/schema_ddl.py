@@ -10,7 +10,9 @@ the same definitions. It executes nothing and must not: no connection is opened 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from importlib import resources
+from types import MappingProxyType
 
 __all__ = [
     "ACCOUNTING_DDL",
@@ -120,8 +122,10 @@ distinct request (a command run again joins it)."""
 
 
 ACCOUNTING_TABLES = ("session_turn_usage", "session_provider_cost")
-ACCOUNTING_DDL = {
-    "session_turn_usage": """
+"""The usage tables revision 5 rebuilds to outlive their session."""
+ACCOUNTING_DDL: Mapping[str, str] = MappingProxyType(
+    {
+        "session_turn_usage": """
 CREATE TABLE session_turn_usage_next (
     session_id TEXT NOT NULL REFERENCES session_contexts(session_id),
     command_id TEXT NOT NULL,
@@ -138,7 +142,7 @@ DROP TABLE session_turn_usage;
 ALTER TABLE session_turn_usage_next RENAME TO session_turn_usage;
 CREATE INDEX session_turn_usage_order ON session_turn_usage(session_id, completed_ordinal);
 """,
-    "session_provider_cost": """
+        "session_provider_cost": """
 CREATE TABLE session_provider_cost_next (
     session_id TEXT PRIMARY KEY REFERENCES session_contexts(session_id),
     body TEXT NOT NULL
@@ -148,7 +152,9 @@ SELECT session_id, body FROM session_provider_cost;
 DROP TABLE session_provider_cost;
 ALTER TABLE session_provider_cost_next RENAME TO session_provider_cost;
 """,
-}
+    }
+)
+"""Each usage table's rebuild: a copy referencing ``session_contexts``, rows kept."""
 TRANSCRIPT_SEQ_INDEX_DDL = """
 CREATE INDEX IF NOT EXISTS materialized_transcript_seq ON materialized_transcript_items(
     session_id, COALESCE(latest_content_event_ordinal, position), stable_id);
