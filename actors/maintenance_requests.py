@@ -71,13 +71,9 @@ from ..domain.maintenance import (
     encode_request,
     request_kind,
 )
-from ..storage.connection import (
-    LockHolder,
-    open_requester,
-    process_alive,
-    read_lock_holder,
-)
+from ..storage.connection import open_requester
 from ..storage.requests import load_request, submit_request, withdraw_request
+from ..storage.write_lock import LockHolder, process_alive, read_lock_holder
 from .internal import (
     ClaimRequest,
     FinishRequest,

@@ -3,8 +3,9 @@
 Each command is a variant Struct tagged on ``type`` (``{"type": .., "data": {..}}``),
 with its kind (:meth:`kind`), the oldest protocol that accepts it
 (:meth:`minimum_protocol`) and whether it waits in the durable queue
-(:meth:`is_queue_entry`), as the origin's relay protocol 36 has them. Also here: the
-cursor, shell results, mailbox events and assessment context the commands carry.
+(:meth:`is_queue_entry`), as the origin's relay protocol 36 has them. The values they
+carry (cursor, shell results, assessment context) are :mod:`.relay_payloads`'s; mailbox
+events are :mod:`.mailbox`'s. Pure wire types: it must not decide what a command does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import msgspec
 from .integers import Int64, UInt64
 from .mailbox import MailboxEvent
 from .protocol import RELAY_PROTOCOL_VERSION
+from .relay_payloads import ContextHistory, RelayCursor
 from .wire import JSON, Variant, Wire, emitted
 
 __all__ = [
@@ -37,12 +39,10 @@ __all__ = [
     "CloseCommand",
     "CloseData",
     "CompleteCheckpointCommand",
-    "ContextHistory",
     "ContinueAuthorizedWorkCommand",
     "ContinueAuthorizedWorkData",
     "DeliverMailboxEventCommand",
     "DeliverMailboxEventData",
-    "EvidenceMessage",
     "GoalAction",
     "GoalControlCommand",
     "GoalControlData",
@@ -60,7 +60,6 @@ __all__ = [
     "RecordNoticeData",
     "RelayCommand",
     "RelayCommandKind",
-    "RelayCursor",
     "ReleaseCheckpointCommand",
     "RemoveQueuedPromptCommand",
     "RemoveQueuedPromptData",
@@ -81,67 +80,7 @@ __all__ = [
     "SetSessionModeData",
     "SteerCommand",
     "SteerData",
-    "UserShellResult",
-    "UserShellStatus",
 ]
-
-
-# -- cursor and shell results ---------------------------------------------------------
-
-
-class RelayCursor(Wire, kw_only=True, forbid_unknown_fields=True):
-    """A position in a relay journal: an ordinal and the digest of the event there."""
-
-    ordinal: UInt64
-    digest: str
-
-
-class UserShellStatus(enum.Enum):
-    EXITED = "exited"
-    SIGNALED = "signaled"
-    TIMED_OUT = "timed_out"
-    CANCELLED = "cancelled"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-
-
-class UserShellResult(Wire, kw_only=True, forbid_unknown_fields=True):
-    """What a user shell command produced and how it ended."""
-
-    command: str
-    stdout: str
-    stderr: str
-    stdout_truncated: bool = emitted(False)
-    stderr_truncated: bool = emitted(False)
-    exit_code: Int64 | None = None
-    signal: str | None = None
-    duration_ms: Int64
-    status: UserShellStatus
-    error: str | None = None
-
-
-# -- mailbox events and assessment context ---------------------------------------------
-
-
-class EvidenceMessage(Wire, kw_only=True, forbid_unknown_fields=True):
-    """One message of a retained authorization history (``role`` is free text)."""
-
-    id: str
-    role: str
-    text: str
-
-
-class ContextHistory(Wire, kw_only=True):
-    """The retained authorization history a controller seeds a worker with.
-
-    Every field is always written; the origin takes unknown fields and drops them.
-    """
-
-    messages: list[EvidenceMessage]
-    authorization_complete: bool
-    assistant_history_omitted: bool
-    open_assistant_id: str | None = emitted(None)
-    final_reply_omitted: bool = emitted(False)
 
 
 # -- commands -------------------------------------------------------------------------

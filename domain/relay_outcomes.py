@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .outcomes import TokenUsage, TurnDiagnostic
-from .relay_commands import UserShellResult
+from .relay_payloads import UserShellResult
 from .wire import Variant, Wire
 
 __all__ = [

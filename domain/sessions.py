@@ -24,13 +24,18 @@ Decisions where the origin is not fully readable here:
   ``access`` one of ``ro``/``cow``/``rw``, always written. A legacy ``read_only`` key is
   accepted when reading (``true`` is ``ro``, ``false`` is ``cow``), as the origin's design
   note describes.
+
+The record's parts live beside it: :mod:`.session_provisioning` (checkout, resources,
+mounts, build cache), :mod:`.session_targets` (where the worker runs) and
+:mod:`.session_checks` (the path and timestamp rules). This module owns the record, its
+lifecycle state, checkpoint, publication and sub-agent policy. Pure: no I/O; it must not
+read or write a store.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-from typing import Annotated, TypeAlias
+from typing import TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -39,101 +44,36 @@ from .digests import is_relay_digest
 from .errors import InvalidInput
 from .ids import validate_id
 from .runtime import HarnessKind
-from .text_formats import is_rfc3339_date_time
+from .session_checks import U64, has_parent, is_absolute, quoted, validate_timestamp
+from .session_provisioning import (
+    AdditionalMount,
+    ManagedWorktree,
+    SessionBuildCache,
+    SessionResourceAllocation,
+    validate_allocation,
+    validate_mounts,
+)
+from .session_targets import TargetLocator, TargetRuntimeSettings, validate_target
 from .wire import JSON, Wire, emitted
 
 __all__ = [
     "DEFAULT_WORKSPACE_ID",
-    "AdditionalMount",
     "AllModelsSubagents",
-    "AppleContainerTarget",
-    "AwsConnection",
-    "AwsEc2Allocation",
-    "AwsEc2Target",
     "CheckpointMetadata",
-    "ContainerAllocation",
-    "ContainerLayerStorage",
-    "ExecutionPolicy",
-    "HostPathStorage",
-    "LocalBareTarget",
-    "LocalConnection",
-    "LocalDockerTarget",
-    "LocalPodmanTarget",
-    "LocalWorktreeTarget",
-    "ManagedCheckoutKind",
-    "ManagedWorktree",
-    "ManagedWorktreeTarget",
-    "MountAccess",
     "NativeSubagents",
     "NoSubagents",
-    "PodmanWorkspaceLocator",
     "PublicationAssessment",
     "PublicationState",
-    "SessionBuildCache",
     "SessionRecord",
-    "SessionResourceAllocation",
     "SessionState",
     "SingleModelSubagents",
-    "SshBareTarget",
-    "SshConnection",
-    "SshDockerTarget",
-    "SshPodmanTarget",
-    "SshWorktreeTarget",
     "State",
     "SubagentPolicy",
-    "TargetConnection",
-    "TargetLocator",
-    "TargetRuntimeSettings",
-    "VolumeStorage",
     "validate_id",
-    "validate_timestamp",
 ]
 
 DEFAULT_WORKSPACE_ID = "default"
 """The workspace a record belongs to when it names none (wire constant)."""
-
-U64 = Annotated[int, msgspec.Meta(ge=0)]
-"""A Rust ``u64``: decoding refuses negatives (msgspec cannot bound an int above int64, so
-values past 2**64-1 are not refused; the origin never writes them)."""
-
-
-def _quoted(value: str) -> str:
-    """``value`` quoted the way the origin's ``{:?}`` shows a string in a message."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _is_absolute(path: str) -> bool:
-    return path.startswith("/")
-
-
-def _has_parent(path: str) -> bool:
-    return ".." in path.split("/")
-
-
-def _components(path: str) -> tuple[str, ...]:
-    """Rust's ``Path::components`` of a Unix path, so paths compare as the origin compares them.
-
-    A root is ``"/"`` (however many slashes), empty and interior ``.`` parts vanish, and a
-    leading ``.`` of a relative path stays. ``"/mnt//c/"`` and ``"/mnt/c"`` are equal.
-    """
-    raw = path.split("/")
-    parts = tuple(part for part in raw if part and part != ".")
-    if path.startswith("/"):
-        return ("/", *parts)
-    if raw[0] == ".":
-        return (".", *parts)
-    return parts
-
-
-def _path(components: tuple[str, ...]) -> str:
-    if components[:1] == ("/",):
-        return "/" + "/".join(components[1:])
-    return "/".join(components)
-
-
-def _ends_with(path: str, name: str) -> bool:
-    parts = _components(path)
-    return bool(parts) and parts[-1] == name
 
 
 # --- SessionState --------------------------------------------------------------------------
@@ -217,391 +157,13 @@ class CheckpointMetadata(Wire, kw_only=True, forbid_unknown_fields=True):
             raise InvalidInput("checkpoint archive path is empty; record where the archive lives")
         if not is_relay_digest(self.sha256):
             raise InvalidInput(
-                f"checkpoint SHA-256 must be 64 lowercase hexadecimal characters, not {_quoted(self.sha256)}"
+                f"checkpoint SHA-256 must be 64 lowercase hexadecimal characters, not {quoted(self.sha256)}"
             )
         if not self.created_at.strip():
             raise InvalidInput(
                 "checkpoint timestamp (created_at) is empty; record when it was made"
             )
         validate_timestamp("checkpoint.created_at", self.created_at)
-
-
-def validate_timestamp(name: str, value: str) -> None:
-    """Raise :class:`InvalidInput` naming ``name`` unless ``value`` is an RFC 3339
-    date-time (the origin writes chrono's ``to_rfc3339``, for example
-    ``2026-08-12T00:00:00.123456789+00:00``): every timestamp of a record or message."""
-    if not is_rfc3339_date_time(value):
-        raise InvalidInput(
-            f"timestamp ({name}) {_quoted(value)} is not an RFC 3339 date-time; "
-            "write one such as 2026-08-12T00:00:00Z"
-        )
-
-
-# --- managed worktree ----------------------------------------------------------------------
-
-
-class ManagedCheckoutKind(enum.Enum):
-    """How a session owns its checkout: a linked worktree (old records) or a clone."""
-
-    WORKTREE = "worktree"
-    CLONE = "clone"
-
-
-class LocalWorktreeTarget(Wire, kw_only=True, tag_field="kind", tag="local"):
-    """The managed checkout lives on this machine."""
-
-
-class SshWorktreeTarget(Wire, kw_only=True, tag_field="kind", tag="ssh"):
-    """The managed checkout lives on an SSH destination."""
-
-    destination: str
-    ssh_args: list[str] = msgspec.field(default_factory=list)
-
-
-ManagedWorktreeTarget: TypeAlias = LocalWorktreeTarget | SshWorktreeTarget
-
-
-class ManagedWorktree(Wire, kw_only=True, forbid_unknown_fields=True):
-    """A Git checkout created and owned by the store's client for one session.
-
-    ``kind`` is written only when it is ``clone``.
-    """
-
-    kind: ManagedCheckoutKind = ManagedCheckoutKind.WORKTREE
-    source_project_directory: str
-    source_repository: str
-    worktree_root: str
-    branch: str
-    target: ManagedWorktreeTarget
-    base_commit: str | None = None
-
-    def validate(self, session_id: str, project_directory: str | None) -> None:
-        """Raise :class:`InvalidInput` unless the checkout is the session-owned one."""
-        for label, path in (
-            ("source project directory", self.source_project_directory),
-            ("source repository", self.source_repository),
-            ("worktree root", self.worktree_root),
-        ):
-            if not _is_absolute(path) or _has_parent(path):
-                raise InvalidInput(
-                    f"managed worktree {label} must be an absolute safe path, not {_quoted(path)}"
-                )
-        source = _components(self.source_project_directory)
-        repository = _components(self.source_repository)
-        if source[: len(repository)] != repository:
-            raise InvalidInput(
-                "managed worktree source directory is outside its repository; "
-                "source_project_directory must lie under source_repository"
-            )
-        folder = "worktrees" if self.kind is ManagedCheckoutKind.WORKTREE else "clones"
-        expected_root = (*repository, ".mj", folder, session_id)
-        if _components(self.worktree_root) != expected_root:
-            raise InvalidInput(
-                f"managed worktree root does not match the session-owned path {_quoted(_path(expected_root))}"
-            )
-        if self.kind is ManagedCheckoutKind.WORKTREE and self.branch != f"mj/{session_id}":
-            raise InvalidInput(
-                f"managed worktree branch does not match the session id; expected {_quoted('mj/' + session_id)}"
-            )
-        if self.kind is ManagedCheckoutKind.CLONE and not self.branch.strip():
-            raise InvalidInput("managed clone has no starting branch")
-        expected_project = (*_components(self.worktree_root), *source[len(repository) :])
-        if project_directory is None or _components(project_directory) != expected_project:
-            raise InvalidInput(
-                "session project directory does not match its managed worktree; "
-                f"expected {_quoted(_path(expected_project))}"
-            )
-        if isinstance(self.target, SshWorktreeTarget) and not self.target.destination.strip():
-            raise InvalidInput("managed SSH worktree has an empty destination")
-
-
-# --- resources, mounts, build cache --------------------------------------------------------
-
-
-class ContainerAllocation(Wire, kw_only=True, tag_field="kind", tag="container"):
-    """CPU and memory granted to a container session."""
-
-    cpus: U64
-    memory_bytes: U64
-
-
-class AwsEc2Allocation(Wire, kw_only=True, tag_field="kind", tag="aws-ec2"):
-    """The EC2 instance type granted to a session, with its CPU and memory."""
-
-    instance_type: str
-    vcpus: U64
-    memory_bytes: U64
-
-
-SessionResourceAllocation: TypeAlias = ContainerAllocation | AwsEc2Allocation
-
-
-def _validate_allocation(allocation: SessionResourceAllocation) -> None:
-    if isinstance(allocation, ContainerAllocation):
-        if allocation.cpus == 0 or allocation.memory_bytes == 0:
-            raise InvalidInput(
-                "container resource allocation must have non-zero CPU and memory "
-                f"(cpus={allocation.cpus}, memory_bytes={allocation.memory_bytes})"
-            )
-    elif (
-        not allocation.instance_type.strip()
-        or allocation.vcpus == 0
-        or allocation.memory_bytes == 0
-    ):
-        raise InvalidInput(
-            "EC2 resource allocation must have an instance type, CPU, and memory "
-            f"(instance_type={_quoted(allocation.instance_type)}, vcpus={allocation.vcpus}, "
-            f"memory_bytes={allocation.memory_bytes})"
-        )
-
-
-class MountAccess(enum.Enum):
-    """How an additional mount is attached: read-only, copy-on-write overlay, read-write."""
-
-    RO = "ro"
-    COW = "cow"
-    RW = "rw"
-
-
-class AdditionalMount(Wire, kw_only=True, forbid_unknown_fields=True):
-    """A host directory made available to one session at ``destination``.
-
-    ``access`` is always written. The legacy key ``read_only`` is read, never written:
-    alone it decides the access (``true`` is ``ro``, ``false`` is ``cow``); next to an
-    ``access`` it must agree with it.
-    """
-
-    source: str
-    destination: str
-    access: MountAccess = emitted(MountAccess.COW)
-    legacy_read_only: bool | UnsetType = msgspec.field(default=UNSET, name="read_only")
-    """Read-only input for the legacy key; always ``UNSET`` once constructed."""
-
-    def __post_init__(self) -> None:
-        legacy = self.legacy_read_only
-        if legacy is UNSET:
-            return
-        self.legacy_read_only = UNSET
-        implied = MountAccess.RO if legacy else MountAccess.COW
-        if self.access is MountAccess.COW:
-            self.access = implied
-        elif self.access is not implied:
-            raise ValueError(
-                f"mount access {self.access.value!r} contradicts legacy read_only={str(legacy).lower()}"
-            )
-
-
-def _validate_mounts(mounts: list[AdditionalMount]) -> None:
-    destinations: set[tuple[str, ...]] = set()
-    for mount in mounts:
-        if not _is_absolute(mount.source):
-            raise InvalidInput(
-                f"additional mount source must be an absolute directory path, not {_quoted(mount.source)}"
-            )
-        if not _is_absolute(mount.destination) or _has_parent(mount.destination):
-            raise InvalidInput(
-                "additional mount destination must be a safe absolute container path, "
-                f"not {_quoted(mount.destination)}"
-            )
-        destination = _components(mount.destination)
-        if destination in destinations:
-            raise InvalidInput(
-                f"additional mount destination {_quoted(mount.destination)} is configured more than once"
-            )
-        destinations.add(destination)
-
-
-class SessionBuildCache(Wire, kw_only=True, forbid_unknown_fields=True):
-    """The build cache a container session was provisioned with (decided once)."""
-
-    host: str
-    directory: str
-    max_size: str | None = None
-    target_root: str | None = None
-
-
-# --- target locator ------------------------------------------------------------------------
-
-
-class ContainerLayerStorage(Wire, kw_only=True, tag_field="kind", tag="container-layer"):
-    """The Podman workspace lives in the container's own layer (the default)."""
-
-
-class VolumeStorage(Wire, kw_only=True, tag_field="kind", tag="volume"):
-    """The Podman workspace lives in a named volume."""
-
-    name: str
-
-
-class HostPathStorage(Wire, kw_only=True, tag_field="kind", tag="host-path"):
-    """The Podman workspace lives in a host directory, prepared by a helper command."""
-
-    path: str
-    helper: list[str]
-    resource: str
-
-
-PodmanWorkspaceLocator: TypeAlias = ContainerLayerStorage | VolumeStorage | HostPathStorage
-
-
-class LocalBareTarget(Wire, kw_only=True, tag_field="kind", tag="local-bare"):
-    """A worker on this machine, without a container."""
-
-    worker_root: str
-
-
-class LocalPodmanTarget(Wire, kw_only=True, tag_field="kind", tag="local-podman"):
-    """A local Podman container; ``borrowed_from`` names the owner when it is borrowed."""
-
-    container_id: str
-    workspace_storage: PodmanWorkspaceLocator = msgspec.field(default_factory=ContainerLayerStorage)
-    borrowed_from: str | None = None
-
-
-class LocalDockerTarget(Wire, kw_only=True, tag_field="kind", tag="local-docker"):
-    """A local Docker container."""
-
-    container_id: str
-    borrowed_from: str | None = None
-
-
-class AppleContainerTarget(Wire, kw_only=True, tag_field="kind", tag="apple-container"):
-    """An Apple container."""
-
-    container_id: str
-    borrowed_from: str | None = None
-
-
-class AwsEc2Target(Wire, kw_only=True, tag_field="kind", tag="aws-ec2"):
-    """An EC2 instance."""
-
-    instance_id: str
-    address: str | None = None
-
-
-class SshBareTarget(Wire, kw_only=True, tag_field="kind", tag="ssh-bare"):
-    """A worker on an SSH host, without a container."""
-
-    host: str
-    workspace: str
-    worker_id: str | None = None
-
-
-class SshPodmanTarget(Wire, kw_only=True, tag_field="kind", tag="ssh-podman"):
-    """A Podman container on an SSH host."""
-
-    host: str
-    container_id: str
-    workspace_storage: PodmanWorkspaceLocator = msgspec.field(default_factory=ContainerLayerStorage)
-    borrowed_from: str | None = None
-
-
-class SshDockerTarget(Wire, kw_only=True, tag_field="kind", tag="ssh-docker"):
-    """A Docker container on an SSH host."""
-
-    host: str
-    container_id: str
-    borrowed_from: str | None = None
-
-
-TargetLocator: TypeAlias = (
-    LocalBareTarget
-    | LocalPodmanTarget
-    | LocalDockerTarget
-    | AppleContainerTarget
-    | AwsEc2Target
-    | SshBareTarget
-    | SshPodmanTarget
-    | SshDockerTarget
-)
-
-_CONTAINER_TARGETS = (
-    LocalPodmanTarget,
-    LocalDockerTarget,
-    AppleContainerTarget,
-    SshPodmanTarget,
-    SshDockerTarget,
-)
-
-
-def _validate_target(target: TargetLocator, session_id: str) -> None:
-    if isinstance(target, LocalBareTarget):
-        root = target.worker_root
-        if not _is_absolute(root) or _has_parent(root) or not _ends_with(root, session_id):
-            raise InvalidInput(
-                "local bare worker root must be an absolute safe path ending in the session id, "
-                f"not {_quoted(root)}"
-            )
-        return
-    if isinstance(target, _CONTAINER_TARGETS) and not target.container_id.strip():
-        raise InvalidInput("target locator has an empty container id")
-    if isinstance(target, AwsEc2Target) and not target.instance_id.strip():
-        raise InvalidInput("target locator has an empty AWS instance id")
-    if isinstance(target, SshBareTarget):
-        if not target.host.strip():
-            raise InvalidInput("bare SSH target locator has an empty host")
-        workspace = target.workspace
-        if not workspace or _has_parent(workspace) or not _ends_with(workspace, session_id):
-            raise InvalidInput(
-                "bare SSH target locator must be a safe path ending in the session id, "
-                f"not {_quoted(workspace)}"
-            )
-    if isinstance(target, SshPodmanTarget) and not target.host.strip():
-        raise InvalidInput("SSH Podman target locator has an empty host")
-    if isinstance(target, SshDockerTarget) and not target.host.strip():
-        raise InvalidInput("SSH Docker target locator has an empty host")
-
-
-# --- target runtime settings ---------------------------------------------------------------
-
-
-class ExecutionPolicy(enum.Enum):
-    """The target-level execution policy applied whatever the harness."""
-
-    CONFIGURED_APPROVALS = "configured_approvals"
-    UNCONSTRAINED = "unconstrained"
-
-
-SshConnection: TypeAlias = JSON
-"""The origin's ``config::SshConnection``, carried as opaque JSON (shape not read here)."""
-
-
-class LocalConnection(Wire, kw_only=True, tag_field="kind", tag="local"):
-    """The target is reached locally."""
-
-
-class SshTargetConnection(Wire, kw_only=True, tag_field="kind", tag="ssh"):
-    """The target is reached over SSH; ``ssh`` is an opaque :data:`SshConnection`."""
-
-    ssh: SshConnection
-
-
-class AwsConnection(Wire, kw_only=True, tag_field="kind", tag="aws"):
-    """The target is an AWS instance reached over SSH."""
-
-    profile: str
-    region: str
-    ssh_user: str
-    identity_file: str | None = emitted(None)
-    ssh_args: list[str]
-
-
-TargetConnection: TypeAlias = LocalConnection | SshTargetConnection | AwsConnection
-
-
-class TargetRuntimeSettings(Wire, kw_only=True):
-    """Connection and worker settings captured when the session's target was selected.
-
-    ``environment`` is a sorted map on the wire (a Rust ``BTreeMap``); it is kept sorted.
-    """
-
-    kind: str
-    connection: TargetConnection
-    execution_policy: ExecutionPolicy
-    environment: dict[str, str]
-
-    def __post_init__(self) -> None:
-        self.environment = dict(sorted(self.environment.items()))
 
 
 # --- publication and sub-agents ------------------------------------------------------------
@@ -666,8 +228,6 @@ def _policy(value: SubagentPolicy | bool | None) -> SubagentPolicy | None:
         return NativeSubagents()
     return value
 
-
-# --- ids -----------------------------------------------------------------------------------
 
 # --- the record ----------------------------------------------------------------------------
 
@@ -781,23 +341,23 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
     def _validate_fields(self, map_key: str | None) -> None:
         if map_key is not None and map_key != self.id:
             raise InvalidInput(
-                f"session map key {_quoted(map_key)} does not match record id {_quoted(self.id)}"
+                f"session map key {quoted(map_key)} does not match record id {quoted(self.id)}"
             )
         validate_id("workspace", self.workspace_id)
         validate_id("profile", self.last_profile)
         validate_id("bundle", self.bundle_id)
         directory = self.project_directory
-        if directory is not None and (not _is_absolute(directory) or _has_parent(directory)):
+        if directory is not None and (not is_absolute(directory) or has_parent(directory)):
             raise InvalidInput(
-                f"unsafe project directory {_quoted(directory)}; "
+                f"unsafe project directory {quoted(directory)}; "
                 "project_directory must be absolute and free of '..'"
             )
         if self.managed_worktree is not None:
             self.managed_worktree.validate(self.id, self.project_directory)
         validate_id("target template", self.target_template_id)
         if self.resource_allocation is not None:
-            _validate_allocation(self.resource_allocation)
-        _validate_mounts(self.additional_mounts)
+            validate_allocation(self.resource_allocation)
+        validate_mounts(self.additional_mounts)
         if not self.title.strip():
             raise InvalidInput("empty title; give the session a non-blank title")
         for name, value in (
@@ -815,7 +375,7 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
         if self.publication is not None:
             validate_timestamp("publication.checked_at", self.publication.checked_at)
         if self.target is not None:
-            _validate_target(self.target, self.id)
+            validate_target(self.target, self.id)
         if self.checkpoint is not None:
             self.checkpoint.validate()
 

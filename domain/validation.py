@@ -41,7 +41,8 @@ from .relay import (
     encode_relay_event,
     line_too_long,
 )
-from .sessions import validate_id, validate_timestamp
+from .session_checks import validate_timestamp
+from .sessions import validate_id
 
 __all__ = ["validate_message"]
 

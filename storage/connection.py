@@ -8,7 +8,7 @@ Guarantees:
   process that holds it. The lock is an ``flock`` on the sidecar file ``<path>.lock``
   (kept on disk), released by :meth:`WriterConnection.close` or when the process ends.
   The holder writes one JSON line there, ``{"pid": N, "requests": false}``
-  (:func:`read_lock_holder`); ``requests`` turns true once its store takes maintenance
+  (:func:`~relaystore.storage.write_lock.read_lock_holder`); ``requests`` turns true once its store takes maintenance
   requests (:meth:`WriterConnection.take_requests`). Only the ``flock`` decides who
   holds the store: the line only names the holder.
 * :func:`open_requester` opens a connection that writes nothing but maintenance
@@ -49,36 +49,38 @@ with a ``StoreError`` naming the fix (copy the store with its ``-wal`` somewhere
 
 Each connection is configured with ``apsw.bestpractice.connection_*`` functions; no
 global hook is installed.
+
+The lock file itself (taking, releasing, naming its holder) is :mod:`.write_lock`'s; the
+schema a connection checks and migrates is :mod:`.schema`'s. This module opens and closes
+connections and must not read or write the store's rows.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import logging
 import os
 import time
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Self
 
 import apsw
 import apsw.bestpractice
 
-from ..domain.errors import InvalidInput, SchemaMismatch, StoreError, StoreLocked
+from ..domain.errors import InvalidInput, SchemaMismatch, StoreError
+from .migrations import migrate_schema
 from .schema import (
     SCHEMA_VERSION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
-    migrate_schema,
     not_a_store,
     read_schema_state,
 )
 from .transaction import store_error, transaction
+from .write_lock import acquire_write_lock, release_write_lock, stamp_holder
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -87,13 +89,9 @@ __all__ = [
     "ReadMode",
     "Synchronous",
     "WriterConnection",
-    "LockHolder",
     "choose_read_mode",
-    "lock_path",
     "open_reader",
     "open_requester",
-    "process_alive",
-    "read_lock_holder",
     "open_writer",
     "recognise_store",
 ]
@@ -117,81 +115,6 @@ ReadMode = Literal["shared", "immutable"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_BYTES = 100
-
-
-def lock_path(path: str | os.PathLike[str]) -> str:
-    """The sidecar file whose ``flock`` marks the store as open for writing."""
-    return os.path.abspath(os.fspath(path)) + ".lock"
-
-
-@dataclass(frozen=True, slots=True)
-class LockHolder:
-    """The process the store's lock file names: its ``pid``, its name (``/proc``'s
-    ``comm``, when readable) and whether its store takes maintenance requests."""
-
-    pid: int
-    takes_requests: bool
-    name: str | None = None
-
-    def alive(self) -> bool:
-        """Whether the process still runs (see :func:`process_alive`)."""
-        return process_alive(self.pid)
-
-    def describe(self) -> str:
-        """``process 1234 (python3)``."""
-        return f"process {self.pid}" + (f" ({self.name})" if self.name else "")
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this host (where a store's lock and its WAL
-    index live, so every process that uses the store is here)."""
-    if pid <= 0:  # 0 and below name process groups, not a process
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    except (OverflowError, ValueError):
-        return False
-    return True
-
-
-_LOCK_LINE_BYTES = 256
-"""The most of the lock file :func:`read_lock_holder` reads."""
-
-
-def read_lock_holder(path: str | os.PathLike[str]) -> LockHolder | None:
-    """The process the store's lock file names (None: none named, or unreadable).
-
-    The name may be stale (a holder that died leaves it); :meth:`LockHolder.alive`
-    says whether that process still runs."""
-    try:
-        with open(lock_path(path), "rb") as file:
-            text = file.read(_LOCK_LINE_BYTES)
-        stamp = json.loads(text)
-        pid, requests = stamp["pid"], stamp.get("requests", False)
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    if type(pid) is not int or pid <= 0 or type(requests) is not bool:
-        return None
-    try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as file:
-            name: str | None = file.read(64).strip() or None
-    except OSError:
-        name = None
-    return LockHolder(pid=pid, takes_requests=requests, name=name)
-
-
-def _stamp_holder(fd: int, *, requests: bool) -> None:
-    """Name this process in the lock file it holds (see the module notes)."""
-    line = json.dumps({"pid": os.getpid(), "requests": requests}).encode() + b"\n"
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, line, 0)
-    except OSError as exc:  # only the flock matters: a holder left unnamed is no fault
-        logger.warning("cannot name the writer in its lock file: %s", exc)
 
 
 class WriterConnection:
@@ -218,7 +141,7 @@ class WriterConnection:
     def take_requests(self) -> None:
         """Say in the lock file that this writer's store takes maintenance requests."""
         if self._lock_fd is not None:
-            _stamp_holder(self._lock_fd, requests=True)
+            stamp_holder(self._lock_fd, requests=True)
 
     def check_schema(self) -> int:
         """Re-check the schema before a message, without writing (see ``check_writer_schema``).
@@ -264,7 +187,7 @@ class WriterConnection:
         except apsw.Error as exc:
             raise store_error(exc, "close the writer connection", None) from exc
         finally:
-            _release(fd)
+            release_write_lock(fd)
 
     def __enter__(self) -> Self:
         return self
@@ -302,7 +225,7 @@ def open_writer(
         os.makedirs(os.path.dirname(where), mode=0o700, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create the store's directory: {exc}", path=where) from exc
-    fd = _acquire(where)
+    fd = acquire_write_lock(where)
     connection: apsw.Connection | None = None
     try:
         _create_private(where)
@@ -325,7 +248,7 @@ def open_writer(
     except BaseException as exc:
         if connection is not None:
             connection.close()
-        _release(fd)
+        release_write_lock(fd)
         if isinstance(exc, apsw.Error):
             raise store_error(exc, "open the store for writing", None).located(path=where) from exc
         raise
@@ -537,38 +460,6 @@ def _configure(connection: apsw.Connection) -> None:
     apsw.bestpractice.connection_busy_timeout(connection, BUSY_TIMEOUT_MS)
     apsw.bestpractice.connection_enable_foreign_keys(connection)
     apsw.bestpractice.connection_dqs(connection)
-
-
-def _acquire(path: str) -> int:
-    lock = lock_path(path)
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise StoreError(f"cannot create the write lock file {lock}: {exc}", path=path) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        os.close(fd)
-        holder = read_lock_holder(path)
-        by = "by this or another process" if holder is None else f"by {holder.describe()}"
-        raise StoreLocked(
-            f"the store is already open for writing ({by}); "
-            f"close that writer first, or open this one read-only (lock file {lock})",
-            holder_pid=None if holder is None else holder.pid,
-            path=path,
-        ) from exc
-    except OSError as exc:
-        os.close(fd)
-        raise StoreError(f"cannot lock {lock}: {exc}", path=path) from exc
-    _stamp_holder(fd, requests=False)
-    return fd
-
-
-def _release(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _create_private(path: str) -> None:

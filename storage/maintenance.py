@@ -29,10 +29,10 @@ import apsw
 
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.reports import BackupReport, VacuumReport
-from .connection import lock_path
 from .paging import load_latest_seq
 from .schema import ensure_supported, read_schema_state
 from .transaction import store_error
+from .write_lock import lock_path
 
 __all__ = ["backup_store", "vacuum_store"]
 

@@ -7,6 +7,7 @@ RFC 3339 date-times.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ import msgspec
 import pytest
 
 import relaystore
+import relaystore.domain.session_provisioning
+import relaystore.domain.session_targets
+import relaystore.domain.sessions
 from relaystore import (
     EventStore,
     HarnessKind,
@@ -27,12 +31,8 @@ from relaystore import (
     SessionRecord,
     SessionState,
 )
-from relaystore.domain.sessions import (
-    AdditionalMount,
-    CheckpointMetadata,
-    MountAccess,
-    PublicationAssessment,
-)
+from relaystore.domain.session_provisioning import AdditionalMount, MountAccess
+from relaystore.domain.sessions import CheckpointMetadata, PublicationAssessment
 from relaystore.testing import example_session
 
 
@@ -62,8 +62,13 @@ def by_hand(**changes: Any) -> SessionRecord:
 def test_every_enum_a_record_needs_is_exported() -> None:
     enums = {
         name: value
-        for name, value in vars(relaystore.domain.sessions).items()
-        if isinstance(value, type) and issubclass(value, relaystore.domain.sessions.enum.Enum)
+        for module in (
+            relaystore.domain.sessions,
+            relaystore.domain.session_provisioning,
+            relaystore.domain.session_targets,
+        )
+        for name, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, enum.Enum)
     }
     enums["HarnessKind"] = HarnessKind
     missing = [name for name, kind in enums.items() if getattr(relaystore, name, None) is not kind]

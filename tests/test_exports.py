@@ -221,7 +221,7 @@ def test_domain_does_no_io() -> None:
 
 _STORAGE_MAY_BUILD_EVENTS = {
     "events.py": "it wraps the rows it reads",
-    "schema.py": "migrations rewrite old bodies",
+    "migrations.py": "migrations rewrite old bodies",
 }
 
 

@@ -7,6 +7,7 @@
 * :mod:`.verify` checks sources without a store (:func:`verify_sources`).
 """
 
+from ...domain.worker_root import ACTIVE_JOURNAL_NAME, JOURNAL_DIR_NAME, RELAY_STATE_NAME
 from .lines import MAX_BLANK_BYTES, MAX_BLANK_LINES, MAX_DRAIN_BYTES
 from .reader import (
     JournalProblem,
@@ -17,15 +18,7 @@ from .reader import (
     TornTail,
     read_journal,
 )
-from .sources import (
-    ACTIVE_JOURNAL_NAME,
-    JOURNAL_DIR_NAME,
-    RELAY_STATE_NAME,
-    JournalFile,
-    JournalSource,
-    gather_sources,
-    resolve_source,
-)
+from .sources import JournalFile, JournalSource, gather_sources, resolve_source
 from .verify import VerifyReport, verify_sources
 
 __all__ = [

@@ -12,55 +12,40 @@ naming the path: a missing path, a folder holding no journal, an impossible segm
 name, an unreadable folder or file (every ``OSError``), and a file whose blank lines
 pass :data:`MAX_BLANK_LINES` before its first record.
 
-The line splitter the reader streams with is :mod:`relaystore.actors.journal.lines`.
+The names of a worker root's files are :mod:`relaystore.domain.worker_root`'s; a file's
+ordinal range comes from :mod:`.ranges`; the line splitter the reader streams with is
+:mod:`relaystore.actors.journal.lines`. Resolving only finds and sizes files: it must not
+read events or judge the chain (:mod:`.reader` does).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
 from ...domain.errors import InvalidInput
-from ...domain.relay import MAX_RELAY_LINE_BYTES
 from ...domain.seed import RelaySeed, decode_relay_seed
 from ...domain.wire import decode_json
-from .lines import BlankBudget, lines, open_journal_file
+from ...domain.worker_root import (
+    ACTIVE_JOURNAL_NAME,
+    JOURNAL_DIR_NAME,
+    RELAY_STATE_NAME,
+    SEED_NAME,
+    SEGMENT_NAME,
+)
+from .ranges import first_ordinal, scan_range, segment_range
 
 __all__ = [
-    "ACTIVE_JOURNAL_NAME",
-    "JOURNAL_DIR_NAME",
-    "RELAY_STATE_NAME",
-    "SEED_NAME",
     "JournalFile",
     "JournalSource",
     "gather_sources",
     "resolve_source",
     "worker_roots",
 ]
-
-JOURNAL_DIR_NAME = "relay-journal"
-"""The journal folder inside a worker root."""
-RELAY_STATE_NAME = "relay-state.json"
-SEED_NAME = "relay-seed.json"
-"""What a checkpoint restore leaves in a worker root (the origin's ``RESTORED_RELAY_SEED_FILE``)."""
-"""The worker's snapshot beside the journal folder: its ``session_id`` names the session;
-its ``latest_ordinal`` only sizes a progress bar."""
-ACTIVE_JOURNAL_NAME = "active.jsonl"
-"""The append-only journal file the worker writes to."""
-
-
-_SEGMENT_NAME = re.compile(r"segment-(\d{20})-(\d{20})\.jsonl\.gz")
-_SCAN_LINE_LIMIT = MAX_RELAY_LINE_BYTES  # the longest line the scan reads whole
-_BLANK_STEP = 1 << 16  # bytes stepped over at once in a run of blank lines
-_SCAN_BLOCK = 1 << 16  # bytes read per step when scanning active.jsonl backward
-_WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +180,7 @@ def _is_journal_folder(path: Path) -> bool:
         return True
     if (path / ACTIVE_JOURNAL_NAME).is_file():
         return True
-    return any(_SEGMENT_NAME.fullmatch(entry.name) for entry in path.iterdir())
+    return any(SEGMENT_NAME.fullmatch(entry.name) for entry in path.iterdir())
 
 
 def resolve_source(path: str | os.PathLike[str], *, session_id: str | None = None) -> JournalSource:
@@ -326,143 +311,15 @@ def _folder_files(folder: Path) -> tuple[tuple[JournalFile, ...], tuple[Path, ..
     files: list[JournalFile] = []
     ignored: list[Path] = []
     for entry in sorted(folder.iterdir(), key=lambda item: item.name):
-        match = _SEGMENT_NAME.fullmatch(entry.name)
-        if match is not None and entry.is_file():
-            first, last = int(match.group(1)), int(match.group(2))
-            if first > last or first == 0:
-                raise InvalidInput(
-                    f"segment name has an impossible range {first}-{last}; rename or move the file",
-                    path=str(entry),
-                )
-            files.append(JournalFile(path=entry, first=first, last=last))
+        segment = segment_range(entry)
+        if segment is not None and entry.is_file():
+            files.append(JournalFile(path=entry, first=segment[0], last=segment[1]))
         elif entry.name == ACTIVE_JOURNAL_NAME and entry.is_file():
-            first_seen, last_seen = _scan_range(entry)
+            first_seen, last_seen = scan_range(entry)
             files.append(JournalFile(path=entry, first=first_seen, last=last_seen, active=True))
         else:
             ignored.append(entry)
     return tuple(files), tuple(ignored)
-
-
-# -- the range of active.jsonl ----------------------------------------------------------
-
-
-class _Ordinal(msgspec.Struct):
-    ordinal: int
-
-
-_ORDINAL_DECODER = msgspec.json.Decoder(_Ordinal)
-
-
-def _scan_range(path: Path) -> tuple[int | None, int | None]:
-    """First and last ordinal of the complete, decodable lines of ``path``.
-
-    Reads forward to the first usable line and backward from the end, in blocks, to the
-    last one, skipping what the reading pass skips or reports: a torn tail, blank and
-    undecodable lines, and lines over the limit. A read error after the first record
-    gives ``(first, first)``, so the file is still read and the reading pass reports it;
-    one before raises (:func:`resolve_source` names the file), as do blank lines past
-    :data:`MAX_BLANK_LINES` before the first record (naming the file and line).
-    """
-    with path.open("rb") as stream:  # an OSError here: resolve_source names the file
-        first: int | None = None
-        blanks = BlankBudget()
-        number = 0
-        for line in lines(stream):
-            number += 1
-            if line.blank:
-                refusal = blanks.spend(line)
-                if refusal is not None:
-                    raise refusal.located(path=str(path), line=number)
-                continue
-            if line.terminated and line.data is not None:
-                first = _ordinal_of(line.data)
-                if first is not None:
-                    break
-        if first is None:
-            return None, None
-        try:
-            last = _last_ordinal(stream, start=stream.tell())
-        except (OSError, EOFError):
-            return first, first  # the reading pass reports it
-    return first, first if last is None else last
-
-
-def _ordinal_of(raw: bytes) -> int | None:
-    """The ordinal of one complete line, or None for a blank or undecodable one."""
-    if not raw.strip():
-        return None
-    try:
-        return _ORDINAL_DECODER.decode(raw).ordinal
-    except msgspec.DecodeError:
-        return None  # the reading pass reports it, with its line
-
-
-def _blank_run_start(data: bytes, end: int) -> int:
-    """Where the run of whitespace that ends at ``end`` in ``data`` starts (C-speed)."""
-    low = end
-    while low > 0:
-        window = max(0, low - _BLANK_STEP)
-        kept = len(data[window:low].rstrip(_WHITESPACE))
-        low = window + kept
-        if kept:
-            break
-    return low
-
-
-def _last_ordinal(stream: BinaryIO, *, start: int) -> int | None:
-    """The ordinal of the last usable line at or after ``start`` (a line start), read
-    backward from the end in blocks; ``None`` when there is none.
-
-    The bytes after the last newline are a torn tail and never count; a line over the
-    limit is measured, not kept; a run of blank lines is stepped over at once.
-    """
-    limit = _SCAN_LINE_LIMIT
-    block = _SCAN_BLOCK
-    position = stream.seek(0, os.SEEK_END)
-    pieces: list[bytes] = []  # the current line's bytes seen so far, rightmost first
-    size = 0  # the current line's length so far
-    blank = True  # the current line's bytes seen so far are all whitespace
-    terminated = False  # False while reading the torn tail after the last newline
-    while position > start:
-        low = max(start, position - block)
-        stream.seek(low)
-        data = stream.read(position - low)
-        if len(data) != position - low:
-            raise EOFError(f"the file shrank while it was scanned, at byte {low}")
-        position = low
-        end = len(data)
-        while True:
-            if blank:
-                # Lines of whitespace alone never count: step over all of them at once.
-                run = _blank_run_start(data, end)
-                crossing = data.find(b"\n", run, end)
-                if crossing >= 0:
-                    pieces.clear()
-                    size = 0
-                    terminated = True
-                    end = crossing
-            newline = data.rfind(b"\n", 0, end)
-            piece = data[newline + 1 : end]
-            size += len(piece)
-            blank = blank and not piece.strip()
-            if size <= limit:
-                pieces.append(piece)
-            else:
-                pieces.clear()
-            if newline < 0:
-                break
-            if terminated and size <= limit and not blank:
-                ordinal = _ordinal_of(b"".join(reversed(pieces)))
-                if ordinal is not None:
-                    return ordinal
-            pieces.clear()
-            size = 0
-            blank = True
-            terminated = True
-            end = newline
-    if terminated and size <= limit and not blank:
-        return _ordinal_of(b"".join(reversed(pieces)))
-    return None
 
 
 # -- files given one by one --------------------------------------------------------------
@@ -548,42 +405,16 @@ def _in_journal_folder(path: Path) -> bool:
 
 def _folder_reads(path: Path) -> bool:
     """Whether a journal folder reads ``path`` (a sealed segment or ``active.jsonl``)."""
-    return path.name == ACTIVE_JOURNAL_NAME or _SEGMENT_NAME.fullmatch(path.name) is not None
+    return path.name == ACTIVE_JOURNAL_NAME or SEGMENT_NAME.fullmatch(path.name) is not None
 
 
 def _ranged(path: Path) -> JournalFile:
     """``path`` with its ordinal range: from a segment name, else from a scan."""
-    match = _SEGMENT_NAME.fullmatch(path.name)
-    if match is not None:
-        first, last = int(match.group(1)), int(match.group(2))
-        if first > last or first == 0:
-            raise InvalidInput(
-                f"segment name has an impossible range {first}-{last}; rename or move the file",
-                path=str(path),
-            )
-        return JournalFile(path=path, first=first, last=last)
+    segment = segment_range(path)
+    if segment is not None:
+        return JournalFile(path=path, first=segment[0], last=segment[1])
     active = path.name == ACTIVE_JOURNAL_NAME
     if path.name.endswith(".gz"):
-        return JournalFile(path=path, first=_first_ordinal(path), active=active)
-    scanned_first, scanned_last = _scan_range(path)
+        return JournalFile(path=path, first=first_ordinal(path), active=active)
+    scanned_first, scanned_last = scan_range(path)
     return JournalFile(path=path, first=scanned_first, last=scanned_last, active=active)
-
-
-_FIRST_SCAN_LINES = 64
-"""Lines a gzip file is read for its first ordinal (the reader reports what is wrong)."""
-
-
-def _first_ordinal(path: Path) -> int | None:
-    """The first ordinal of a gzip file, read forward; None when the first lines hold none."""
-    try:
-        with open_journal_file(path) as stream:
-            for count, line in enumerate(lines(stream)):
-                if count >= _FIRST_SCAN_LINES or not line.terminated:
-                    return None
-                if line.data is not None:
-                    ordinal = _ordinal_of(line.data)
-                    if ordinal is not None:
-                        return ordinal
-    except (OSError, EOFError, zlib.error):
-        return None  # the reading pass reports it
-    return None

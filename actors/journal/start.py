@@ -22,8 +22,9 @@ from ...domain.errors import ChainFault, RelayChainError
 from ...domain.materialized import MaterializedQueuedPrompt
 from ...domain.relay import RelayCursor
 from ...domain.seed import start_before
+from ...domain.worker_root import SEED_NAME
 from .reader import JournalReader
-from .sources import SEED_NAME, JournalSource
+from .sources import JournalSource
 
 __all__ = ["HistoryStart", "history_start"]
 

@@ -103,7 +103,7 @@ from .domain.reads import (
     LoadTurnSummary as LoadTurnSummary,
     LoadUsagePage as LoadUsagePage,
 )
-from .domain.relay import (
+from .domain.relay_events import (
     RelayEvent as RelayEvent,
     RelayLine as RelayLine,
     decode_relay_event as decode_relay_event,
@@ -120,10 +120,12 @@ from .domain.runtime import (
     HarnessKind as HarnessKind,
     RuntimeReceipt as RuntimeReceipt,
 )
-from .domain.sessions import (
-    ExecutionPolicy as ExecutionPolicy,
+from .domain.session_provisioning import (
     ManagedCheckoutKind as ManagedCheckoutKind,
     MountAccess as MountAccess,
+)
+from .domain.session_targets import ExecutionPolicy as ExecutionPolicy
+from .domain.sessions import (
     PublicationState as PublicationState,
     SessionRecord as SessionRecord,
     SessionState as SessionState,

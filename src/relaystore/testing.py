@@ -110,18 +110,23 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
+from relaystore.domain.session_provisioning import AdditionalMount, ContainerAllocation, MountAccess
+from relaystore.domain.session_targets import LocalPodmanTarget
 from relaystore.domain.sessions import (
     DEFAULT_WORKSPACE_ID,
-    AdditionalMount,
     CheckpointMetadata,
-    ContainerAllocation,
-    LocalPodmanTarget,
-    MountAccess,
     SessionRecord,
     SessionState,
     validate_id,
 )
 from relaystore.domain.wire import JSON, decode_json, encode
+from relaystore.domain.worker_root import (
+    ACTIVE_JOURNAL_NAME,
+    JOURNAL_DIR_NAME,
+    RELAY_STATE_NAME,
+    SEED_NAME,
+    segment_name,
+)
 
 __all__ = [
     "DEFAULT_START_MS",
@@ -144,10 +149,6 @@ ObservationInput = RelayObservation | Mapping[str, Any] | str | bytes
 dict such as ``{"type": "notice", "data": {"message": "hi"}}``, or its JSON text)."""
 
 _OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
-_JOURNAL_DIR = "relay-journal"
-_ACTIVE = "active.jsonl"
-_STATE = "relay-state.json"
-_SEED = "relay-seed.json"
 
 
 def _observation(value: object) -> RelayObservation:
@@ -414,10 +415,10 @@ class JournalBuilder:
                 " a checkpoint restore seeds a frontier of ordinal 1 or more, never genesis"
             )
         root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{_JOURNAL_DIR}-", dir=root))
+        staging = Path(tempfile.mkdtemp(prefix=f".{JOURNAL_DIR_NAME}-", dir=root))
         try:
             self._write_journal(staging, seal_every)
-            _swap_in(staging, root / _JOURNAL_DIR)
+            _swap_in(staging, root / JOURNAL_DIR_NAME)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         frontier = self.frontier
@@ -427,16 +428,16 @@ class JournalBuilder:
             "latest_ordinal": frontier.ordinal,
             "latest_digest": frontier.digest,
         }
-        (root / _STATE).write_text(json.dumps(state, indent=2) + "\n")
+        (root / RELAY_STATE_NAME).write_text(json.dumps(state, indent=2) + "\n")
         if seed:
             restore = {
                 "event_frontier": self.start.ordinal,
                 "event_frontier_digest": self.start.digest,
                 "queued_prompts": [],
             }
-            (root / _SEED).write_text(json.dumps(restore, indent=2) + "\n")
+            (root / SEED_NAME).write_text(json.dumps(restore, indent=2) + "\n")
         else:  # an older root's seed would move where this journal starts
-            (root / _SEED).unlink(missing_ok=True)
+            (root / SEED_NAME).unlink(missing_ok=True)
         return root
 
     def _write_journal(self, journal: Path, seal_every: int | None) -> None:
@@ -450,9 +451,10 @@ class JournalBuilder:
                     self.events[index].ordinal,
                     self.events[index + seal_every - 1].ordinal,
                 )
-                name = f"segment-{first:020}-{last:020}.jsonl.gz"
-                (journal / name).write_bytes(_gzip(b"".join(lines[index : index + seal_every])))
-        (journal / _ACTIVE).write_bytes(b"".join(lines[sealed:]))
+                (journal / segment_name(first, last)).write_bytes(
+                    _gzip(b"".join(lines[index : index + seal_every]))
+                )
+        (journal / ACTIVE_JOURNAL_NAME).write_bytes(b"".join(lines[sealed:]))
 
     # -- stories -------------------------------------------------------------------------
 

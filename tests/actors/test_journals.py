@@ -230,8 +230,8 @@ def test_the_backward_scan_of_active_finds_the_last_line_across_blocks(
 ):
     # Lines of up to 30 bytes, for the forward read and the backward scan alike.
     monkeypatch.setattr("relaystore.actors.journal.lines._READ_LIMIT", 31)
-    monkeypatch.setattr("relaystore.actors.journal.sources._SCAN_LINE_LIMIT", 30)
-    monkeypatch.setattr("relaystore.actors.journal.sources._SCAN_BLOCK", block)
+    monkeypatch.setattr("relaystore.actors.journal.ranges._SCAN_LINE_LIMIT", 30)
+    monkeypatch.setattr("relaystore.actors.journal.ranges._SCAN_BLOCK", block)
     body = (
         b'\n  \n{"ordinal":3' + b" " * 20 + b"}\n"  # 35 bytes: over the limit
         b'{"ordinal":4' + b" " * 17 + b"}\n"  # 30 bytes: exactly the limit
@@ -250,7 +250,7 @@ def test_a_read_error_after_the_first_record_keeps_active_in_the_plan(tmp_path, 
     def failing_read(*args: object, **kwargs: object) -> None:
         raise OSError("input/output error")
 
-    monkeypatch.setattr("relaystore.actors.journal.sources._last_ordinal", failing_read)
+    monkeypatch.setattr("relaystore.actors.journal.ranges._last_ordinal", failing_read)
     events = make_events(5)
     journal = tmp_path / "relay-journal"
     write(journal / "active.jsonl", b"\n" + lines(events))

@@ -12,10 +12,6 @@ import pytest
 from hypothesis import given, strategies as st
 
 from relaystore.domain.elicitation import (
-    MAX_ELICITATION_BYTES,
-    MAX_FIELDS,
-    MAX_OPTIONS,
-    MAX_TEXT_BYTES,
     ElicitationAccept,
     ElicitationCancel,
     ElicitationDecline,
@@ -25,6 +21,12 @@ from relaystore.domain.elicitation import (
     ElicitationRequest,
     ElicitationValue,
     decode_elicitation_response,
+)
+from relaystore.domain.elicitation_acp import (
+    MAX_ELICITATION_BYTES,
+    MAX_FIELDS,
+    MAX_OPTIONS,
+    MAX_TEXT_BYTES,
 )
 from relaystore.domain.elicitation_answers import validate_field_value, validate_response
 from relaystore.domain.errors import InvalidInput

@@ -11,34 +11,38 @@ from hypothesis import given, settings, strategies as st
 
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.sessions import (
+from relaystore.domain.session_provisioning import (
     AdditionalMount,
-    AllModelsSubagents,
-    AppleContainerTarget,
-    AwsConnection,
     AwsEc2Allocation,
-    AwsEc2Target,
-    CheckpointMetadata,
     ContainerAllocation,
-    ExecutionPolicy,
-    LocalBareTarget,
-    LocalDockerTarget,
-    LocalPodmanTarget,
     LocalWorktreeTarget,
     ManagedCheckoutKind,
     ManagedWorktree,
     MountAccess,
+    SshWorktreeTarget,
+)
+from relaystore.domain.session_targets import (
+    AppleContainerTarget,
+    AwsConnection,
+    AwsEc2Target,
+    ExecutionPolicy,
+    LocalBareTarget,
+    LocalDockerTarget,
+    LocalPodmanTarget,
+    SshBareTarget,
+    SshDockerTarget,
+    SshPodmanTarget,
+    TargetRuntimeSettings,
+    VolumeStorage,
+)
+from relaystore.domain.sessions import (
+    AllModelsSubagents,
+    CheckpointMetadata,
     NativeSubagents,
     SessionRecord,
     SessionState,
     SingleModelSubagents,
-    SshBareTarget,
-    SshDockerTarget,
-    SshPodmanTarget,
-    SshWorktreeTarget,
     State,
-    TargetRuntimeSettings,
-    VolumeStorage,
     validate_id,
 )
 from relaystore.domain.wire import decode_json, encode

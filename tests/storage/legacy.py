@@ -25,7 +25,8 @@ import re
 import apsw
 
 from relaystore.storage.connection import open_writer
-from relaystore.storage.schema import ACCOUNTING_TABLES, create_store_schema, tables_ddl
+from relaystore.storage.migrations import create_store_schema
+from relaystore.storage.schema_ddl import ACCOUNTING_TABLES, tables_ddl
 
 __all__ = [
     "LEGACY_SCHEMA_VERSION",

@@ -21,11 +21,12 @@ from relaystore.domain.errors import (
     StoreLocked,
     UnknownSession,
 )
-from relaystore.storage.connection import BUSY_TIMEOUT_MS, lock_path, open_reader, open_writer
+from relaystore.storage.connection import BUSY_TIMEOUT_MS, open_reader, open_writer
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.paging import load_api_events, load_latest_seq
 from relaystore.storage.sessions import delete_session, load_session, save_session
 from relaystore.storage.transaction import transaction
+from relaystore.storage.write_lock import lock_path
 from relaystore.testing import example_session
 from tests.storage.builders import count_rows, running_session, turn_started
 

@@ -42,11 +42,11 @@ from relaystore.domain.outcomes import (
 from relaystore.domain.paging import MAX_PAGE_LIMIT
 from relaystore.domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
 from relaystore.storage.events import insert_api_event, insert_api_events
+from relaystore.storage.migrations import migrate_schema
 from relaystore.storage.paging import (
     load_api_events,
     load_raw_api_events,
 )
-from relaystore.storage.schema import migrate_schema
 from relaystore.storage.sessions import delete_session, save_session
 from tests.storage.builders import running_session, turn_ended
 

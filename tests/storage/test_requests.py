@@ -20,12 +20,7 @@ from relaystore.domain.maintenance import (
     VacuumRequest,
     encode_request,
 )
-from relaystore.storage.connection import (
-    WriterConnection,
-    open_requester,
-    open_writer,
-    read_lock_holder,
-)
+from relaystore.storage.connection import WriterConnection, open_requester, open_writer
 from relaystore.storage.requests import (
     claim_request,
     finish_request,
@@ -35,6 +30,7 @@ from relaystore.storage.requests import (
     submit_request,
     withdraw_request,
 )
+from relaystore.storage.write_lock import read_lock_holder
 
 VACUUM = encode_request(VacuumRequest())
 DONE = MaintenanceAnswer(out=["done"])
