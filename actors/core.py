@@ -75,7 +75,6 @@ from .live import LiveProjectors
 from .maintenance_requests import MaintenanceDesk
 from .metrics import Followers, StoreReadings, WriterStats, store_metrics
 from .pager import FollowPager
-from .projection_worker import WorkerPool
 from .projector_wiring import ProjectorWiring
 from .reader import ReaderActor
 from .settings import (
@@ -87,6 +86,7 @@ from .settings import (
     check_timeout,
 )
 from .wal_watch import WalWatcher
+from .worker_pool import WorkerPool
 from .writer import WriterActor
 
 __all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore", "StoreFacts"]

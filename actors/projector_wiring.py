@@ -29,9 +29,10 @@ from ..domain.materialized import MaterializedSession, TranscriptItem
 from ..domain.projection import PageDelta, frozen
 from ..domain.projection.index import ColdEntry
 from .internal import CommitPage, LoadProjection
-from .projection_worker import RemoteProjection, WorkerPool
 from .projector import PageCommit, Projection, ProjectorActor, ProjectorCore
 from .transcript_pages import SessionMoved, reloaded_entries
+from .worker_pool import WorkerPool
+from .worker_proxy import RemoteProjection
 
 __all__ = [
     "LOAD_PAGE_ENTRIES",

@@ -95,7 +95,7 @@ class Settings:
     max_projectors: int
     projector_idle_seconds: float
     relay_log: bool = True
-    projection: ProjectionMode = "process"
+    projection: ProjectionMode = DEFAULT_PROJECTION
 
     @classmethod
     def check(
