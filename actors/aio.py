@@ -35,8 +35,10 @@ from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from ..domain.errors import StoreClosed
 from ..domain.messages import LoadApiEvents, LoadRawApiEvents, Request
 from .commits import CLOSED_WHILE_WAITING
-from .core import FollowPager, OpenOptions, StoreCore, StoreFacts, ask_timeout
+from .core import StoreCore, StoreFacts
 from .envelope import ExcInfo
+from .pager import FollowPager
+from .settings import OpenOptions, ask_timeout
 from .store import EventStore
 
 __all__ = ["AsyncEventStore"]

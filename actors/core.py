@@ -1,68 +1,55 @@
 """The facade core: what :class:`~relaystore.EventStore` and
 :class:`~relaystore.aio.AsyncEventStore` share (in the spirit of httpx's ``BaseClient``).
 
-:class:`StoreCore` owns the store's actors and every rule of the facade, once:
+:class:`StoreCore` holds an open store's actors and does two things for both facades:
 
-* **starting and stopping** the writer, the readers and the live projectors, and closing
-  a store nobody closed when the interpreter exits (see *Exit* below);
-* **checks**, each with one wording: open or closed (:meth:`StoreCore.check_open`),
-  a message (public types only: the actors' own messages of
-  :mod:`relaystore.actors.internal` are refused by type, then
-  :func:`~relaystore.domain.validation.validate_message`), a timeout
-  (:func:`check_timeout`: ``None`` or ``0 <= t <= MAX_TIMEOUT``), a ``wait_for`` seq,
-  a follow request;
-* **routing** a checked message to the actor that owns it, and handing it over;
-* **the follow pager** (:class:`FollowPager`), which moves on ``page.next_after_seq``;
+* **routing** a checked message to the actor that owns it, and handing it over (a
+  session's messages to its projector, through the
+  :class:`~relaystore.actors.live.LiveProjectors`);
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
-  :class:`~relaystore.actors.wal_watch.WalWatcher`);
-* **maintenance requests** a command leaves for the writer: a writable store's
-  :class:`~relaystore.actors.maintenance_requests.MaintenanceDesk`, started with the
-  store and stopped first when it closes;
-* **metrics** and the projectors' wiring to the writer: in their own threads, or with
-  ``projection="process"`` through the store's
-  :class:`~relaystore.actors.projection_worker.WorkerPool` (each worker started with
-  the first projector it serves, all closed with the store).
+  :class:`~relaystore.actors.wal_watch.WalWatcher`).
+
+It starts the store's parts in order and stops them in the reverse order, and each
+part keeps its own rules: the options and the argument checks in
+:mod:`~relaystore.actors.settings`; the writer and the readers open their own
+connections as they start (:meth:`WriterActor.open <relaystore.actors.writer.WriterActor.open>`,
+:meth:`ReaderActor.open <relaystore.actors.reader.ReaderActor.open>`); the projectors'
+loads and page commits in :mod:`~relaystore.actors.projector_wiring` (with
+``projection="process"`` on the store's
+:class:`~relaystore.actors.worker_pool.WorkerPool`, each worker started with the first
+projector it serves, all closed with the store); the follow pager in
+:mod:`~relaystore.actors.pager`; the figures in :mod:`~relaystore.actors.metrics`; the
+exit hook and the forked-process check in :mod:`~relaystore.actors.exit_hook`; the
+maintenance requests a command leaves for the writer in a writable store's
+:class:`~relaystore.actors.maintenance_requests.MaintenanceDesk` (started with the store,
+stopped first when it closes).
 
 The two facades compose one core and differ only where blocking and awaiting differ:
 ``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
 the actor's thread and hands over in a worker thread only when that would block.
 
-Exit. Actor threads are daemon threads (:mod:`relaystore.actors.inbox`), so a store
-nobody closed never keeps the process alive (a supervisor that crashes exits; nothing
-acknowledged is lost, since an ask returns only after its commit). A clean interpreter
-exit closes every store still open: each core registers its own :meth:`StoreCore.close`
-with :mod:`atexit` when it opens and unregisters it when it closes. That registry is
-atexit's own; relaystore keeps no module-level list of open stores. A process forked
-after a store opened inherits the store but none of its threads: there the exit hook
-(and :meth:`StoreCore.close`) does nothing, so the child exits at once and leaves the
-parent's store, workers and files alone, and any other use raises :class:`StoreClosed`
-naming the process the store belongs to.
+Must not: open a storage connection (the actors do) or hold a rule another module
+states; it calls that module instead.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from itertools import count
 from pathlib import Path
-from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, get_args
+from typing import Any, TypeVar, Unpack, get_args
 
-import msgspec
 import pykka
 from pykka import ActorDeadError, ActorRef
 
-from ..domain.api_events import ApiEventFilter
-from ..domain.errors import AskTimeout, InvalidInput, ProjectionError, StoreClosed
-from ..domain.materialized import MaterializedSession, TranscriptItem
+from ..domain.errors import InvalidInput, StoreClosed
 from ..domain.messages import (
-    PUBLIC_MESSAGES,
     DeleteSession,
     LoadApiEvents,
     LoadRawApiEvents,
@@ -72,82 +59,47 @@ from ..domain.messages import (
     Request,
     SeedProjection,
 )
-from ..domain.paging import MAX_PAGE_LIMIT
-from ..domain.projection import PageDelta, frozen
-from ..domain.projection.index import ColdEntry
 from ..domain.reports import StoreMetrics
-from ..domain.validation import validate_message
-from ..storage.connection import Synchronous, open_reader, open_writer
-from ..storage.paging import load_latest_seq
-from ..storage.schema import read_store_id
 from .commits import CommitWatch
 from .envelope import Envelope, OneShotReply, Reply
+from .exit_hook import OwningProcess
 from .inbox import inbox_of
 from .internal import (
-    INTERNAL_MESSAGES,
-    CommitPage,
     LoadAuditView,
     LoadIndexEntries,
     LoadOpenRequests,
-    LoadProjection,
     LoadReplicationRound,
     LoadTranscriptItem,
 )
 from .live import LiveProjectors
 from .maintenance_requests import MaintenanceDesk
-from .metrics import StoreReadings, WriterStats, percentile
-from .projection_worker import RemoteProjection, WorkerPool
-from .projector import PageCommit, Projection, ProjectorActor, ProjectorCore
+from .metrics import Followers, StoreReadings, WriterStats, store_metrics
+from .pager import FollowPager
+from .projector_wiring import ProjectorWiring
 from .reader import ReaderActor
-from .transcript_pages import SessionMoved, reloaded_entries
+from .settings import (
+    OpenOptions,
+    Settings,
+    ask_timeout,
+    check_message,
+    check_seq,
+    check_timeout,
+)
 from .wal_watch import WalWatcher
+from .worker_pool import WorkerPool
 from .writer import WriterActor
 
-__all__ = [
-    "CLOSED_BEFORE_ANSWER",
-    "MAX_TIMEOUT",
-    "FollowPager",
-    "OpenOptions",
-    "Settings",
-    "StoreCore",
-    "ask_timeout",
-    "check_timeout",
-]
+__all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore", "StoreFacts"]
 
 logger = logging.getLogger(__name__)
 
 P = TypeVar("P", LoadApiEvents, LoadRawApiEvents)
-
-MAX_TIMEOUT = threading.TIMEOUT_MAX
-MAX_READERS = 64
-"""The most reader actors one store starts."""
-"""The longest timeout either facade takes, in seconds: the longest a thread can wait."""
 
 CLOSED_BEFORE_ANSWER = "the store closed before answering"
 """What a blocking ask raises (as :class:`StoreClosed`) when its actor stopped first."""
 
 _DEAD_CHECK_SECONDS = 0.5
 """How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
-
-LOAD_PAGE_ITEMS = 512
-"""How many whole transcript items a projector reads at a time when it loads its session."""
-
-RELOAD_ITEMS = 32
-"""How many of its newest items a projector reloading its session reads whole; the
-others enter cold (their id and index facts) and are fetched if an event names them.
-Events name the newest few items almost always, and decoding the whole window of
-:data:`~relaystore.domain.projection.frozen.WINDOW` items made a reload of a
-400-item session cost about twice as much (the ``sessions`` benchmark's defaults row,
-300 sessions round robin over 256 projectors: 1,510 against 2,565 events/s with 32,
-medians of 4 interleaved rounds)."""
-
-LOAD_PAGE_ENTRIES = 4096
-"""How many index entries (an item's id and facts) a projector reads at a time when it
-loads its session."""
-
-ProjectionMode = Literal["thread", "process"]
-"""Where projectors project: in their actor's thread, or in a worker process
-(:mod:`relaystore.actors.projection_worker`)."""
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _READER_ROUTED: tuple[type[Any], ...] = (
@@ -159,156 +111,6 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadReplicationRound,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
-
-
-DEFAULT_READERS = 2
-DEFAULT_QUEUE_CAPACITY = 256
-DEFAULT_SYNCHRONOUS: Synchronous = "FULL"
-DEFAULT_MAX_BATCH = 256
-DEFAULT_MAX_PROJECTORS = 256
-DEFAULT_PROJECTOR_IDLE_SECONDS = 300.0
-DEFAULT_PROJECTION: ProjectionMode = "process"
-"""The defaults of :meth:`EventStore.open`'s options, the one place they are written (its
-signature and :meth:`Settings.check` both name these)."""
-
-
-class OpenOptions(TypedDict, total=False):
-    """The keyword options of :meth:`EventStore.open` (``AsyncEventStore.open`` takes the same).
-
-    Defaults and their meaning: see :meth:`relaystore.EventStore.open`.
-    """
-
-    readers: int
-    queue_capacity: int
-    synchronous: Synchronous
-    read_only: bool
-    max_batch: int
-    max_projectors: int
-    projector_idle_seconds: float
-    relay_log: bool
-    projection: ProjectionMode
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Checked options of an open store."""
-
-    path: Path
-    readers: int
-    capacity: int
-    synchronous: Synchronous
-    read_only: bool
-    max_batch: int
-    max_projectors: int
-    projector_idle_seconds: float
-    relay_log: bool = True
-    projection: ProjectionMode = "process"
-
-    @classmethod
-    def check(
-        cls,
-        path: object,
-        *,
-        readers: object = DEFAULT_READERS,
-        queue_capacity: object = DEFAULT_QUEUE_CAPACITY,
-        synchronous: object = DEFAULT_SYNCHRONOUS,
-        read_only: object = False,
-        max_batch: object = DEFAULT_MAX_BATCH,
-        max_projectors: object = DEFAULT_MAX_PROJECTORS,
-        projector_idle_seconds: object = DEFAULT_PROJECTOR_IDLE_SECONDS,
-        relay_log: object = True,
-        projection: object = DEFAULT_PROJECTION,
-    ) -> Settings:
-        """The settings, or :class:`InvalidInput` naming the first bad option."""
-        try:
-            where = Path(path)  # type: ignore[arg-type]
-            if "\x00" in str(where):
-                raise ValueError("embedded null byte")
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"EventStore.open: path must name a file ({exc})") from exc
-        counts: dict[str, int] = {}
-        for name, value in (
-            ("readers", readers),
-            ("queue_capacity", queue_capacity),
-            ("max_batch", max_batch),
-            ("max_projectors", max_projectors),
-        ):
-            if type(value) is not int or value < 1:
-                raise InvalidInput(f"EventStore.open: {name} must be an int of at least 1")
-            counts[name] = value
-        if counts["readers"] > MAX_READERS:
-            # Each reader is a thread with its own connection and file handles.
-            raise InvalidInput(f"EventStore.open: readers must be at most {MAX_READERS}")
-        for name, flag in (("read_only", read_only), ("relay_log", relay_log)):
-            if type(flag) is not bool:
-                raise InvalidInput(f"EventStore.open: {name} must be True or False")
-        modes: tuple[Synchronous, ...] = get_args(Synchronous)
-        if synchronous not in modes:
-            raise InvalidInput(f"EventStore.open: synchronous must be one of {', '.join(modes)}")
-        projections: tuple[ProjectionMode, ...] = get_args(ProjectionMode)
-        if projection not in projections:
-            raise InvalidInput(
-                f"EventStore.open: projection must be one of {', '.join(projections)}"
-            )
-        idle = projector_idle_seconds
-        if type(idle) not in (int, float) or not idle > 0:  # type: ignore[operator]
-            raise InvalidInput("EventStore.open: projector_idle_seconds must be a number > 0")
-        return cls(
-            where,
-            counts["readers"],
-            counts["queue_capacity"],
-            synchronous,
-            read_only is True,
-            counts["max_batch"],
-            counts["max_projectors"],
-            float(idle),  # type: ignore[arg-type]
-            relay_log is True,
-            projection,
-        )
-
-
-def check_timeout(timeout: object) -> None:
-    """Raise :class:`InvalidInput` unless ``timeout`` is ``None`` or 0..MAX_TIMEOUT seconds."""
-    if timeout is not None and (
-        type(timeout) not in (int, float) or not 0 <= timeout <= MAX_TIMEOUT  # type: ignore[operator]
-    ):
-        raise InvalidInput(
-            f"timeout must be None or a number of seconds from 0 to {MAX_TIMEOUT:.0f}"
-        )
-
-
-def ask_timeout(message: object, timeout: float | None) -> AskTimeout:
-    """The error of an ask whose reply did not come within ``timeout``."""
-    return AskTimeout(
-        f"{type(message).__name__} got no reply within {timeout} s; it was handed over and "
-        "may still take effect"
-    )
-
-
-class FollowPager(Generic[P]):
-    """The cursor of a follow: which page to ask for next, and what to wait for.
-
-    Sans I/O: the facade asks for :meth:`request`, yields the page's events, and
-    :meth:`advance` tells it to read on at once (``None``: more are committed already)
-    or which ``seq`` to wait for. The cursor is the page's ``next_after_seq``.
-    """
-
-    def __init__(self, request: P, timeout: float | None) -> None:
-        self._request: P = request
-        self._cursor = request.after_seq or 0
-        self.timeout = timeout
-
-    def request(self) -> P:
-        """The next page's request."""
-        following: P = msgspec.structs.replace(self._request, after_seq=self._cursor)
-        return following
-
-    def advance(self, page: Any) -> int | None:
-        """Move past ``page``; ``None`` to read on at once, else the ``seq`` to wait for."""
-        self._cursor = page.next_after_seq
-        if page.events and page.events[-1].seq < page.latest_seq:
-            return None
-        return self._cursor + 1
 
 
 class StoreFacts:
@@ -340,7 +142,7 @@ class StoreFacts:
 
 
 class StoreCore:
-    """An open store's actors and the facade rules both facades share (see the module)."""
+    """An open store's actors, routed to and waited on for both facades (see the module)."""
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Unpack[OpenOptions]) -> StoreCore:
@@ -351,10 +153,9 @@ class StoreCore:
     def __init__(self, settings: Settings) -> None:
         self.path = settings.path
         self.read_only = settings.read_only
-        self._capacity = settings.capacity
         self.relay_log = settings.relay_log
         self._closed = False
-        self._pid = os.getpid()
+        self._owner = OwningProcess(self.close)
         """The process that opened the store: the only one its actors and workers serve."""
         self._lock = threading.Lock()
         self._workers = (
@@ -362,8 +163,15 @@ class StoreCore:
             if settings.projection == "process" and not settings.read_only
             else None
         )
+        wiring = ProjectorWiring(
+            ask=self.ask_blocking,
+            ask_writer=self._ask_writer,
+            workers=self._workers,
+            relay_log=settings.relay_log,
+            capacity=settings.capacity,
+        )
         self._projectors = LiveProjectors(
-            self._start_projector,
+            wiring.start,
             limit=settings.max_projectors,
             idle_seconds=settings.projector_idle_seconds,
         )
@@ -371,7 +179,7 @@ class StoreCore:
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
         self._stats = WriterStats()
-        self._followers = 0
+        self._followers = Followers()
         self._wal: WalWatcher | None = None
         self._readings: StoreReadings | None = None
         """A read-only store's figures read from the store (another process writes it)."""
@@ -379,45 +187,39 @@ class StoreCore:
         started: list[ActorRef[Any]] = []
         try:
             if not settings.read_only:
-                handle = open_writer(settings.path, synchronous=settings.synchronous)
-                try:
-                    self.commits = CommitWatch(load_latest_seq(handle.connection))
-                    self.store_id = read_store_id(handle.connection)
-                except BaseException:
-                    handle.close()
-                    raise
-                self.writer = WriterActor.start(
-                    handle,
+                opened = WriterActor.open(
+                    settings.path,
+                    synchronous=settings.synchronous,
                     capacity=settings.capacity,
-                    on_commit=self.commits.publish,
                     stats=self._stats,
                     max_batch=settings.max_batch,
                 )
+                self.commits = opened.commits
+                self.store_id = opened.store_id
+                self.writer = opened.ref
                 started.append(self.writer)
             for _ in range(settings.readers):
-                connection = open_reader(settings.path)
-                if settings.read_only and not self._readers:
-                    try:  # read before the reader actor owns the connection
-                        self.store_id = read_store_id(connection)
-                    except BaseException:
-                        connection.close()
-                        raise
-                reader = ReaderActor.start(connection, capacity=settings.capacity)
+                identify = settings.read_only and not self._readers
+                reader, store_id = ReaderActor.open(
+                    settings.path, capacity=settings.capacity, identify=identify
+                )
+                if store_id is not None:
+                    self.store_id = store_id
                 started.append(reader)
                 self._readers.append(reader)
             if settings.read_only:
                 self.commits = CommitWatch(self._read_latest())
                 self._wal = WalWatcher(settings.path, self.commits, self._read_latest)
-                self._readings = StoreReadings(open_reader(settings.path))
+                self._readings = StoreReadings.open(settings.path)
             else:
                 self._desk = MaintenanceDesk(self)
                 self._desk.start()
-                handle.take_requests()
+                opened.take_requests()
         except BaseException:
             for ref in started:
                 _stop(ref)
             raise
-        atexit.register(self.close)
+        self._owner.register()
         logger.info(
             "opened %s%s at seq %d",
             settings.path,
@@ -442,40 +244,29 @@ class StoreCore:
     def check_process(self) -> None:
         """Raise :class:`StoreClosed` in a process forked after the store opened: its
         actors are threads of the parent process, which the child does not have."""
-        if self._forked():
-            raise StoreClosed(
-                f"the store belongs to process {self._pid}, which opened it; this process "
-                f"({os.getpid()}) was forked from it and cannot use it (open it here instead)"
-            )
+        self._owner.check()
 
     @staticmethod
     def check_message(message: object) -> None:
-        """Raise :class:`InvalidInput` unless ``message`` is a well-formed public message."""
-        if isinstance(message, INTERNAL_MESSAGES):
-            raise InvalidInput(
-                f"{type(message).__name__} is internal to relaystore's actors; "
-                "ask and tell take only the public messages"
-            )
-        if isinstance(message, Request) and not isinstance(message, PUBLIC_MESSAGES):
-            raise InvalidInput(f"{type(message).__name__} is not a relaystore message")
-        validate_message(message)
+        """Raise :class:`InvalidInput` unless ``message`` is a well-formed public message
+        (:func:`~relaystore.actors.settings.check_message`)."""
+        check_message(message)
 
     def check_ask(self, message: object, timeout: object) -> None:
         """Every check of ``ask``: open, the message, the timeout (in that order)."""
         self.check_open()
-        self.check_message(message)
+        check_message(message)
         check_timeout(timeout)
 
     def check_tell(self, message: object) -> None:
         """Every check of ``tell``: open, the message."""
         self.check_open()
-        self.check_message(message)
+        check_message(message)
 
     def check_wait(self, seq: object, timeout: object) -> None:
         """Every check of ``wait_for``: open, ``seq`` an int >= 0, the timeout."""
         self.check_open()
-        if type(seq) is not int or seq < 0:
-            raise InvalidInput("wait_for: seq must be an int >= 0")
+        check_seq(seq)
         check_timeout(timeout)
 
     def follow_pager(
@@ -486,15 +277,9 @@ class StoreCore:
         timeout: object,
     ) -> FollowPager[P]:
         """A checked follow's pager (``InvalidInput`` naming what is wrong)."""
-        request = kind(
-            filter=filter if filter is not None else ApiEventFilter(),  # type: ignore[arg-type]
-            after_seq=after_seq,  # type: ignore[arg-type]
-            limit=MAX_PAGE_LIMIT,
-        )
-        validate_message(request)
-        check_timeout(timeout)
+        pager = FollowPager.checked(kind, after_seq, filter, timeout)
         self.check_process()
-        return FollowPager(request, timeout)  # type: ignore[arg-type]
+        return pager
 
     # -- routing -------------------------------------------------------------------
 
@@ -618,47 +403,25 @@ class StoreCore:
 
     # -- followers and metrics -----------------------------------------------------
 
-    @contextlib.contextmanager
-    def following(self) -> Iterator[None]:
+    def following(self) -> contextlib.AbstractContextManager[None]:
         """Counts a follower (for :meth:`metrics`) while it iterates."""
-        with self._lock:
-            self._followers += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._followers -= 1
+        return self._followers.following()
 
     def metrics(self) -> StoreMetrics:
         """A snapshot of the store's figures; never blocks on an actor (a read-only store
         reads ``latest_seq`` and ``sessions_behind`` from the store, see
         :class:`~relaystore.actors.metrics.StoreReadings`)."""
-        stats = self._stats
-        latencies, batches = stats.window()
-        depth = inbox_of(self.writer).qsize() if self.writer is not None else 0
-        with self._lock:
-            followers = self._followers
-        latest, behind = self.commits.latest, stats.sessions_behind
+        latest, behind = self.commits.latest, self._stats.sessions_behind
         if self._readings is not None:
             latest, behind = self._readings.read()
-        return StoreMetrics(
+        return store_metrics(
+            self._stats,
             store_id=self.store_id,
-            writer_inbox_depth=depth,
-            live_projectors=len(self._projectors),
-            followers=followers,
-            commits=stats.commits,
-            commit_latency_p50_ms=percentile(latencies, 0.5) * 1000,
-            commit_latency_p99_ms=percentile(latencies, 0.99) * 1000,
-            batch_size_mean=sum(batches) / len(batches) if batches else 0.0,
-            batch_size_max=max(batches, default=0),
-            messages_written=stats.messages,
-            relay_events_applied=stats.relay_events,
-            api_events_written=stats.api_events,
+            writer_inbox_depth=inbox_of(self.writer).qsize() if self.writer is not None else 0,
+            followers=self._followers.count,
             latest_seq=latest,
-            writer_busy=stats.busy,
-            busy_refusals=stats.busy_refusals,
             sessions_behind=behind,
-            relay_lines_held=stats.relay_lines_held,
+            live_projectors=len(self._projectors),
             projector_loads=self._projectors.started,
             worker_restarts=0 if self._workers is None else self._workers.restarts,
         )
@@ -671,13 +434,13 @@ class StoreCore:
         In a process forked after the store opened it does nothing: the store, its
         threads and its workers are the parent's (so a forked child exits at once, and
         leaves them to the parent)."""
-        if self._forked():
+        if self._owner.forked():
             return
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        atexit.unregister(self.close)
+        self._owner.unregister()
         if self._desk is not None:
             self._desk.stop()
         self.commits.close()
@@ -702,10 +465,6 @@ class StoreCore:
 
     # -- internals -----------------------------------------------------------------
 
-    def _forked(self) -> bool:
-        """Whether this is a process forked after the store opened (not its own)."""
-        return os.getpid() != self._pid
-
     def _reader(self) -> ActorRef[ReaderActor]:
         return self._readers[next(self._next_reader) % len(self._readers)]
 
@@ -714,70 +473,14 @@ class StoreCore:
         latest: int = page.latest_seq
         return latest
 
-    def _start_projector(self, session_id: str) -> ActorRef[ProjectorActor]:
-        projection: Projection
-        if self._workers is not None:
-            projection = RemoteProjection(
-                session_id,
-                self._workers,
-                load=self._load_projection,
-                send_page=self._send_page,
-                ask=self.ask_blocking,
-                load_paged=self._load_projection_paged,
-            )
-        else:
-            projection = ProjectorCore(
-                session_id,
-                load=self._load_projection,
-                send_page=self._send_page,
-                ask=self.ask_blocking,
-                hold_unknown=self.relay_log,
-                load_paged=self._load_projection_paged,
-            )
-        return ProjectorActor.start(projection, capacity=self._capacity)
-
-    def _load_projection(self, session_id: str) -> MaterializedSession:
-        session: MaterializedSession = self.ask_blocking(LoadProjection(session_id=session_id))
-        return session
-
-    def _load_projection_paged(
-        self, session_id: str
-    ) -> tuple[MaterializedSession, Iterator[TranscriptItem | ColdEntry]]:
-        """The session without its transcript (through the writer), and its transcript
-        through readers as a reloading projector enters it: the old items' ids and index
-        facts, the newest :data:`RELOAD_ITEMS` (at most the window) whole. A
-        page read at another frontier (the session moved while it was loaded) raises
-        :class:`ProjectionError`."""
-        session: MaterializedSession = self.ask_blocking(
-            LoadProjection(session_id=session_id, transcript=False)
-        )
-        frontier = session.kept_frontier
-
-        def entries() -> Iterator[TranscriptItem | ColdEntry]:
-            try:
-                yield from reloaded_entries(
-                    self.ask_blocking,
-                    session_id,
-                    frontier,
-                    window=min(frozen.WINDOW, RELOAD_ITEMS),
-                    limit=LOAD_PAGE_ENTRIES,
-                    items_limit=LOAD_PAGE_ITEMS,
-                )
-            except SessionMoved:
-                raise ProjectionError(
-                    "the session moved while its projection was loaded; it is loaded "
-                    "again with the next event",
-                    session_id=session_id,
-                ) from None
-
-        return session, entries()
-
-    def _send_page(self, session_id: str, page: PageDelta) -> PageCommit:
-        """Hand ``page`` to the writer; the returned call waits for its commit."""
-        wait: PageCommit = self.ask_later(
-            CommitPage(session_id=session_id, page=page, log=self.relay_log)
-        )
-        return wait
+    def _ask_writer(self, message: Any) -> Callable[[], Any]:
+        """Hand ``message`` to the writer actor now (not routed: the projectors' loads
+        and pages); the returned call waits for its answer."""
+        writer = self.writer
+        assert writer is not None  # projectors run only in a store with a writer
+        reply = OneShotReply()
+        self.deliver(writer, Envelope(message, reply))
+        return lambda: self.wait_reply(reply, None, writer, message)
 
 
 def _stop(ref: ActorRef[Any]) -> None:

@@ -1,16 +1,27 @@
 """The figures :meth:`EventStore.metrics` reports: the writer's own running figures, read
-from other threads (:class:`WriterStats`), and in a read-only store what only the store
-itself can tell (:class:`StoreReadings`)."""
+from other threads (:class:`WriterStats`), in a read-only store what only the store
+itself can tell (:class:`StoreReadings`), the follows iterating now (:class:`Followers`),
+and how they make one :class:`~relaystore.domain.reports.StoreMetrics`
+(:func:`store_metrics`).
+
+Must not: wait on an actor. Every figure is read from a counter under its own lock (or,
+read-only, one short read transaction), so metrics stay cheap enough to poll.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections import deque
+from collections.abc import Iterator
 
+from ..domain.reports import StoreMetrics
+from ..storage.connection import open_reader
 from ..storage.stats import load_live_figures
 from ..storage.transaction import Connection
 
-__all__ = ["StoreReadings", "WriterStats", "percentile"]
+__all__ = ["Followers", "StoreReadings", "WriterStats", "percentile", "store_metrics"]
 
 
 class WriterStats:
@@ -92,6 +103,12 @@ class StoreReadings:
         self._connection: Connection | None = connection
         self._last = (0, 0)
 
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> StoreReadings:
+        """Readings over a read connection of their own
+        (:func:`~relaystore.storage.connection.open_reader`)."""
+        return cls(open_reader(path))
+
     def read(self) -> tuple[int, int]:
         """The newest committed seq and the count of sessions behind, read now."""
         with self._lock:
@@ -113,3 +130,66 @@ def percentile(values: list[float], fraction: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+class Followers:
+    """How many follows iterate now (a figure of the metrics)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """The follows iterating now."""
+        with self._lock:
+            return self._count
+
+    @contextlib.contextmanager
+    def following(self) -> Iterator[None]:
+        """Counts a follower while it iterates."""
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+
+def store_metrics(
+    stats: WriterStats,
+    *,
+    store_id: str,
+    writer_inbox_depth: int,
+    followers: int,
+    latest_seq: int,
+    sessions_behind: int,
+    live_projectors: int,
+    projector_loads: int,
+    worker_restarts: int,
+) -> StoreMetrics:
+    """The snapshot of a store's figures: the writer's ``stats`` (its window's latency
+    percentiles and batch sizes) and the figures the store's core read."""
+    latencies, batches = stats.window()
+    return StoreMetrics(
+        store_id=store_id,
+        writer_inbox_depth=writer_inbox_depth,
+        live_projectors=live_projectors,
+        followers=followers,
+        commits=stats.commits,
+        commit_latency_p50_ms=percentile(latencies, 0.5) * 1000,
+        commit_latency_p99_ms=percentile(latencies, 0.99) * 1000,
+        batch_size_mean=sum(batches) / len(batches) if batches else 0.0,
+        batch_size_max=max(batches, default=0),
+        messages_written=stats.messages,
+        relay_events_applied=stats.relay_events,
+        api_events_written=stats.api_events,
+        latest_seq=latest_seq,
+        writer_busy=stats.busy,
+        busy_refusals=stats.busy_refusals,
+        sessions_behind=sessions_behind,
+        relay_lines_held=stats.relay_lines_held,
+        projector_loads=projector_loads,
+        worker_restarts=worker_restarts,
+    )

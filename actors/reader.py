@@ -12,7 +12,10 @@ and this module decides nothing a storage function or the domain decides.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from pykka import ActorRef
 
 from ..domain.messages import (
     BackupStore,
@@ -40,6 +43,7 @@ from ..domain.reads import (
 )
 from ..storage.audit import load_audit_view
 from ..storage.changes import load_replication_round
+from ..storage.connection import open_reader
 from ..storage.maintenance import backup_store
 from ..storage.materialized import (
     load_index_entries,
@@ -63,6 +67,7 @@ from ..storage.reads.transcript import (
 from ..storage.reads.usage import load_raw_usage_page, load_usage_page
 from ..storage.relay_log import load_relay_log
 from ..storage.requests import open_requests
+from ..storage.schema import read_store_id
 from ..storage.sessions import load_state
 from ..storage.stats import load_stats
 from ..storage.transaction import Connection
@@ -84,6 +89,23 @@ class ReaderActor(TellSafeActor):
     def __init__(self, connection: Connection, *, capacity: int) -> None:
         super().__init__(capacity=capacity)
         self._connection = connection
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, capacity: int, identify: bool = False
+    ) -> tuple[ActorRef[ReaderActor], str | None]:
+        """Open a read connection (:func:`~relaystore.storage.connection.open_reader`; its
+        refusals raise here, in the caller's thread) and start a reader on it; with
+        ``identify``, the store's id is read first (else ``None``)."""
+        connection = open_reader(path)
+        store_id = None
+        if identify:
+            try:  # read before the reader actor owns the connection
+                store_id = read_store_id(connection)
+            except BaseException:
+                connection.close()
+                raise
+        return cls.start(connection, capacity=capacity), store_id
 
     def on_stop(self) -> None:
         self._connection.close()

@@ -4,10 +4,11 @@
 reader actors and, on first use, one projector actor per session. ``ask`` checks a
 message (:func:`~relaystore.domain.validation.validate_message`), routes it by its type
 and returns its typed reply or raises its typed error. The facade only routes and
-waits: its rules (checks, routing, the follow pager, metrics) live in
-:class:`~relaystore.actors.core.StoreCore`, which :class:`~relaystore.aio.AsyncEventStore`
-shares; what a message does lives in the actor that owns it and the storage function it
-calls.
+waits: its rules live in the modules :class:`~relaystore.actors.core.StoreCore` (which
+:class:`~relaystore.aio.AsyncEventStore` shares) calls: the options and checks in
+:mod:`~relaystore.actors.settings`, the follow pager in :mod:`~relaystore.actors.pager`,
+the figures in :mod:`~relaystore.actors.metrics`; what a message does lives in the actor
+that owns it and the storage function it calls.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from ..domain.messages import (
 )
 from ..domain.relay import RelayEvent, RelayLine
 from ..storage.connection import Synchronous
-from .core import (
+from .core import StoreCore, StoreFacts
+from .internal import LoadAuditView
+from .pager import FollowPager
+from .settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_PROJECTORS,
     DEFAULT_PROJECTION,
@@ -38,12 +42,8 @@ from .core import (
     DEFAULT_QUEUE_CAPACITY,
     DEFAULT_READERS,
     DEFAULT_SYNCHRONOUS,
-    FollowPager,
     ProjectionMode,
-    StoreCore,
-    StoreFacts,
 )
-from .internal import LoadAuditView
 
 __all__ = ["EventStore", "Synchronous"]
 

@@ -29,9 +29,13 @@ that fail are logged.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from pykka import ActorRef
 
 from ..domain.errors import StoreBusy, StoreError, UnknownSession, WriterStopped
 from ..domain.messages import (
@@ -62,12 +66,14 @@ from ..storage import (
     sessions,
 )
 from ..storage.batch import Batch, BatchLost
-from ..storage.connection import WriterConnection
+from ..storage.connection import Synchronous, WriterConnection, open_writer
 from ..storage.maintenance import vacuum_store
 from ..storage.materialized import load_materialized_session
 from ..storage.paging import load_latest_seq
+from ..storage.schema import read_store_id
 from ..storage.stats import count_sessions_behind
 from ..storage.transaction import Connection
+from .commits import CommitWatch
 from .envelope import Envelope, Unanswerable
 from .inbox import BoundedActor
 from .internal import (
@@ -84,7 +90,7 @@ from .internal import (
 )
 from .metrics import WriterStats
 
-__all__ = ["COMPANY_WAIT_SECONDS", "WriterActor", "perform"]
+__all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "perform"]
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +171,19 @@ def perform(
     raise Unanswerable("writer", message)
 
 
+@dataclass(frozen=True, slots=True)
+class OpenedWriter:
+    """A started writer, and what it read from the store as it opened it."""
+
+    ref: ActorRef[WriterActor]
+    commits: CommitWatch
+    """The newest committed seq, published by the writer after each commit."""
+    store_id: str
+    take_requests: Callable[[], None]
+    """Say in the store's lock file that this writer takes maintenance requests (once
+    the store's desk runs)."""
+
+
 class WriterActor(BoundedActor):
     """Runs enveloped writer messages on the single write connection, FIFO, group-committed.
 
@@ -196,6 +215,36 @@ class WriterActor(BoundedActor):
         self._commit_seconds = 0.0
         """A running average of how long COMMIT takes (the fsync, at FULL)."""
         self._stopped_by: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous,
+        capacity: int,
+        stats: WriterStats,
+        max_batch: int,
+    ) -> OpenedWriter:
+        """Open the store's write connection (:func:`~relaystore.storage.connection.open_writer`:
+        creating or migrating it; its refusals raise here, in the caller's thread), read
+        the newest committed seq and the store's id from it, and start the writer on it,
+        publishing each commit to the returned :class:`OpenedWriter`'s commit watch."""
+        handle = open_writer(path, synchronous=synchronous)
+        try:
+            commits = CommitWatch(load_latest_seq(handle.connection))
+            store_id = read_store_id(handle.connection)
+        except BaseException:
+            handle.close()
+            raise
+        ref = cls.start(
+            handle,
+            capacity=capacity,
+            on_commit=commits.publish,
+            stats=stats,
+            max_batch=max_batch,
+        )
+        return OpenedWriter(ref, commits, store_id, handle.take_requests)
 
     def on_receive(self, message: Any) -> None:
         if not isinstance(message, Envelope):

@@ -29,8 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-from relaystore.actors.core import ProjectionMode
 from relaystore.actors.journal import read_journal
+from relaystore.actors.settings import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.api_events import ApiActivityState

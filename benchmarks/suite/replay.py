@@ -19,8 +19,8 @@ from pathlib import Path
 
 import apsw
 
-from relaystore.actors.core import ProjectionMode
 from relaystore.actors.journal import JournalReader, resolve_source
+from relaystore.actors.settings import ProjectionMode
 from relaystore.actors.store import EventStore
 from suite.common import Context, Figure, log, median, replay_journal
 from suite.journal import JournalStats, write_journal

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relaystore.actors.core import ProjectionMode
+from relaystore.actors.settings import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.relay import RelayEvent

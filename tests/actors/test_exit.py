@@ -164,10 +164,10 @@ STOPPED_WORKERS = """
     import signal
     import sys
     from relaystore import EventStore, ObserveRelayEvents, SaveSession
-    from relaystore.actors import projection_worker
+    from relaystore.actors import worker_pool
     from relaystore.testing import JournalBuilder, example_session
 
-    projection_worker.SILENCE_SECONDS = 1.0  # the bound, shortened for the test
+    worker_pool.SILENCE_SECONDS = 1.0  # the bound, shortened for the test
     journal = JournalBuilder()
     journal.prompt_turn("question")
     store = EventStore.open(sys.argv[1])

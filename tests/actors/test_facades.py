@@ -31,7 +31,6 @@ from relaystore import (
     SaveSession,
     StoreClosed,
 )
-from relaystore.actors.core import OpenOptions
 from relaystore.actors.envelope import Envelope, OneShotReply
 from relaystore.actors.internal import (
     INTERNAL_MESSAGES,
@@ -49,6 +48,7 @@ from relaystore.actors.internal import (
     RecordCheckpoint,
     RecoverRequests,
 )
+from relaystore.actors.settings import OpenOptions
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.maintenance import MaintenanceAnswer
 from relaystore.domain.projection import PageDelta
@@ -415,3 +415,11 @@ def test_neither_facade_reaches_into_the_others_private_names() -> None:
             and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})
         }
         assert not private, (module, other, private)
+        imported = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if alias.name.startswith("_")
+        }
+        assert not imported, (module, other, imported)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from relaystore import EventStore
-from relaystore.actors.projection_worker import POOL_LIMIT
+from relaystore.actors.worker_pool import POOL_LIMIT
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.testing import JournalBuilder, example_session
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st, target
 
-from relaystore.actors import core as core_module, reader as reader_module
-from relaystore.actors.core import ProjectionMode
+from relaystore.actors import projector_wiring as wiring_module, reader as reader_module
+from relaystore.actors.settings import ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import (
@@ -173,7 +173,7 @@ def test_projectors_reloaded_on_every_message_page_their_sessions_in_and_project
     whole, _ = replay(MaterializedSession.empty("session-1"), events)
     monkeypatch.setattr(frozen, "WINDOW", 2)
     monkeypatch.setattr(frozen, "SLACK", 1)
-    monkeypatch.setattr(core_module, "LOAD_PAGE_ITEMS", 7)
+    monkeypatch.setattr(wiring_module, "LOAD_PAGE_ITEMS", 7)
     fetched = _count_fetches(monkeypatch)
     sessions = ("session-1", "session-2")
     with (

@@ -24,10 +24,10 @@ import msgspec
 import pytest
 
 from relaystore import EventStore
-from relaystore.actors import cli, projection_worker
+from relaystore.actors import cli, worker_pool
 from relaystore.actors.journal import resolve_source
-from relaystore.actors.projection_worker import decode_events, encode_events
 from relaystore.actors.replay import replay_source
+from relaystore.actors.worker_protocol import decode_events, encode_events
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.errors import InvalidInput, RelayChainError, WorkerLost
 from relaystore.domain.messages import (
@@ -61,7 +61,7 @@ def _pids(store: EventStore) -> list[int]:
 @pytest.fixture
 def one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pool of one worker, so a test knows which process holds its session."""
-    monkeypatch.setattr(projection_worker, "_cores", lambda: 1)
+    monkeypatch.setattr(worker_pool, "_cores", lambda: 1)
 
 
 def _snapshot(store: EventStore, *sessions: str) -> tuple[list[bytes], list[bytes], list[int]]:
@@ -224,7 +224,7 @@ def test_a_stopped_worker_is_presumed_lost_replaced_and_never_hangs_close(
     is answered by a new worker, and ``close()`` returns with a message still being
     projected on a stopped one (finished on a new worker first) and every stopped worker
     killed and reaped."""
-    monkeypatch.setattr(projection_worker, "SILENCE_SECONDS", 1.0, raising=False)
+    monkeypatch.setattr(worker_pool, "SILENCE_SECONDS", 1.0, raising=False)
     events = conversation(60)
     path = tmp_path / "store.sqlite3"
     store = _saved(_open(path, "process"), "s-a", "s-b")
@@ -262,7 +262,7 @@ def test_a_worker_that_keeps_dying_is_a_typed_error_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        projection_worker.ProjectionWorker,
+        worker_pool.ProjectionWorker,
         "command",
         staticmethod(lambda fd: [sys.executable, "-c", "raise SystemExit(3)"]),
     )
@@ -285,7 +285,7 @@ def test_the_workers_start_with_their_first_projector_and_end_with_the_store(
     store = _saved(_open(tmp_path / "store.sqlite3", "process"), "s-a", "s-b")
     assert store._core._workers is not None
     cores = len(os.sched_getaffinity(0))
-    assert len(store._core._workers) == min(cores, projection_worker.POOL_LIMIT)
+    assert len(store._core._workers) == min(cores, worker_pool.POOL_LIMIT)
     assert _pids(store) == []  # a store that projects nothing starts no process
     store.ask(ObserveRelayEvents(session_id="s-a", events=conversation(3)))
     assert len(_pids(store)) == 1
@@ -414,9 +414,7 @@ def test_a_worker_that_cannot_start_is_a_typed_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = str(tmp_path / "no-such-python")
-    monkeypatch.setattr(
-        projection_worker.ProjectionWorker, "command", staticmethod(lambda fd: [missing])
-    )
+    monkeypatch.setattr(worker_pool.ProjectionWorker, "command", staticmethod(lambda fd: [missing]))
     with _saved(_open(tmp_path / "store.sqlite3", "process"), SESSION) as store:
         with pytest.raises(
             WorkerLost, match=r'the projection worker could not start: .*projection="thread"'
@@ -431,13 +429,13 @@ def test_replay_says_in_one_line_that_its_worker_died(
     """The worker's own failure is one line (``main`` and its boot), and the command's
     refusal another: never a traceback."""
     monkeypatch.setattr(
-        projection_worker.ProjectionWorker,
+        worker_pool.ProjectionWorker,
         "command",
         staticmethod(
             lambda fd: [
                 sys.executable,
                 "-c",
-                projection_worker._BOOT.replace("main(", "main(-1 *"),
+                worker_pool._BOOT.replace("main(", "main(-1 *"),
                 str(fd),
             ]
         ),

@@ -21,7 +21,6 @@ import pytest
 from pykka import ActorRef
 
 from relaystore.actors.envelope import Envelope
-from relaystore.actors.projection_worker import RemoteProjection, WorkerPool
 from relaystore.actors.projector import (
     PAGE_SIZE,
     PageCommit,
@@ -29,6 +28,8 @@ from relaystore.actors.projector import (
     ProjectorActor,
     ProjectorCore,
 )
+from relaystore.actors.worker_pool import WorkerPool
+from relaystore.actors.worker_proxy import RemoteProjection
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import pytest
 
-from relaystore.actors import core as core_module, reader as reader_module
+from relaystore.actors import projector_wiring as wiring_module, reader as reader_module
 from relaystore.actors.store import EventStore
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import MaterializedSession
@@ -85,10 +85,10 @@ def test_a_reload_reads_every_items_facts_but_only_the_newest_items_whole(
     events = _events(STEPS * 30)
     monkeypatch.setattr(frozen, "WINDOW", window)
     monkeypatch.setattr(frozen, "SLACK", 1)
-    monkeypatch.setattr(core_module, "RELOAD_ITEMS", reload_items)
+    monkeypatch.setattr(wiring_module, "RELOAD_ITEMS", reload_items)
     whole_per_reload = min(window, reload_items)
-    monkeypatch.setattr(core_module, "LOAD_PAGE_ENTRIES", 9)
-    monkeypatch.setattr(core_module, "LOAD_PAGE_ITEMS", 3)
+    monkeypatch.setattr(wiring_module, "LOAD_PAGE_ENTRIES", 9)
+    monkeypatch.setattr(wiring_module, "LOAD_PAGE_ITEMS", 3)
     seen = _spy(monkeypatch)
     with (
         tempfile.TemporaryDirectory() as folder,

@@ -1,0 +1,364 @@
+"""The store's projection worker processes: starting, holding, replacing and closing them.
+
+A store runs one worker per core (:class:`WorkerPool`, at most :data:`POOL_LIMIT`);
+each projector is given the least busy one when it starts. A :class:`ProjectionWorker`
+is started with the first projector it serves (:meth:`ProjectionWorker.warm`) and again
+after it dies, as ``python -P -c`` (``sys.executable``) running the child of
+:mod:`~relaystore.actors.worker_child`, so it imports relaystore, never the embedder's
+``__main__``. One conversation holds a worker at a time
+(:meth:`ProjectionWorker.conversation`), so a session's events are projected in order,
+and the worker's projections mirror the live projectors: when a projector stops, the
+worker drops its session's projection (``Forget``: at once, or after the conversation
+under way).
+
+A worker that says nothing for :data:`SILENCE_SECONDS` in a conversation (it beats every
+tenth of that while it projects, so only one that does not run: stopped, hung) or takes
+no message for as long is presumed lost: it is killed and :class:`WorkerDied` raised,
+as for a broken pipe. Closing waits :data:`_STOP_SECONDS` for all the workers together,
+then kills those left.
+
+Owns the processes, their pipes and the sessions to forget. Must not: project, commit
+or retry a message (the proxy of :mod:`~relaystore.actors.worker_proxy` does), or decide
+what crosses the pipe (:mod:`~relaystore.actors.worker_protocol`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import StoreClosed, WorkerLost
+from .worker_protocol import Beat, Census, Done, Forget, Start
+
+__all__ = ["POOL_LIMIT", "SILENCE_SECONDS", "ProjectionWorker", "WorkerDied", "WorkerPool"]
+
+logger = logging.getLogger(__name__)
+
+_STOP_SECONDS = 5.0
+"""How long closing waits for the workers to exit before they are killed."""
+
+SILENCE_SECONDS = 10.0
+"""How long the store waits, in a conversation, for the worker's next word (or for room
+to write to it) before it presumes the worker lost (stopped, hung) and kills it. A
+working worker beats every tenth of that (:class:`~relaystore.actors.worker_protocol.Beat`), so only one that does not run
+is taken for lost, however long its projection takes."""
+
+
+_BOOT = """\
+import sys
+try:
+    from relaystore.actors.worker_child import main
+except BaseException as exc:
+    sys.stderr.write(f"relaystore projection worker: cannot import relaystore: {exc}\\n")
+    raise SystemExit(70) from None
+main(int(sys.argv[1]))
+"""
+"""The worker's program (``python -P -c``): an import failure is one line, too."""
+
+
+class WorkerDied(Exception):
+    """The worker's pipe broke mid-conversation."""
+
+
+class _Pipe:
+    """The worker's connection for one conversation: a broken pipe raises :class:`WorkerDied`
+    (and the worker is reaped), as does a worker silent for ``silence`` seconds (killed:
+    see :data:`SILENCE_SECONDS`); anything else passes. Beats are skipped."""
+
+    def __init__(self, connection: Connection, reap: Callable[[bool], str], silence: float) -> None:
+        self._connection = connection
+        self._reap = reap
+        """Reaps the worker (killed first when True); says how it ended."""
+        self._silence = silence
+
+    def send(self, message: object) -> None:
+        try:
+            self._connection.send(message)
+        except BlockingIOError as exc:  # the socket's send timeout: it reads nothing
+            raise WorkerDied(self._lost("had no room for a message")) from exc
+        except OSError as exc:
+            raise WorkerDied(
+                f"{exc or type(exc).__name__}; the worker {self._reap(False)}"
+            ) from exc
+
+    def recv(self) -> Any:
+        while True:
+            try:
+                if not self._connection.poll(self._silence):
+                    raise WorkerDied(self._lost("said nothing"))
+                message = self._connection.recv()
+            except (EOFError, OSError) as exc:
+                raise WorkerDied(
+                    f"{exc or 'its pipe closed'}; the worker {self._reap(False)}"
+                ) from exc
+            if not isinstance(message, Beat):
+                return message
+
+    def _lost(self, what: str) -> str:
+        return (
+            f"it {what} for {self._silence:g} s, so it is presumed lost (stopped or hung); "
+            f"the worker {self._reap(True)}"
+        )
+
+
+class ProjectionWorker:
+    """A worker process projecting the store's sessions, started when its first
+    projector does (:meth:`warm`), and again after it dies; one conversation at a
+    time (see the module doc).
+
+    Owns the process, its pipe and the sessions to forget (those whose projector
+    stopped while a conversation held the worker: at most the live projectors).
+    """
+
+    def __init__(self, *, hold_unknown: bool, limit: int) -> None:
+        self._silence = SILENCE_SECONDS
+        self._start = Start(hold_unknown=hold_unknown, limit=limit, beat_seconds=self._silence / 10)
+        self._lock = threading.Lock()
+        self._forget_lock = threading.Lock()
+        self._forget: set[str] = set()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._connection: Connection | None = None
+        self._closed = False
+        self.restarts = 0
+        """How many times a worker was started again after it died."""
+
+    @property
+    def pid(self) -> int | None:
+        """The worker process's id (None before it is first needed)."""
+        return None if self._process is None else self._process.pid
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's projection: now when no conversation holds the worker,
+        else before the next one."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._connection is not None:
+                    with contextlib.suppress(WorkerDied):  # a dead worker holds nothing
+                        self._pipe(self._connection).send(Forget(session_id))
+            finally:
+                self._lock.release()
+            return
+        with self._forget_lock:
+            self._forget.add(session_id)
+
+    @contextlib.contextmanager
+    def conversation(self) -> Iterator[_Pipe]:
+        """Hold the worker (started if needed) for one conversation."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed()
+            pipe = self._pipe(self._connection or self._spawn())
+            with self._forget_lock:
+                forget, self._forget = self._forget, set()
+            for session_id in forget:
+                pipe.send(Forget(session_id))
+            yield pipe
+
+    def warm(self) -> None:
+        """Start the worker now if it is not running and no conversation holds it (it
+        imports while its first projector starts); one that cannot start is left to
+        the first message, which raises :class:`~relaystore.domain.errors.WorkerLost`."""
+        if not self._lock.acquire(blocking=False):
+            return  # a conversation holds it: it is running
+        try:
+            if self._closed or self._connection is not None:
+                return
+            try:
+                self._spawn()
+            except (WorkerLost, WorkerDied) as exc:
+                logger.warning("projection worker did not start: %s", exc)
+        finally:
+            self._lock.release()
+
+    def held(self) -> int:
+        """How many sessions' projections the worker holds (0 when it is not running)."""
+        if self._connection is None:
+            return 0
+        with self.conversation() as pipe:
+            pipe.send(Census())
+            done: Done = pipe.recv()
+        count: int = done.value
+        return count
+
+    def replaced(self) -> None:
+        """Count a worker started again after it died (the next conversation starts it)."""
+        self.restarts += 1
+
+    def hang_up(self) -> None:
+        """Close the pipe (the worker exits when it reads that) and start no more
+        (waits for a conversation under way: at most :data:`SILENCE_SECONDS` if the
+        worker does not run)."""
+        with self._lock:
+            self._closed = True
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                connection.close()
+
+    def close(self, until: float | None = None) -> None:
+        """Hang up and wait for the worker to exit until ``until`` (a ``time.monotonic``
+        instant; by default :data:`_STOP_SECONDS` from now); kill it past that."""
+        self.hang_up()
+        with self._lock:
+            self._reap(until=until)
+
+    @staticmethod
+    def command(fd: int) -> list[str]:
+        """The worker's command line: this interpreter, serving the pipe at ``fd``
+        (``-P``: no script directory on its path, so it imports relaystore, never the
+        embedder's modules)."""
+        return [sys.executable, "-P", "-c", _BOOT, str(fd)]
+
+    def _spawn(self) -> Connection:
+        if getattr(sys, "frozen", False):
+            raise WorkerLost(
+                "the projection worker could not start: this interpreter is a frozen "
+                "application (its executable would not run Python); open the store with "
+                'projection="thread"'
+            )
+        if not sys.executable:
+            raise WorkerLost(
+                "the projection worker could not start: this interpreter does not know its "
+                "Python executable (sys.executable is empty); open the store with "
+                'projection="thread"'
+            )
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            # A write the worker does not read within the silence bound fails (see _Pipe).
+            seconds = int(self._silence)
+            timeval = struct.pack("ll", seconds, int((self._silence - seconds) * 1e6))
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (_package_root(), env.get("PYTHONPATH")) if p
+            )
+            try:
+                self._process = subprocess.Popen(
+                    self.command(theirs.fileno()),
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                )
+            except OSError as exc:
+                raise WorkerLost(
+                    f"the projection worker could not start: {exc}; open the store with "
+                    'projection="thread" to project in this process'
+                ) from None
+            connection = Connection(ours.detach())
+        self._connection = connection
+        self._pipe(connection).send(self._start)
+        logger.info("started projection worker %d", self._process.pid)
+        return connection
+
+    def _pipe(self, connection: Connection) -> _Pipe:
+        return _Pipe(connection, lambda lost: self._reap(kill=lost), self._silence)
+
+    def _reap(self, *, kill: bool = False, until: float | None = None) -> str:
+        """Close the pipe and wait for the worker until ``until`` (default
+        :data:`_STOP_SECONDS` from now), killed past that, or at once when ``kill``; how
+        it ended."""
+        connection, self._connection = self._connection, None
+        process, self._process = self._process, None
+        if connection is not None:
+            connection.close()
+        if process is None:
+            return "was not running"
+        if kill:
+            process.kill()
+        try:
+            wait = _STOP_SECONDS if until is None else max(0.0, until - time.monotonic())
+            status = process.wait(wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            status = process.wait()
+        return f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+
+
+POOL_LIMIT = 4
+"""The most worker processes a store starts (one per core up to this)."""
+
+
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class WorkerPool:
+    """A store's projection workers, one per core (at most :data:`POOL_LIMIT`). A
+    projector is given the worker with the fewest projectors when it starts and keeps it
+    until it stops (its session's projection lives there meanwhile). One worker waits
+    while the writer commits its session's last page; another projects meanwhile."""
+
+    def __init__(self, *, hold_unknown: bool, limit: int) -> None:
+        count = max(1, min(POOL_LIMIT, _cores()))
+        self._workers = tuple(
+            ProjectionWorker(hold_unknown=hold_unknown, limit=limit) for _ in range(count)
+        )
+        self._lock = threading.Lock()
+        self._attached = [0] * count
+        """Projectors on each worker."""
+
+    def __len__(self) -> int:
+        return len(self._workers)
+
+    def attach(self) -> int:
+        """A worker for a projector starting: the one with the fewest (its index),
+        started now if it is not running."""
+        with self._lock:
+            index = min(range(len(self._workers)), key=self._attached.__getitem__)
+            self._attached[index] += 1
+        self._workers[index].warm()
+        return index
+
+    def worker(self, index: int) -> ProjectionWorker:
+        """The worker :meth:`attach` gave."""
+        return self._workers[index]
+
+    def detach(self, index: int) -> None:
+        """A projector on worker ``index`` stopped."""
+        with self._lock:
+            self._attached[index] -= 1
+
+    @property
+    def restarts(self) -> int:
+        """Workers started again after one died, over the pool."""
+        return sum(worker.restarts for worker in self._workers)
+
+    def held(self) -> int:
+        """Sessions' projections held over the pool (never more than the live
+        projectors: a stopped projector's session is forgotten)."""
+        return sum(worker.held() for worker in self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        """The running workers' process ids."""
+        return [pid for worker in self._workers if (pid := worker.pid) is not None]
+
+    def close(self) -> None:
+        """Close every worker (see :meth:`ProjectionWorker.close`): all hang up first,
+        then each is waited for until one deadline (:data:`_STOP_SECONDS` from then),
+        so closing takes that long at most however many do not exit."""
+        for worker in self._workers:
+            worker.hang_up()
+        until = time.monotonic() + _STOP_SECONDS
+        for worker in self._workers:
+            worker.close(until)
+
+
+def _package_root() -> str:
+    """The folder this ``relaystore`` was imported from (symlinks kept: an editable
+    install's link tree), first on the worker's path so it imports the same build."""
+    return str(Path(sys.modules["relaystore"].__file__ or ".").parent.parent)
