@@ -11,7 +11,7 @@ through :func:`inbox_of`.
 
 Actor threads are daemon threads (``use_daemon_thread``): a store nobody closed never
 keeps the interpreter from exiting; the facade closes such a store at exit instead (see
-:mod:`relaystore.actors.core`).
+:mod:`relaystore.actors.exit_hook`).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ from ..domain.messages import (
 )
 from ..domain.reads import LoadSessionDetail
 from ..domain.sessions import CheckpointMetadata
-from .cli.output import plural
+from ..domain.wording import plural
 from .internal import RecordCheckpoint
 
 if TYPE_CHECKING:

@@ -202,12 +202,12 @@ def maintain(
     else through the holder's desk (see the module). Raises :class:`StoreLocked` naming
     a holder that takes no requests, :class:`RequestUnanswered` when none took it in
     ``timeout`` seconds, and the store's typed errors."""
-    from .store import EventStore
+    from .core import StoreCore  # the core starts the desk: imported when first used
 
     text = encode_request(request)
     for _ in range(2):  # a holder that is gone before it takes the request: open it here
         try:
-            store = EventStore.open(path, readers=1)
+            core = StoreCore.open(path, readers=1)
         except StoreLocked as locked:
             holder = read_lock_holder(path)
             if holder is None or not holder.takes_requests or not holder.alive():
@@ -216,12 +216,14 @@ def maintain(
             if answer is not None:
                 return answer
             continue
-        with store:
+        try:
             if request_id is not None:
                 recorded = _recorded(path, request_id, text)
                 if recorded is not None:
                     return recorded
-            return run_request(store._core, os.fspath(path), request)
+            return run_request(core, os.fspath(path), request)
+        finally:
+            core.close()
     raise StoreLocked(  # pragma: no cover - a holder came and went twice meanwhile
         "the store's writer changed twice while the request waited; run the command again",
         path=os.fspath(path),

@@ -30,6 +30,7 @@ import msgspec
 from .api_events import ApiEventFilter
 from .chain import check_ordinal
 from .errors import InvalidInput, StoreError
+from .ids import validate_id
 from .integers import INT64_MAX, INT64_MIN
 from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
 from .relay import (
@@ -42,7 +43,6 @@ from .relay import (
     line_too_long,
 )
 from .session_checks import validate_timestamp
-from .sessions import validate_id
 
 __all__ = ["validate_message"]
 

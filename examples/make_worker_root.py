@@ -79,6 +79,12 @@ from relaystore.domain.runtime import (
     RuntimeProvenance,
 )
 from relaystore.domain.wire import JSON
+from relaystore.domain.worker_root import (
+    ACTIVE_JOURNAL_NAME,
+    JOURNAL_DIR_NAME,
+    RELAY_STATE_NAME,
+    segment_name,
+)
 from relaystore.testing import JournalBuilder
 
 __all__ = ["SESSION_IDS", "main", "write_worker_roots"]
@@ -131,7 +137,7 @@ class Worker:
         self.active = bytearray()
         self.active_first = 1
         self.native_session_id = f"native-{session_id[:8]}"
-        self.journal = root / "relay-journal"
+        self.journal = root / JOURNAL_DIR_NAME
         self.journal.mkdir(parents=True)
         self.lines: dict[int, bytes] = {}
         self._ids: dict[str, int] = {}
@@ -173,7 +179,7 @@ class Worker:
     def seal(self, *, crash: bool = False) -> None:
         """Gzip ``active.jsonl`` into a segment; ``crash`` keeps active as it was."""
         last = self.ordinal
-        name = f"segment-{self.active_first:020}-{last:020}.jsonl.gz"
+        name = segment_name(self.active_first, last)
         (self.journal / name).write_bytes(_gzip(bytes(self.active)))
         if crash:
             return
@@ -181,14 +187,14 @@ class Worker:
         self.active_first = last + 1
 
     def finish(self) -> None:
-        (self.journal / "active.jsonl").write_bytes(bytes(self.active))
+        (self.journal / ACTIVE_JOURNAL_NAME).write_bytes(bytes(self.active))
         state = {
             "format_version": 7,
             "session_id": self.session_id,
             "latest_ordinal": self.ordinal,
             "latest_digest": self.digest,
         }
-        (self.root / "relay-state.json").write_text(json.dumps(state, indent=2) + "\n")
+        (self.root / RELAY_STATE_NAME).write_text(json.dumps(state, indent=2) + "\n")
 
     # -- the story ------------------------------------------------------------------------
 

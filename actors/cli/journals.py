@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...domain.errors import InvalidInput
+from ...domain.wording import plural
 from .options import SOURCE_HELP, checked_id, file_argument, path
-from .output import plural
 from .replay_display import replay_command
 
 if TYPE_CHECKING:

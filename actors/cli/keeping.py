@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from ...domain.errors import InvalidInput
 from ...domain.ids import validate_id
+from ...domain.wording import plural
 from .follow import open_read_only, require_store
 from .journals import expand
 from .options import checked_id, count, file_argument, path, seconds, sha256
-from .output import fail, is_tty, json_option, plural, print_object
+from .output import fail, is_tty, json_option, print_object
 
 if TYPE_CHECKING:
     from ...domain.maintenance import MaintenanceRequest

@@ -47,7 +47,6 @@ __all__ = [
     "is_tty",
     "item_text",
     "json_option",
-    "plural",
     "print_line",
     "print_object",
     "reader_gone",
@@ -56,14 +55,6 @@ __all__ = [
 READER_POLL_SECONDS = 0.25
 """How often a waiting follow looks whether its reader is still there."""
 _TEXT_WIDTH = 160  # a human line's summary is cut here
-
-
-def plural(count: int, singular: str, many: str | None = None) -> str:
-    """``count`` and its noun, singular for exactly 1: ``plural(2, "session")`` is
-    ``"2 sessions"``; ``many`` spells an irregular plural."""
-    if count == 1:
-        return f"{count} {singular}"
-    return f"{count} {many or singular + 's'}"
 
 
 def json_option(parser: argparse.ArgumentParser, text: str) -> None:

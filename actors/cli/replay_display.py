@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from .output import is_tty, plural, print_line
+from ...domain.wording import plural
+from .output import is_tty, print_line
 
 if TYPE_CHECKING:
     from ..journal import JournalSource
