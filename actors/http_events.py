@@ -27,18 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..domain.api_events import ApiEventFilter
-from ..domain.errors import InvalidInput, StoreError
+from ..domain.errors import StoreError
 from ..domain.reads import LoadSessionDetail
 from .aio import AsyncEventStore
-from .http_preamble import (
-    Answer,
-    UnknownSession,
-    feed_after,
-    once,
-    query_integer,
-    query_text,
-    valid_id,
-)
+from .http_preamble import Answer, UnknownSession, feed_after, feed_cursor, query_text, valid_id
 
 __all__ = ["KEEPALIVE_SECONDS", "events"]
 
@@ -54,17 +46,7 @@ def events(keepalive: float) -> Answer:
     async def answer(request: Request, store: AsyncEventStore) -> Response:
         session_id = query_text(request, "session_id")
         workspace_id = query_text(request, "workspace_id")
-        after_seq = query_text(request, "after_seq")
-        header = once("Last-Event-ID", request.headers.getlist("last-event-id"))
-        cursors = [
-            cursor
-            for name, raw in (("after_seq", after_seq), ("Last-Event-ID", header))
-            if (cursor := query_integer(name, raw)) is not None
-        ]
-        if len(set(cursors)) > 1:
-            raise InvalidInput(
-                f"after_seq {cursors[0]} and Last-Event-ID {cursors[1]} disagree; send one"
-            )
+        cursor = feed_cursor(request)
         valid_id("session", session_id)
         if (
             session_id is not None
@@ -72,7 +54,7 @@ def events(keepalive: float) -> Answer:
         ):
             raise UnknownSession(session_id)
         valid_id("workspace", workspace_id)
-        after = feed_after(cursors[0] if cursors else None, await store.fetch_latest_seq())
+        after = feed_after(cursor, await store.fetch_latest_seq())
         event_filter = ApiEventFilter(session_id=session_id, workspace_id=workspace_id)
         return EventSourceResponse(
             _frames(store, after, event_filter),

@@ -18,9 +18,12 @@ around) its own work, stated once:
   :func:`~relaystore.domain.reads.unknown_session_text`.
 * **parameters**: each is given at most once (:func:`once`; a repeat is 400, never
   overridden); integers and cursors are ASCII digits within SQLite's range
-  (:func:`query_integer`); an id in the query is a valid id (:func:`valid_id`); a feed's
-  cursor is never ahead of the store's newest event (:func:`feed_after`, which calls the
-  domain's :func:`~relaystore.domain.validation.check_cursor`).
+  (:func:`query_integer`); an id in the query is a valid id (:func:`valid_id`; an id
+  in a path reaches the store inside its message, whose validation names the field); a
+  feed's cursor is ``after_seq`` or ``Last-Event-ID``, agreeing when both are given
+  (:func:`feed_cursor`), and never ahead of the store's newest event
+  (:func:`feed_after`, which calls the domain's
+  :func:`~relaystore.domain.validation.check_cursor`).
 
 Must not: know a route's path or reply shape (the route modules), or the server's socket
 and protocol (:mod:`relaystore.actors.http`). It holds no state of its own.
@@ -49,6 +52,7 @@ __all__ = [
     "UnknownSession",
     "error",
     "feed_after",
+    "feed_cursor",
     "once",
     "query_integer",
     "query_text",
@@ -175,6 +179,23 @@ def query_integer(name: str, raw: str | None, default: int | None = None) -> int
     if len(digits) > _MAX_DIGITS or int(digits) > INT64_MAX:
         raise InvalidInput(f"{name} {_shown(raw)} is beyond the largest integer {INT64_MAX}")
     return int(digits)
+
+
+def feed_cursor(request: Request) -> int | None:
+    """The cursor a feed resumes after (None: none given): ``after_seq`` or the SSE
+    ``Last-Event-ID`` header, each at most once; when both are given they must agree."""
+    after_seq = query_text(request, "after_seq")
+    header = once("Last-Event-ID", request.headers.getlist("last-event-id"))
+    cursors = [
+        cursor
+        for name, raw in (("after_seq", after_seq), ("Last-Event-ID", header))
+        if (cursor := query_integer(name, raw)) is not None
+    ]
+    if len(set(cursors)) > 1:
+        raise InvalidInput(
+            f"after_seq {cursors[0]} and Last-Event-ID {cursors[1]} disagree; send one"
+        )
+    return cursors[0] if cursors else None
 
 
 def feed_after(given: int | None, latest_seq: int) -> int:
