@@ -1,44 +1,35 @@
-"""``relaystore serve``: the origin's ``GET /api/v1/events`` server-sent-event stream.
+"""``relaystore serve``: the server: the token file, the socket, TLS, uvicorn and its hardening.
 
-Built on Starlette (routing, responses), sse-starlette (SSE framing, keepalives) and
-uvicorn (the server, its h11 protocol), installed with ``pip install "relaystore[http]"``.
-The contract is ``origin-http-events.md``:
+Built on uvicorn (the server, its h11 protocol) around the application of
+:mod:`relaystore.actors.http_app` (every route, the preamble, the envelope), installed
+with ``pip install "relaystore[http]"``. :func:`serve` is what the command runs;
+:class:`Server` serves one store on a socket bound when it is made.
 
-* ``GET /api/v1/events`` with optional ``session_id``, ``workspace_id`` and
-  ``after_seq`` (or the SSE ``Last-Event-ID`` header), each at most once; without a
-  cursor the stream starts at the current frontier. Each event is one frame: ``id`` its
-  ``seq``, ``event`` its ``type``, ``data`` the line ``relaystore events`` prints for it.
-* A bearer token from a 0600 file, created on first start; 401 (with
-  ``WWW-Authenticate: Bearer``) without it or a sign-in cookie the viewer exchanged it
-  for (:mod:`relaystore.actors.http_viewer`, which also serves the web viewer at ``/``).
-* A request from another web origin is refused (403) unless ``cors_origins`` names it.
-* Every response carries ``Mj-Api-Version: 1``, ``Cache-Control: no-store`` and the
-  browser security headers (a strict Content-Security-Policy and others); errors
-  are ``{"error": "...", "code": "..."}`` with 400 ``bad_request``, 401
-  ``unauthorized``, 403 ``forbidden``, 404 ``not_found`` (an unknown session says
-  :func:`~relaystore.domain.reads.unknown_session_text`), 405 ``method_not_allowed``
-  (with ``Allow``), 500 ``storage_failure`` or 503 ``unavailable``.
-* ``: keepalive`` comments while nothing happens; a storage failure sends one
-  ``event: stream_error`` frame and ends the stream.
+* The bearer token comes from a 0600 file, created on first start (:func:`ensure_token`);
+  a file others may read is refused.
+* TLS: a PEM certificate chain and its key (:class:`TlsFiles`), loaded before the port is
+  bound; :func:`beyond_loopback` tells the command when to warn about serving without it.
+* Logs go to stderr, one line each (``relaystore: ...``); ``access_log`` adds one line per
+  request (the token travels in a header, never in the logged request line).
 
 Guarantees: the store is opened read-only (the supervisor or ``relaystore replay``
-writes it); a stream reads pages from SQLite at its own client's pace, so a slow client
-holds at most one page in memory and never blocks the writer or another stream. The
-listening socket is bound before anything is announced. A client the server could not
-write to for ``Timeouts.stall`` seconds is disconnected (one log line; the socket is
-closed at once, its unsent bytes dropped) and resumes by reconnecting with its cursor;
-a connection that has not sent a whole request head within ``Timeouts.header`` seconds
-is closed; a client that goes away costs nothing more (no log line). Stopping (SIGINT,
-SIGTERM or :meth:`Server.stop`) closes the store, which ends every stream with a
-complete response, and closes what is left after ``Timeouts.shutdown`` seconds. Idle
-streams cost no threads.
+writes it). The listening socket is bound before anything is announced. A client the
+server could not write to for ``Timeouts.stall`` seconds is disconnected (one log line;
+the socket is closed at once, its unsent bytes dropped) and resumes by reconnecting with
+its cursor; a connection that has not sent a whole request head within
+``Timeouts.header`` seconds is closed; a client that goes away costs nothing more (no log
+line). Stopping (SIGINT, SIGTERM or :meth:`Server.stop`) closes the store, which ends
+every stream with a complete response, and closes what is left after
+``Timeouts.shutdown`` seconds.
+
+Must not: answer a request or know a route (the application's), or read the store
+beyond opening and closing it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import logging.config
 import math
@@ -48,34 +39,22 @@ import signal
 import socket
 import stat
 import struct
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import uvicorn
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..domain.api_events import ApiEventFilter
-from ..domain.errors import InvalidInput, StoreClosed, StoreError
+from ..domain.errors import InvalidInput
 from ..domain.origins import validate_origins
-from ..domain.reads import LoadSessionDetail, unknown_session_text
-from ..domain.sessions import validate_id
 from .aio import AsyncEventStore
-from .http_reads import once, query_integer, read_routes
-from .http_viewer import SECURITY_HEADERS, Access, OriginGuard, viewer_routes
+from .http_app import API_VERSION, KEEPALIVE_SECONDS, create_app
 
 __all__ = [
     "API_VERSION",
+    "KEEPALIVE_SECONDS",
     "Server",
     "Timeouts",
     "TlsFiles",
@@ -87,17 +66,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-API_VERSION = "1"
-"""The value of the ``Mj-Api-Version`` header (a wire constant of the origin's API)."""
+# API_VERSION, KEEPALIVE_SECONDS and create_app are the application's
+# (relaystore.actors.http_app), named here too: what serve's callers import.
 
-_HEADERS = [
-    (b"mj-api-version", API_VERSION.encode()),
-    (b"cache-control", b"no-store"),
-    *SECURITY_HEADERS,
-]
-_HEADER_NAMES = frozenset(name for name, _ in _HEADERS)
-KEEPALIVE_SECONDS = 15.0
-_PARAMETERS = ("session_id", "workspace_id", "after_seq")
 # What serve() logs, on stderr: one line each, like the command's other messages.
 _LOG_CONFIG: dict[str, Any] = {
     "version": 1,
@@ -113,7 +84,13 @@ _LOG_CONFIG: dict[str, Any] = {
     "loggers": {
         "uvicorn": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
         "uvicorn.access": {"level": "CRITICAL", "propagate": False},
+        # The server's own lines (a stalled client) and the feed's (a stream's failure).
         __name__: {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "relaystore.actors.http_events": {
+            "handlers": ["stderr"],
+            "level": "INFO",
+            "propagate": False,
+        },
     },
 }
 _ACCESS_LOG = {"handlers": ["stderr"], "level": "INFO", "propagate": False}
@@ -174,162 +151,6 @@ def _existing_token(path: Path) -> str:
             path=where,
         )
     return token
-
-
-# -- the application ---------------------------------------------------------------------
-
-
-class _ContractHeaders:
-    """Adds ``Mj-Api-Version``, ``Cache-Control: no-store`` and the security headers
-    (:data:`~relaystore.actors.http_viewer.SECURITY_HEADERS`) to every response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [
-                    (name, value)
-                    for name, value in message.get("headers", [])
-                    if name.lower() not in _HEADER_NAMES
-                ]
-                message = {**message, "headers": headers + _HEADERS}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    500: "storage_failure",
-    503: "unavailable",
-}
-"""The ``code`` of each error status, as the read routes name them."""
-
-
-def _error(status: int, text: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    code = _CODES.get(status, "error")
-    return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
-
-
-def create_app(
-    store: AsyncEventStore,
-    token: str,
-    *,
-    keepalive: float = KEEPALIVE_SECONDS,
-    cors_origins: Collection[str] = (),
-) -> Starlette:
-    """The ASGI application serving ``store`` (open read-only; closing it ends every stream).
-
-    ``cors_origins`` are the other web origins allowed to call it (CORS headers for them
-    only); a request from any other origin is refused. Raises :class:`InvalidInput` for
-    one that is no web origin.
-    """
-    allowed = validate_origins(cors_origins)
-    access = Access(token)
-    authorized = access.authorized
-    cors = [
-        Middleware(
-            CORSMiddleware,
-            allow_origins=allowed,
-            allow_methods=["GET"],
-            allow_headers=["Authorization", "Last-Event-ID"],
-            expose_headers=["Mj-Api-Version"],
-        )
-    ]
-
-    async def events(request: Request) -> Response:
-        if not authorized(request):
-            return _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        params = request.query_params  # others than _PARAMETERS are ignored, as the origin does
-        try:
-            given = {name: once(name, params.getlist(name)) for name in _PARAMETERS}
-            header = once("Last-Event-ID", request.headers.getlist("last-event-id"))
-            cursors = [
-                cursor
-                for name, raw in (("after_seq", given["after_seq"]), ("Last-Event-ID", header))
-                if (cursor := query_integer(name, raw)) is not None
-            ]
-            if len(set(cursors)) > 1:
-                raise InvalidInput(
-                    f"after_seq {cursors[0]} and Last-Event-ID {cursors[1]} disagree; send one"
-                )
-            session_id, workspace_id = given["session_id"], given["workspace_id"]
-            if session_id is not None:
-                validate_id("session", session_id)
-                if await store.ask(LoadSessionDetail(session_id=session_id)) is None:
-                    return _error(404, unknown_session_text(session_id))
-            if workspace_id is not None:
-                validate_id("workspace", workspace_id)
-            latest = await store.fetch_latest_seq()
-            after = cursors[0] if cursors else latest
-            if after > latest:
-                raise InvalidInput(
-                    f"cursor {after} is ahead of this database's newest event ({latest})"
-                )
-        except InvalidInput as exc:
-            return _error(400, exc.detail)
-        except StoreClosed:
-            return _error(503, "the server is shutting down")
-        except StoreError as exc:
-            return _error(500, f"reading the store failed: {exc}")
-        event_filter = ApiEventFilter(session_id=session_id, workspace_id=workspace_id)
-        return EventSourceResponse(
-            _frames(store, after, event_filter),
-            sep="\n",
-            ping=keepalive,
-            ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep="\n"),
-            # No send timeout: the server's protocol cuts a stalled client off (Timeouts).
-        )
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"no route {request.url.path}")
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        if not isinstance(exc, HTTPException):  # pragma: no cover - Starlette passes one
-            return _error(500, str(exc))
-        return _error(exc.status_code, str(exc.detail), exc.headers)
-
-    return Starlette(
-        routes=[
-            Route("/api/v1/events", events, methods=["GET"]),
-            *read_routes({"store": store}, authorized),
-            *viewer_routes(access),
-        ],
-        middleware=[
-            Middleware(_ContractHeaders),
-            Middleware(OriginGuard, allowed=allowed),
-            *(cors if allowed else []),
-        ],
-        exception_handlers={404: not_found, HTTPException: http_error},
-    )
-
-
-async def _frames(
-    store: AsyncEventStore, after: int, event_filter: ApiEventFilter
-) -> AsyncIterator[ServerSentEvent]:
-    try:
-        # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
-        async for event in store.follow_raw(after_seq=after, filter=event_filter):
-            yield ServerSentEvent(
-                data=event.json.decode(), event=event.kind, id=str(event.seq), sep="\n"
-            )
-    except StoreError as exc:
-        logger.warning("a stream ended on a storage failure: %s", exc)
-        yield ServerSentEvent(
-            data=json.dumps({"error": f"reading the store failed: {exc}"}),
-            event="stream_error",
-            sep="\n",
-        )
 
 
 # -- the connections ---------------------------------------------------------------------

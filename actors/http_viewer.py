@@ -23,6 +23,10 @@ it, an ``Origin`` that is this server. Sign-ins live in this process's memory: a
 (the oldest is forgotten first), each for :data:`SIGN_IN_SECONDS`; a restart forgets
 them all. The form body is read to at most :data:`MAX_FORM_BYTES`; no message names the
 token.
+
+Must not: answer anything but the viewer's files and sign-in (the read routes and the feed
+are their own modules; the token check and error bodies are the preamble's,
+:mod:`relaystore.actors.http_preamble`).
 """
 
 from __future__ import annotations
@@ -31,17 +35,16 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from importlib import resources
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..domain.errors import InvalidInput
-from .http_reads import failure, once
+from .http_preamble import Page, error, once
 
 __all__ = [
     "COOKIE",
@@ -51,7 +54,9 @@ __all__ = [
     "SIGN_IN_SECONDS",
     "Access",
     "OriginGuard",
-    "viewer_routes",
+    "sign_in",
+    "sign_out",
+    "viewer_files",
 ]
 
 COOKIE = "relaystore_signin"
@@ -178,9 +183,8 @@ class OriginGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         origin = _header(scope, b"origin") if scope["type"] == "http" else None
         if origin is not None and origin not in self.allowed and not _from_here(scope):
-            refusal = failure(
+            refusal = error(
                 403,
-                "forbidden",
                 f"requests from origin {origin[:100]!r} are refused; "
                 "relaystore serve --cors-origin ORIGIN allows one",
             )
@@ -193,9 +197,8 @@ def _from_own_page(request: Request) -> Response | None:
     """None for a request the browser says comes from this server's own page; else 403."""
     if _from_here(request.scope):
         return None
-    return failure(
+    return error(
         403,
-        "forbidden",
         "sign-in and sign-out are accepted only from this server's own page "
         f"(Origin {request.url.scheme}://{request.headers.get('host', 'this server')})",
     )
@@ -218,30 +221,29 @@ async def _form_token(request: Request) -> str:
     return once("token", fields.get("token", [])) or ""
 
 
-def viewer_routes(access: Access) -> list[Route]:
-    """``GET /`` and the viewer's files, ``POST /session`` and ``POST /session/end``."""
+def viewer_files() -> dict[str, Page]:
+    """``GET /`` and the viewer's files, by path (read once, here)."""
     folder = resources.files("relaystore").joinpath("viewer")
-    files = {
-        path: (folder.joinpath(name).read_bytes(), media_type)
-        for path, (name, media_type) in _FILES.items()
-    }
 
-    def static(path: str) -> Callable[[Request], Awaitable[Response]]:
-        content, media_type = files[path]
+    def static(name: str, media_type: str) -> Page:
+        content = folder.joinpath(name).read_bytes()
 
         async def answer(request: Request) -> Response:
             return Response(content, media_type=media_type)
 
         return answer
 
-    async def sign_in(request: Request) -> Response:
+    return {path: static(name, media_type) for path, (name, media_type) in _FILES.items()}
+
+
+def sign_in(access: Access) -> Page:
+    """``POST /session``: the form's token for a sign-in cookie (303 to ``/``)."""
+
+    async def answer(request: Request) -> Response:
         refusal = _from_own_page(request)
         if refusal is not None:
             return refusal
-        try:
-            cookie = access.sign_in(await _form_token(request))
-        except InvalidInput as exc:
-            return failure(400, "bad_request", exc.detail)
+        cookie = access.sign_in(await _form_token(request))
         if cookie is None:
             return RedirectResponse("/?signin=refused", status_code=303)
         response = RedirectResponse("/", status_code=303)
@@ -256,7 +258,13 @@ def viewer_routes(access: Access) -> list[Route]:
         )
         return response
 
-    async def sign_out(request: Request) -> Response:
+    return answer
+
+
+def sign_out(access: Access) -> Page:
+    """``POST /session/end``: forget the sign-in, clear the cookie (303 to ``/``)."""
+
+    async def answer(request: Request) -> Response:
         refusal = _from_own_page(request)
         if refusal is not None:
             return refusal
@@ -271,8 +279,4 @@ def viewer_routes(access: Access) -> list[Route]:
         )
         return response
 
-    return [
-        *(Route(path, static(path), methods=["GET"]) for path in files),
-        Route("/session", sign_in, methods=["POST"]),
-        Route("/session/end", sign_out, methods=["POST"]),
-    ]
+    return answer

@@ -67,10 +67,12 @@ __all__ = [
     "change_message",
     "change_subjects",
     "decode_incoming",
+    "event_message",
     "event_subjects",
     "load_round",
     "marker_message",
     "marker_subject",
+    "session_subject",
 ]
 
 HEADER_CHANGE = "Relaystore-Change"
@@ -111,16 +113,32 @@ class Outgoing:
 _JSON = msgspec.json.Encoder()
 
 
+def session_subject(prefix: str, store_id: str, workspace_id: str, session_id: str) -> str:
+    """``PREFIX.STORE.WORKSPACE.SESSION``: the subject of a session's events, and the stem
+    of its changes'; :class:`StoreError` for ids no subject token can hold."""
+    try:
+        workspace = subject_token("workspace", workspace_id)
+        session = subject_token("session", session_id)
+    except InvalidInput as exc:
+        raise StoreError(
+            f"cannot name a NATS subject for session {session_id!r}: {exc.detail}"
+        ) from None
+    return f"{prefix}.{store_id}.{workspace}.{session}"
+
+
+def event_message(subject: str, store_id: str, seq: int, data: bytes) -> Outgoing:
+    """The message of the API event ``seq`` (its wire line ``data``) on ``subject``."""
+    return Outgoing(
+        subject,
+        data,
+        {"Nats-Msg-Id": f"{store_id}:{seq}", HEADER_STORE: store_id, HEADER_SEQ: str(seq)},
+    )
+
+
 def change_message(prefix: str, store_id: str, change: Change) -> Outgoing:
     """The message of one change (see the module doc)."""
     ref = change.ref
-    try:
-        workspace = subject_token("workspace", ref.workspace_id)
-        session = subject_token("session", ref.session_id)
-    except InvalidInput as exc:
-        raise StoreError(
-            f"cannot name a NATS subject for session {ref.session_id!r}: {exc.detail}"
-        ) from None
+    stem = session_subject(prefix, store_id, ref.workspace_id, ref.session_id)
     headers = {
         "Nats-Msg-Id": f"{store_id}:c:{ref.change_seq}",
         HEADER_STORE: store_id,
@@ -140,7 +158,7 @@ def change_message(prefix: str, store_id: str, change: Change) -> Outgoing:
         data = b""
     else:
         data = _JSON.encode(value)
-    return Outgoing(f"{prefix}.{store_id}.{workspace}.{session}.{ref.kind}", data, headers)
+    return Outgoing(f"{stem}.{ref.kind}", data, headers)
 
 
 def marker_message(prefix: str, store_id: str, change: int, seq: int) -> Outgoing:

@@ -69,7 +69,6 @@ __all__ = [
     "SingleModelSubagents",
     "State",
     "SubagentPolicy",
-    "validate_id",
 ]
 
 DEFAULT_WORKSPACE_ID = "default"

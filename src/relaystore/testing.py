@@ -40,6 +40,7 @@ from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
 from relaystore.domain.elicitation import ElicitationRequest
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
+from relaystore.domain.ids import validate_id
 from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.mailbox import (
     GithubComment,
@@ -117,7 +118,6 @@ from relaystore.domain.sessions import (
     CheckpointMetadata,
     SessionRecord,
     SessionState,
-    validate_id,
 )
 from relaystore.domain.wire import JSON, decode_json, encode
 from relaystore.domain.worker_root import (

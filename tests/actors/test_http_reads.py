@@ -289,7 +289,7 @@ def test_a_server_without_its_store_answers_503_after_the_token_check(token_ok: 
 
     from starlette.applications import Starlette
 
-    from relaystore.actors.http_reads import read_routes
+    from relaystore.actors.http_app import read_routes
 
     app = Starlette(routes=read_routes({}, lambda _request: token_ok))
 

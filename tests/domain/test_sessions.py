@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from relaystore.domain.errors import InvalidInput
+from relaystore.domain.ids import validate_id
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.session_provisioning import (
     AdditionalMount,
@@ -43,7 +44,6 @@ from relaystore.domain.sessions import (
     SessionState,
     SingleModelSubagents,
     State,
-    validate_id,
 )
 from relaystore.domain.wire import decode_json, encode
 from relaystore.testing import example_session
