@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from ..domain.audit import AuditView
@@ -34,16 +34,7 @@ from ..storage.connection import Synchronous
 from .core import StoreCore, StoreFacts
 from .internal import LoadAuditView
 from .pager import FollowPager
-from .settings import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_PROJECTORS,
-    DEFAULT_PROJECTION,
-    DEFAULT_PROJECTOR_IDLE_SECONDS,
-    DEFAULT_QUEUE_CAPACITY,
-    DEFAULT_READERS,
-    DEFAULT_SYNCHRONOUS,
-    ProjectionMode,
-)
+from .settings import OpenOptions
 
 __all__ = ["EventStore", "Synchronous"]
 
@@ -58,21 +49,13 @@ class EventStore(StoreFacts):
     """
 
     @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        readers: int = DEFAULT_READERS,
-        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
-        synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
-        read_only: bool = False,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        max_projectors: int = DEFAULT_MAX_PROJECTORS,
-        projector_idle_seconds: float = DEFAULT_PROJECTOR_IDLE_SECONDS,
-        relay_log: bool = True,
-        projection: ProjectionMode = DEFAULT_PROJECTION,
-    ) -> EventStore:
+    def open(cls, path: str | os.PathLike[str], **options: Unpack[OpenOptions]) -> EventStore:
         """Open (creating or migrating) the store at ``path``.
+
+        The options are :class:`~relaystore.actors.settings.OpenOptions`, each defaulting
+        to its ``DEFAULT_*`` in :mod:`relaystore.actors.settings` (``read_only`` False,
+        ``relay_log`` True); :meth:`Settings.check` refuses a bad one with
+        :class:`InvalidInput` naming it.
 
         Raises ``SchemaMismatch`` for a store this build must not touch and
         ``StoreLocked`` when another process (or another ``open`` in this one) holds it
@@ -95,20 +78,7 @@ class EventStore(StoreFacts):
         ``"thread"`` projects in each projector's thread (for an interpreter that
         cannot start itself again: an embedded or frozen one).
         """
-        return cls(
-            StoreCore.open(
-                path,
-                readers=readers,
-                queue_capacity=queue_capacity,
-                synchronous=synchronous,
-                read_only=read_only,
-                max_batch=max_batch,
-                max_projectors=max_projectors,
-                projector_idle_seconds=projector_idle_seconds,
-                relay_log=relay_log,
-                projection=projection,
-            )
-        )
+        return cls(StoreCore.open(path, **options))
 
     def __init__(self, core: StoreCore) -> None:
         self._core = core

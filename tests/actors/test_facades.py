@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, Unpack, get_type_hints
 
 import pytest
 
@@ -48,7 +48,7 @@ from relaystore.actors.internal import (
     RecordCheckpoint,
     RecoverRequests,
 )
-from relaystore.actors.settings import OpenOptions
+from relaystore.actors.settings import OpenOptions, Settings
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.maintenance import MaintenanceAnswer
 from relaystore.domain.projection import PageDelta
@@ -343,10 +343,18 @@ def test_every_actor_answers_a_message_it_does_not_take_with_an_error(
 # -- typed open --------------------------------------------------------------------------
 
 
-def test_the_async_open_options_are_the_blocking_open_keywords() -> None:
-    hints = get_type_hints(EventStore.open)
-    keywords = {name: hints[name] for name in hints if name not in {"cls", "path", "return"}}
-    assert get_type_hints(OpenOptions) == keywords
+def test_both_facades_open_with_the_one_list_of_options_and_every_option_is_checked() -> None:
+    """The options are written once (``OpenOptions``): both ``open`` methods take exactly
+    those keywords, and ``Settings.check`` checks every one of them, no other."""
+    for facade in (EventStore, AsyncEventStore):
+        parameters = inspect.signature(facade.open).parameters
+        assert [p.kind for p in parameters.values()] == [
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.VAR_KEYWORD,
+        ]
+        assert get_type_hints(facade.open)["options"] == Unpack[OpenOptions]
+    checked = inspect.signature(Settings.check).parameters
+    assert sorted(name for name in checked if name != "path") == sorted(get_type_hints(OpenOptions))
 
 
 def test_a_users_mypy_catches_a_misspelt_open_option_in_both_facades(tmp_path: Path) -> None:
