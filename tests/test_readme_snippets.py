@@ -223,8 +223,8 @@ def test_the_readme_keeps_its_two_set_up_commands_and_ci_runs_its_test_command()
     assert len(commands) >= 2
     main_job, tests = commands[0], commands[1]
     assert main_job.endswith(f"&& {SET_UP} && relaystore events")
-    test_command = "python -m pytest -q -p no:cacheprovider"
-    assert tests.endswith(f"&& {test_command}")
+    test_command = tests.rsplit("&& ", 1)[-1]
+    assert test_command.startswith("python -m pytest ")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert test_command in ci
 
