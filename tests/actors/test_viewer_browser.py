@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -100,7 +101,12 @@ def no_script_errors(browser: WebDriver) -> Iterator[None]:
 
 
 def _until(browser: WebDriver, condition: Callable[[WebDriver], Any]) -> Any:
-    return WebDriverWait(browser, WAIT, poll_frequency=0.05).until(condition)
+    """Wait for ``condition``; an element of a page being replaced (a form's redirect)
+    is stale for a moment, which is no answer yet."""
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(browser, WAIT, poll_frequency=0.05, ignored_exceptions=ignored).until(
+        condition
+    )
 
 
 def _shown(browser: WebDriver, element_id: str) -> bool:
