@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...domain.errors import InvalidInput
+from ...domain.paging import MAX_PAGE_LIMIT
 from .output import READER_POLL_SECONDS, event_text, item_text, reader_gone
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ __all__ = [
     "require_store",
     "transcript_command",
 ]
-
-_PAGE = 1000
 
 
 def require_store(db: str) -> None:
@@ -105,7 +104,7 @@ def events_command(args: argparse.Namespace) -> int:
         if args.session is not None:
             await_session(store, args.db, args.session, wait=args.wait)
         while True:
-            limit = _PAGE if remaining is None else min(remaining, _PAGE)
+            limit = MAX_PAGE_LIMIT if remaining is None else min(remaining, MAX_PAGE_LIMIT)
             if limit <= 0:
                 return 0
             # The stored bytes in the ApiEvent wire shape: nothing decoded or re-encoded.
@@ -143,7 +142,7 @@ def transcript_command(args: argparse.Namespace) -> int:
                 LoadTranscriptPage(
                     session_id=args.session,
                     after_seq=after,
-                    limit=_PAGE if remaining is None else min(remaining, _PAGE),
+                    limit=MAX_PAGE_LIMIT if remaining is None else min(remaining, MAX_PAGE_LIMIT),
                     roles=roles,
                     finished_only=args.finished_only,
                 )
