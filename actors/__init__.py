@@ -1,26 +1,16 @@
-"""relaystore's runtime: the pykka actors, the :class:`EventStore` facade, the command line.
+"""relaystore's runtime: the pykka actors, the :class:`~relaystore.EventStore` facade,
+journal reading, the command line, the HTTP server and the NATS publisher.
 
-:class:`EventStore` is imported on first use (:pep:`562`), so the command line can start
-(``relaystore --version``) without loading the runtime.
+Internal, as the other layers are: the contract is what :mod:`relaystore` exports (each
+name registered once, in :mod:`relaystore._contract`); the layout inside this package may
+change. The package re-exports nothing, so ``relaystore --version`` starts without loading
+the runtime; each module lists its public names in its own ``__all__``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .store import EventStore
-else:  # hidden from type checkers, so that a misspelt name is still an error there
-
-    def __getattr__(name: str) -> object:
-        if name != "EventStore":
-            raise AttributeError(f"module 'relaystore.actors' has no attribute {name!r}")
-        from .store import EventStore
-
-        return EventStore
-
-
-__all__ = ["EventStore"]
+__all__: list[str] = []
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

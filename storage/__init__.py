@@ -6,7 +6,8 @@ connection, locked across processes) and readers from
 :func:`relaystore.storage.connection.open_reader`. Every operation is one transaction,
 or a savepoint when the caller already holds one, and raises only the errors of
 :mod:`relaystore.domain.errors`. Import each name from its module; this package
-re-exports nothing.
+re-exports nothing. Internal, as the other layers are: the contract is what
+:mod:`relaystore` exports.
 """
 
 from __future__ import annotations

@@ -65,10 +65,13 @@ def test_every_contract_name_imports() -> None:
 
 def test_the_layer_packages_re_export_nothing() -> None:
     """The contract is exported once, by relaystore; layers import from modules."""
-    assert domain.__all__ == []
-    assert storage.__all__ == []
-    public = [name for name in vars(domain) if not name.startswith("_") and name != "annotations"]
-    assert all(isinstance(getattr(domain, name), type(domain)) for name in public), public
+    for layer in (domain, storage, actors):
+        assert layer.__all__ == []
+        public = [name for name in vars(layer) if not name.startswith("_")]
+        public = [name for name in public if name not in {"annotations", "logging"}]
+        assert all(isinstance(getattr(layer, name), type(layer)) for name in public), public
+        assert "Internal" in (layer.__doc__ or "")
+    assert not hasattr(actors, "EventStore")
 
 
 def test_no_layer_offers_a_test_seam() -> None:
@@ -78,11 +81,6 @@ def test_no_layer_offers_a_test_seam() -> None:
         assert not hasattr(domain_sessions, seam)
         assert seam not in relaystore.__all__
         assert hasattr(testing, seam)  # the test kit has it instead
-
-
-def test_the_actors_package_is_minimal() -> None:
-    assert actors.__all__ == ["EventStore"]
-    assert actors.EventStore is relaystore.EventStore
 
 
 def test_every_error_derives_from_store_error() -> None:
