@@ -53,7 +53,7 @@ from ..domain.messages import (
     PruneRelayLog,
     Reproject,
 )
-from ..domain.reads import LoadSessionDetail
+from ..domain.reads import LoadSessionDetail, unknown_session_text
 from ..domain.sessions import CheckpointMetadata
 from ..domain.wording import plural
 from .internal import RecordCheckpoint
@@ -61,14 +61,20 @@ from .internal import RecordCheckpoint
 if TYPE_CHECKING:
     from .core import StoreCore
 
-__all__ = ["answered", "failed_answer", "run_request"]
+__all__ = ["answered", "error_text", "failed_answer", "run_request"]
 
 
 def failed_answer(error: StoreError) -> MaintenanceAnswer:
     """The answer of a request refused as a whole by ``error``."""
-    return MaintenanceAnswer(
-        failed=True, error=" ".join(str(error).split()), error_type=type(error).__name__
-    )
+    return MaintenanceAnswer(failed=True, error=error_text(error), error_type=type(error).__name__)
+
+
+def error_text(error: StoreError) -> str:
+    """``error`` as one line of an answer; a session the store lacks is worded as every
+    command and route words it (``unknown_session_text``)."""
+    if isinstance(error, UnknownSession) and error.session_id is not None:
+        return unknown_session_text(error.session_id)
+    return " ".join(str(error).split())
 
 
 def run_request(core: StoreCore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
@@ -243,7 +249,7 @@ def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
         try:
             report = ask(Reproject(session_id=session_id))
         except StoreError as exc:
-            failures.append(" ".join(str(exc).split()))
+            failures.append(error_text(exc))
             continue
         rebuilt.append(
             ReprojectedSession(

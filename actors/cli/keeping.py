@@ -261,6 +261,8 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
             print(line)
     for line in answer.err:
         print(f"relaystore: {line}", file=sys.stderr)
+    if answer.error_type == "UnknownSession":  # located at the store, as the reads say it
+        return fail(f"{args.db}: {answer.error}")
     if answer.error is not None:
         return fail(answer.error)
     return 1 if answer.failed else 0

@@ -152,6 +152,39 @@ def test_audit_takes_sessions_before_or_after_the_journals(store: tuple[Path, Pa
     assert "nobody: cannot audit (no session nobody in this store)" in unknown.stdout
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "nobody"),
+        ("transcript", "nobody"),
+        ("history", "nobody"),
+        ("usage", "nobody"),
+        ("events", "--session", "nobody"),
+        ("delete", "nobody"),
+        ("compact", "nobody"),
+        ("prune-log", "nobody", "--through", "1"),
+        ("checkpoint", "nobody", "--through", "1", "--archive", str(ROOT / "README.md")),
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_session_the_store_lacks_is_one_sentence_in_every_command(
+    store: tuple[Path, Path], args: tuple[str, ...]
+) -> None:
+    """Reads, the feed and the maintenance commands word an unknown session alike."""
+    db, _ = store
+    assert failure(cli(db, *args)) == f"relaystore: {db}: no session nobody in this store"
+
+
+def test_reproject_and_audit_word_a_session_the_store_lacks_alike(
+    store: tuple[Path, Path],
+) -> None:
+    db, _ = store
+    assert failure(cli(db, "reproject", "nobody")) == "relaystore: no session nobody in this store"
+    unknown = cli(db, "audit", "nobody")
+    assert unknown.returncode == 1
+    assert "(no session nobody in this store)" in unknown.stdout
+
+
 # -- following ------------------------------------------------------------------------------
 
 

@@ -165,14 +165,16 @@ def test_a_refused_request_is_one_object_and_one_line(
         beside = cli(db, "delete", "nobody", "--json")
     finally:
         supervisor.stop()
+    read = failure(cli(db, "show", "nobody"))  # the one wording of a session the store lacks
+    assert read == f"relaystore: {db}: no session nobody in this store"
     for result, run_by in ((alone, "command"), (beside, "writer")):
-        assert "session nobody: unknown session" in failure(result)
+        assert failure(result) == read
         document = one_object(result.stdout)
         assert set(document) == ENVELOPE
         assert document["ok"] is False
         assert document["run_by"] == run_by
         assert document["error_type"] == "UnknownSession"
-        assert "session nobody: unknown session" in document["error"]
+        assert document["error"] == "no session nobody in this store"
 
 
 def test_the_text_is_worded_from_the_outcome() -> None:

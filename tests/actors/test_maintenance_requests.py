@@ -116,7 +116,7 @@ def test_a_refused_request_prints_its_one_line_and_exits_1(
     finally:
         supervisor.stop()
     assert unknown.returncode == 1
-    assert "session nobody: unknown session" in failure(unknown)
+    assert failure(unknown) == f"relaystore: {db}: no session nobody in this store"
     assert unpruned.returncode == 1
     assert "no verified checkpoint" in failure(unpruned)
 
@@ -196,7 +196,7 @@ def test_a_request_id_runs_once_even_when_the_command_is_killed_and_run_again(
     assert "deleted session doomed" in first.stdout
     assert (first.returncode, second.returncode) == (0, 0)
     assert second.stdout == first.stdout  # its recorded answer
-    assert "unknown session" in failure(plain)  # a new request: the session is gone
+    assert failure(plain) == f"relaystore: {db}: no session doomed in this store"  # gone
     assert ("req-1", "done", supervisor.process.pid) in _requests(db)
     # With no writer, the recorded answer is printed again, not run a third time.
     assert ok(db, "delete", "doomed", "--request-id", "req-1").stdout == first.stdout
