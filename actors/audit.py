@@ -20,6 +20,7 @@ from ..domain.audit import (
     first_event_divergence,
     first_feed_divergence,
     first_projection_divergence,
+    first_view_divergence,
 )
 from ..domain.errors import RelayLogUnavailable, StoreError
 from ..domain.materialized import HistoryStart, MaterializedSession
@@ -120,6 +121,7 @@ def audit_session(
         first_event_divergence(applied, journal_events)
         or short
         or first_projection_divergence(stored, derived, view.retention_frontier)
+        or first_view_divergence(stored, view.stored_views)
         or first_feed_divergence([event for _, _, event in rebuilt.page.api_events], feed)
     )
     return AuditResult(

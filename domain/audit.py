@@ -20,6 +20,10 @@ difference is named:
    row). Stored events nothing derives are not: the supervisor writes events of its own
    (lifecycle, checkpoints, activity) and an older build's rules may have derived more
    (:func:`first_feed_divergence`).
+
+Beside the projection, each item's stored role and text (schema revision 12, what pages
+read instead of flattening the body) must be the stored body's
+(:func:`first_view_divergence`): a damaged one is named as a projection field.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .materialized import MaterializedSession
 from .relay import RelayEvent, RelayLine
 from .relay_log import StoredRelayLog
 from .retention import retained_session
+from .transcript_views import item_role, item_text
 from .wire import encode
 
 __all__ = [
@@ -43,6 +48,7 @@ __all__ = [
     "first_event_divergence",
     "first_feed_divergence",
     "first_projection_divergence",
+    "first_view_divergence",
 ]
 
 
@@ -90,6 +96,8 @@ class AuditView(msgspec.Struct, frozen=True, kw_only=True):
     retention_frontier: int | None = None
     """The session's checkpoint frontier (None: no checkpoint): retention may have
     shrunk tool calls at or below it."""
+    stored_views: dict[str, tuple[str, str]] = msgspec.field(default_factory=dict)
+    """Each item's stored role and text by stable id, where the store knows them."""
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -142,6 +150,29 @@ def first_projection_divergence(
     return Divergence(
         where=path, stored=_shown(mine), derived=_shown(theirs), field=path, ordinal=ordinal
     )
+
+
+def first_view_divergence(
+    stored: MaterializedSession, views: dict[str, tuple[str, str]]
+) -> Divergence | None:
+    """The first item (in the store's order) whose stored role or text (``views``, by
+    stable id) is not its stored body's, named ``projection.transcript[N].role`` or
+    ``.text``; items without a stored view are not compared."""
+    ordered = sorted(stored.transcript, key=lambda item: (item.position, item.stable_id))
+    for index, item in enumerate(ordered):
+        view = views.get(item.stable_id)
+        if view is None:
+            continue
+        for name, mine, theirs in (
+            ("role", view[0], item_role(item.body)),
+            ("text", view[1], item_text(item.body)),
+        ):
+            if mine != theirs:
+                path = f"projection.transcript[{index}].{name}"
+                return Divergence(
+                    where=path, stored=_shown(mine), derived=_shown(theirs), field=path
+                )
+    return None
 
 
 _MISSING = object()

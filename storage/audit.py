@@ -1,5 +1,6 @@
-"""The reads of ``relaystore audit``: a session's projection, relay log, feed and
-checkpoint frontier (what retention may have acted on) at once.
+"""The reads of ``relaystore audit``: a session's projection (with each item's stored
+role and text), relay log, feed and checkpoint frontier (what retention may have acted
+on) at once.
 
 Guarantees: :func:`load_audit_view` reads the three in one read transaction, so they
 are one committed state. A page's projection, its log row and its API events commit in
@@ -32,6 +33,14 @@ def load_audit_view(connection: apsw.Connection, session_id: str) -> AuditView |
         if projection is None or log is None:
             return None
         checkpoint = load_checkpoint_frontier(connection, session_id)
+        views = {
+            str(stable_id): (str(role), str(text))
+            for stable_id, role, text in connection.execute(
+                "SELECT stable_id, view_role, view_text FROM materialized_transcript_items"
+                " WHERE session_id = ? AND view_role IS NOT NULL AND view_text IS NOT NULL",
+                (session_id,),
+            )
+        }
         feed: list[ApiEvent] = []
         only = ApiEventFilter(session_id=session_id)
         after = 0
@@ -46,4 +55,5 @@ def load_audit_view(connection: apsw.Connection, session_id: str) -> AuditView |
         log=log,
         feed=feed,
         retention_frontier=checkpoint,
+        stored_views=views,
     )

@@ -6,7 +6,7 @@ so it matches a migrated store); an older store climbs one step per revision. Ea
 is one ``BEGIN IMMEDIATE`` transaction that changes the schema, raises the floor when it
 must, adds its ledger row and sets ``user_version``; a failure rolls the step back and
 leaves the store exactly as it was. Step 2 rewrites legacy event bodies; step 4 widens
-the ``sessions`` CHECKs in place.
+the ``sessions`` CHECKs in place; step 12 flattens the stored transcript items' text.
 
 What each revision means is :mod:`.schema`'s notes; the SQL is :mod:`.schema_ddl`'s.
 Only the writer runs this: it must not be reached from a reader.
@@ -29,11 +29,13 @@ from ..domain.sessions import SessionState
 from ..domain.wire import decode_json
 from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
 from .events import encode_event_body
+from .item_views import fill_item_views
 from .schema import (
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
     INDEX_FACTS_REVISION,
+    ITEM_VIEW_REVISION,
     RELAY_LOG_REVISION,
     REQUESTS_REVISION,
     SCHEMA_VERSION,
@@ -48,6 +50,7 @@ from .schema_ddl import (
     FORWARD_DDL,
     HISTORY_START_DDL,
     INDEX_FACTS_DDL,
+    ITEM_VIEW_DDL,
     MAINTENANCE_REQUESTS_DDL,
     NEW_STORE_ID,
     RELAY_LOG_DDL,
@@ -119,6 +122,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(INDEX_FACTS_DDL)
         connection.execute(MAINTENANCE_REQUESTS_DDL)
         connection.execute(CHANGES_DDL + REPLICA_DDL)
+        connection.execute(ITEM_VIEW_DDL)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -208,6 +212,17 @@ def _add_changes(connection: apsw.Connection) -> None:
         connection.execute(CHANGES_DDL + REPLICA_DDL)
         backfill_changes(connection)
         _record_revision(connection, CHANGES_REVISION)
+
+
+def _add_item_views(connection: apsw.Connection) -> None:
+    """Revision 12: transcript items' role and text, filled for every stored item
+    (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {ITEM_VIEW_REVISION}"):
+        if int(connection.pragma("user_version")) != ITEM_VIEW_REVISION - 1:
+            return
+        connection.execute(ITEM_VIEW_DDL)
+        fill_item_views(connection)
+        _record_revision(connection, ITEM_VIEW_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -309,6 +324,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     INDEX_FACTS_REVISION: _add_index_facts,
     REQUESTS_REVISION: _add_maintenance_requests,
     CHANGES_REVISION: _add_changes,
+    ITEM_VIEW_REVISION: _add_item_views,
 }
 
 

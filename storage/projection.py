@@ -38,6 +38,7 @@ from ..domain.relay import RelayCursor
 from ..domain.seed import seed_needed
 from ..domain.wire import encode
 from .events import insert_api_events
+from .item_views import VIEW_WRITTEN, stored_view
 from .materialized import execution_columns, load_frontier, stored_facts
 from .relay_log import write_log_page
 from .transaction import transaction
@@ -145,8 +146,8 @@ def _write_transcript(
     ]
     stored = _stored_items(connection, session_id, replaced) if replaced else {}
     deletes: list[tuple[str, str]] = []
-    updates: list[tuple[int | None, int, str, str, str, str]] = []
-    inserts: list[tuple[str, str, int, int | None, int, int, str, str]] = []
+    updates: list[tuple[int | None, int, str, str, str, str, str, str]] = []
+    inserts: list[tuple[str, str, int, int | None, int, int, str, str, str, str]] = []
     for sid in sorted(changes):
         pending = changes[sid]
         if isinstance(pending.change, TranscriptRemove):
@@ -155,6 +156,7 @@ def _write_transcript(
         item = pending.change.item
         body = _text(item.body)
         facts = stored_facts(item, pending.ordinal)
+        role, text = stored_view(item.body)
         if pending.remove_first:
             deletes.append((session_id, sid))
         elif sid in stored:
@@ -165,6 +167,8 @@ def _write_transcript(
                     item.last_changed_at_ms,
                     body,
                     facts,
+                    role,
+                    text,
                     session_id,
                     sid,
                 )
@@ -180,6 +184,8 @@ def _write_transcript(
                 item.last_changed_at_ms,
                 body,
                 facts,
+                role,
+                text,
             )
         )
     if deletes:
@@ -190,15 +196,16 @@ def _write_transcript(
     if updates:
         connection.executemany(
             "UPDATE materialized_transcript_items SET latest_content_event_ordinal = ?, "
-            "last_changed_at_ms = ?, body_json = ?, index_facts = ? "
-            "WHERE session_id = ? AND stable_id = ?",
+            "last_changed_at_ms = ?, body_json = ?, index_facts = ?, view_role = ?, "
+            f"view_text = ?, {VIEW_WRITTEN} WHERE session_id = ? AND stable_id = ?",
             updates,
         )
     if inserts:
         connection.executemany(
             "INSERT INTO materialized_transcript_items(session_id, stable_id, position, "
             "latest_content_event_ordinal, created_at_ms, last_changed_at_ms, body_json, "
-            "index_facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "index_facts, view_role, view_text, view_writes)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
             inserts,
         )
 

@@ -22,6 +22,7 @@ from ..domain.retention import (
     retained_body,
 )
 from ..domain.wire import encode
+from .item_views import VIEW_WRITTEN, stored_view
 from .materialized import load_frontier
 from .sessions import load_checkpoint_frontier
 from .transaction import transaction
@@ -69,10 +70,11 @@ def compact_transcript(
                 continue
             new = encode(compacted)
             old_bytes = len(text.encode())
+            role, flat = stored_view(compacted)
             connection.execute(
-                "UPDATE materialized_transcript_items SET body_json = ?"
-                " WHERE session_id = ? AND stable_id = ?",
-                (new.decode(), session_id, stable_id),
+                "UPDATE materialized_transcript_items SET body_json = ?, view_role = ?,"
+                f" view_text = ?, {VIEW_WRITTEN} WHERE session_id = ? AND stable_id = ?",
+                (new.decode(), role, flat, session_id, stable_id),
             )
             items += 1
             reclaimed += old_bytes - len(new)

@@ -60,13 +60,27 @@ Revisions (relaystore's own numbering):
    that holds the store for writing (:mod:`relaystore.storage.requests`). Additive, so
    the floor stays: an older build's writer never answers a request, and the command
    that made it withdraws it when its time runs out.
-11. *Current* (:data:`SCHEMA_VERSION`). ``store_changes`` and its triggers
+11. ``store_changes`` and its triggers
    (:data:`~relaystore.storage.changes.CHANGES_DDL`): every change to a session's
    record, start or relay log numbered in commit order, what ``relaystore publish``
    sends besides the feed (the step numbers what the store already holds); and
    ``replica_sources``/``replica_sessions`` (:data:`~relaystore.storage.changes.REPLICA_DDL`)
    for a store filled from a stream. Additive, so the floor stays: an older build's
    writes still fire the triggers (they live in the file).
+12. *Current* (:data:`SCHEMA_VERSION`). ``materialized_transcript_items.view_role``,
+   ``view_text`` and ``view_writes``
+   (:data:`~relaystore.storage.schema_ddl.ITEM_VIEW_DDL`): each item's role and flattened
+   text (:func:`~relaystore.domain.transcript_views.item_role`,
+   :func:`~relaystore.domain.transcript_views.item_text`), written with its body, so a
+   transcript page, history page, turn summary or title reads them instead of
+   flattening every body; ``view_writes`` counts this build's writes of them. NULL means
+   unknown (flatten the body): what an older build's insert leaves, and what the trigger
+   ``materialized_transcript_view_stale`` sets when an update changes the body but not
+   ``view_writes`` (an older build's). The step fills them for the items the store
+   holds, in batches, inside its transaction
+   (:func:`~relaystore.storage.item_views.fill_item_views`), so a migrated store answers
+   as it did.
+   Additive, so the floor stays.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -102,6 +116,7 @@ __all__ = [
     "COMPATIBILITY_FLOOR",
     "FORWARD_REVISION",
     "INDEX_FACTS_REVISION",
+    "ITEM_VIEW_REVISION",
     "RELAY_LOG_REVISION",
     "REQUESTS_REVISION",
     "SCHEMA_VERSION",
@@ -130,7 +145,10 @@ REQUESTS_REVISION = 10
 CHANGES_REVISION = 11
 """The revision that numbers changes to the source of truth (renumber here only)."""
 
-SCHEMA_VERSION = CHANGES_REVISION
+ITEM_VIEW_REVISION = 12
+"""The revision that keeps each transcript item's role and text (renumber here only)."""
+
+SCHEMA_VERSION = ITEM_VIEW_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

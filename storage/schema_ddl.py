@@ -21,6 +21,7 @@ __all__ = [
     "FORWARD_DDL",
     "HISTORY_START_DDL",
     "INDEX_FACTS_DDL",
+    "ITEM_VIEW_DDL",
     "MAINTENANCE_REQUESTS_DDL",
     "NEW_STORE_ID",
     "RANDOM_STORE_ID",
@@ -99,6 +100,22 @@ BEGIN
 END;
 """
 """Revision 9: each item's index facts, forgotten when its body changes without them."""
+
+ITEM_VIEW_DDL = """
+ALTER TABLE materialized_transcript_items ADD COLUMN view_role TEXT;
+ALTER TABLE materialized_transcript_items ADD COLUMN view_text TEXT;
+ALTER TABLE materialized_transcript_items ADD COLUMN view_writes INTEGER;
+CREATE TRIGGER IF NOT EXISTS materialized_transcript_view_stale
+AFTER UPDATE OF body_json ON materialized_transcript_items
+WHEN NEW.view_writes IS OLD.view_writes
+BEGIN
+    UPDATE materialized_transcript_items
+    SET view_role = NULL, view_text = NULL, view_writes = NULL
+    WHERE session_id = NEW.session_id AND stable_id = NEW.stable_id;
+END;
+"""
+"""Revision 12: each item's role and flattened text, forgotten when its body changes
+without them (this build counts its writes in ``view_writes``, an older build does not)."""
 
 MAINTENANCE_REQUESTS_DDL = """
 CREATE TABLE IF NOT EXISTS maintenance_requests (

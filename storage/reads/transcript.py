@@ -16,6 +16,11 @@ Guarantees:
 * ``None`` where the store has no projection of the session; a stored row that does not
   decode raises :class:`~relaystore.domain.errors.ProjectionError` naming the session.
 
+An item's role and text are read as stored with it (schema revision 12,
+:func:`~relaystore.storage.item_views.stored_view`), so a page decodes its bodies but
+flattens none, and history, titles and turn summaries decode no body; only an item an
+older build wrote (NULL) has them taken from its body, by the same rule.
+
 It reads rows and decides nothing: an item's seq, role and text, which items begin a
 turn, the provisional title and a turn's final message are
 :mod:`relaystore.domain.transcript_views`'s; the limits and the next cursor are
@@ -33,6 +38,7 @@ import msgspec
 
 from ...domain.elicitation import shown
 from ...domain.errors import InvalidInput
+from ...domain.materialized import TranscriptBody
 from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.paging import (
     DEFAULT_HISTORY_LIMIT,
@@ -59,13 +65,12 @@ from ...domain.transcript_views import (
     finished_only_roles,
     is_open_agent_item,
     is_user_item,
-    item_role,
-    item_text,
     latest_turn_start,
     provisional_title,
     transcript_seq,
     turn_number,
 )
+from ..item_views import stored_view
 from ..materialized import (
     decode_stored,
     decode_transcript_bodies,
@@ -97,34 +102,62 @@ _KIND = "json_extract(body_json, '$.kind')"
 """A stored item's body kind: what a role filter reads, and the turn rules beside its id."""
 _ITEM_COLUMNS = (
     "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
-    " body_json"
+    " body_json, view_role, view_text"
 )
+"""An item as a page shows it: its body beside its stored role and text (schema revision
+12; NULL where an older build wrote the item: the body's are taken)."""
+_TEXT_COLUMNS = (
+    "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
+    " CASE WHEN view_role IS NULL OR view_text IS NULL THEN body_json END, view_role, view_text"
+)
+"""An item as history, titles and turn summaries read it: its stored role and text, and
+its body only where the store does not know them."""
 
 _OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 
 
 def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemView]:
-    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything)."""
+    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything): the
+    stored role and text where the store holds them, else the body's."""
     view = TranscriptItemView
     return [
         view(
             stable_id=row[0],
             position=row[1],
             seq=transcript_seq(row[1], row[2]),
-            role=item_role(body),
-            text=item_text(body),
+            role=role,
+            text=text,
             created_at_ms=row[3],
             last_changed_at_ms=row[4],
             body=body,
         )
         for row, body in zip(rows, decode_transcript_bodies(rows, session_id), strict=True)
+        for role, text in (_stored_view(row, body),)
     ]
 
 
-def _each_view(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[TranscriptItemView]:
-    """The views of ``rows``, decoded one at a time (for a caller that stops early)."""
+def _stored_view(row: tuple[Any, ...], body: TranscriptBody | None) -> tuple[TranscriptRole, str]:
+    """The role and text of an item row: the stored ``view_role`` and ``view_text``
+    (columns 6 and 7), or, where the store does not know them (NULL), ``body``'s."""
+    if row[6] is None or row[7] is None:
+        assert body is not None
+        return stored_view(body)
+    return row[6], row[7]
+
+
+def _texts(rows: list[tuple[Any, ...]], session_id: str) -> list[tuple[TranscriptRole, str]]:
+    """The role and text of each of ``rows`` (the ``_TEXT_COLUMNS``): the body (column
+    5) is read, and decoded, only where the store does not know them."""
+    unknown = [row for row in rows if row[5] is not None]
+    bodies = iter(decode_transcript_bodies(unknown, session_id) if unknown else ())
+    return [_stored_view(row, next(bodies) if row[5] is not None else None) for row in rows]
+
+
+def _each_text(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[str]:
+    """The texts of ``rows`` (the ``_TEXT_COLUMNS``), one at a time (for a caller that
+    stops early)."""
     for row in rows:
-        yield _views([row], session_id)[0]
+        yield _texts([row], session_id)[0][1]
 
 
 def _role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
@@ -192,9 +225,9 @@ def _tied_prefix(
     rows = list(islice(cursor, wanted))
     more = False
     if rows:
-        last = rows[-1][6]
+        last = rows[-1][8]
         for row in cursor:
-            if row[6] != last:
+            if row[8] != last:
                 more = True
                 break
             rows.append(row)
@@ -251,7 +284,7 @@ def load_transcript_history(
                     session_id=session_id,
                 )
             before_position = int(found[0])
-        query = f"SELECT {_ITEM_COLUMNS} FROM materialized_transcript_items WHERE session_id = ?"
+        query = f"SELECT {_TEXT_COLUMNS} FROM materialized_transcript_items WHERE session_id = ?"
         bindings: list[object] = [session_id]
         if before_position is not None and before_id is not None:
             query += " AND (position < ? OR (position = ? AND stable_id < ?))"
@@ -263,15 +296,16 @@ def load_transcript_history(
         bindings.append(wanted + 1)
         rows = connection.execute(query, bindings).fetchall()
     older = len(rows) > wanted
-    views = _views(rows[:wanted][::-1], session_id)
+    kept: list[tuple[Any, ...]] = rows[:wanted][::-1]
+    items = [
+        HistoryItem(stable_id=row[0], position=row[1], role=role, text=text)
+        for row, (role, text) in zip(kept, _texts(kept, session_id), strict=True)
+    ]
     return TranscriptHistory(
-        items=[
-            HistoryItem(stable_id=v.stable_id, position=v.position, role=v.role, text=v.text)
-            for v in views
-        ],
+        items=items,
         before=(
-            HistoryCursor(position=views[0].position, stable_id=views[0].stable_id)
-            if older and views
+            HistoryCursor(position=items[0].position, stable_id=items[0].stable_id)
+            if older and items
             else None
         ),
         frontier=int(frontier[0]),
@@ -338,13 +372,13 @@ def load_turn_summary(
             (session_id, turn_start_position, completed_ordinal),
         ).fetchone()  # type: ignore[misc]
         agents = connection.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM materialized_transcript_items"
+            f"SELECT {_TEXT_COLUMNS} FROM materialized_transcript_items"
             " WHERE session_id = ? AND position > ? AND position <= ?"
             " AND latest_content_event_ordinal IS NOT NULL"
             " ORDER BY position DESC, stable_id DESC",
             (session_id, turn_start_position, completed_ordinal),
         )
-        final = final_message(v.text for v in _each_view(agents, session_id))
+        final = final_message(_each_text(agents, session_id))
     return TurnSummary(
         turn_number=number,
         turn_started_at_ms=int(started),
@@ -367,15 +401,12 @@ def load_projection_tail(
         ).get
         role_sql, kinds = _role_filter(("user",))
         users = connection.execute(
-            f"SELECT {_ITEM_COLUMNS}, {_KIND} FROM materialized_transcript_items"
+            f"SELECT {_TEXT_COLUMNS}, {_KIND} FROM materialized_transcript_items"
             f" WHERE session_id = ?{role_sql} ORDER BY position, stable_id",
             (session_id, *kinds),
         )
         title = provisional_title(
-            view.text
-            for view in _each_view(
-                (row for row in users if is_user_item(str(row[0]), row[6])), session_id
-            )
+            _each_text((row for row in users if is_user_item(str(row[0]), row[8])), session_id)
         )
         newest_first = connection.execute(
             f"SELECT position, stable_id, {_KIND} FROM materialized_transcript_items"

@@ -208,6 +208,34 @@ def test_a_corrupted_projection_field_is_named(
     assert f"{SESSION}: diverges from log at projection.transcript[" in capsys.readouterr().out
 
 
+def test_a_damaged_stored_text_is_named_though_the_body_is_intact(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _copy(replayed, "damaged.sqlite3")
+    connection = apsw.Connection(str(db))
+    (stable_id,) = connection.execute(
+        "SELECT stable_id FROM materialized_transcript_items WHERE session_id = ? "
+        "AND view_text LIKE '%answer 5.%' ORDER BY position LIMIT 1",
+        (SESSION,),
+    ).fetchone()
+    connection.execute(  # the text alone: the body, and so the trigger, are untouched
+        "UPDATE materialized_transcript_items SET view_text = replace(view_text, "
+        "'answer 5.', 'answer 55.') WHERE session_id = ? AND stable_id = ?",
+        (SESSION, stable_id),
+    )
+    connection.close()
+
+    status, document = _audit(capsys, db, SESSION)
+
+    assert status == 1
+    found = _divergence(document)
+    assert str(found["where"]).startswith("projection.transcript[")
+    assert str(found["where"]).endswith("].text")
+    assert "answer 55." in str(found["stored"])
+    assert "answer 55." not in str(found["derived"])
+    assert "answer 5." in str(found["derived"])
+
+
 def test_a_corrupted_api_event_body_is_named_by_its_seq(
     replayed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "step_back_to_revision_2",
     "step_back_to_revision_4",
     "step_back_to_revision_5",
+    "step_back_to_revision_11",
 ]
 
 LEGACY_SCHEMA_VERSION = 1
@@ -119,11 +120,38 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_11(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-12) store at ``path`` into what a revision-11 build
+    wrote: drop the trigger ``materialized_transcript_view_stale`` and the columns
+    ``view_role``, ``view_text`` and ``view_writes`` (revision 12), turn the ledger's rows
+    above 11 into row 11 and set ``user_version`` to 11. A store at 11 or below is left
+    alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 11:
+                return
+            connection.execute(
+                "DROP TRIGGER IF EXISTS materialized_transcript_view_stale;"
+                "ALTER TABLE materialized_transcript_items DROP COLUMN view_role;"
+                "ALTER TABLE materialized_transcript_items DROP COLUMN view_text;"
+                "ALTER TABLE materialized_transcript_items DROP COLUMN view_writes;"
+                "DELETE FROM schema_migrations WHERE version > 11;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (11, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 11;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_9(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-11) store at ``path`` into what a revision-9 build
-    wrote: drop ``maintenance_requests`` (revision 10), ``store_changes`` with its
+    """Turn the current store at ``path`` into what a revision-9 build wrote (after
+    :func:`step_back_to_revision_11`): drop ``maintenance_requests`` (revision 10), ``store_changes`` with its
     triggers and the ``replica_*`` tables (revision 11), turn the ledger's rows above 9
     into row 9 and set ``user_version`` to 9. A store at 9 or below is left alone."""
+    step_back_to_revision_11(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

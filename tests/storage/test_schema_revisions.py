@@ -27,6 +27,7 @@ from relaystore.storage.schema import (
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
     INDEX_FACTS_REVISION,
+    ITEM_VIEW_REVISION,
     RELAY_LOG_REVISION,
     REQUESTS_REVISION,
     SCHEMA_VERSION,
@@ -123,7 +124,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == CHANGES_REVISION
+        assert writer.revision == SCHEMA_VERSION == ITEM_VIEW_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -226,6 +227,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "maintenance_requests",  # revision 10: maintenance requests
         "maintenance_requests_open",
         "maintenance_requests_state",
+        "materialized_transcript_view_stale",  # revision 12: items' role and text
     }
 
 
@@ -844,6 +846,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             INDEX_FACTS_REVISION,
             REQUESTS_REVISION,
             CHANGES_REVISION,
+            ITEM_VIEW_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -871,7 +874,13 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
     assert migrated == {o for o in schema_objects(fresh) if o[0] != "table" or "transcript" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [FORWARD_REVISION, INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION],
+        [
+            FORWARD_REVISION,
+            INDEX_FACTS_REVISION,
+            REQUESTS_REVISION,
+            CHANGES_REVISION,
+            ITEM_VIEW_REVISION,
+        ],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -897,7 +906,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "maintenance" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION],
+        [INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION, ITEM_VIEW_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -934,4 +943,4 @@ def test_a_revision_9_store_numbers_what_it_holds_and_then_every_change(
     assert {o for o in schema_objects(store_path) if o[0] == "trigger"} == {
         o for o in schema_objects(fresh) if o[0] == "trigger"
     }
-    assert metadata(store_path)[0] == CHANGES_REVISION
+    assert metadata(store_path)[0] == ITEM_VIEW_REVISION
