@@ -26,7 +26,6 @@ closes), against the 10-session baseline's. Aim: under 300 MiB.
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 import time
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relaystore.actors.settings import ProjectionMode
+from relaystore.actors.settings import DEFAULT_MAX_PROJECTORS, DEFAULT_PROJECTION, ProjectionMode
 from relaystore.actors.store import EventStore
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.relay import RelayEvent
@@ -43,14 +42,6 @@ from suite.common import Context, Figure, log
 from suite.memory import _status_kib, _workers_peak_mib, measure as fresh
 
 NAME = "sessions"
-DEFAULT_MAX_PROJECTORS: int = (
-    inspect.signature(EventStore.open).parameters["max_projectors"].default
-)
-"""``EventStore.open``'s default ``max_projectors`` (256)."""
-DEFAULT_PROJECTION: ProjectionMode = (
-    inspect.signature(EventStore.open).parameters["projection"].default
-)
-"""``EventStore.open``'s default ``projection`` ("process")."""
 BASE = 10
 AIM = 0.85
 MEMORY_LIMIT_MIB = 300.0
