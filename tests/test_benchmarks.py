@@ -66,3 +66,25 @@ def test_compare_prints_two_runs_side_by_side(tmp_path: Path) -> None:
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("| replay")]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells == ["replay", "events/s", "0.05", "0.1", "2", ">= 0.125", "NO"]
+
+
+def test_every_benchmark_module_loads_and_names_itself() -> None:
+    """A full run imports each benchmark only when it reaches it: one that no longer
+    imports (an API it reads moved) would fail minutes into the run, not here."""
+    program = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import suite\n"
+        "for name in suite.BENCHMARKS:\n"
+        "    module = suite.load(name)\n"
+        "    assert module.NAME == name and callable(module.run), name\n"
+        "print('loaded', len(suite.BENCHMARKS))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program, str(ROOT / "benchmarks")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("loaded ")
