@@ -156,9 +156,9 @@ def test_no_access_log_on_the_command_line_overrides_the_config_file(
 # -- replay's progress display on a terminal ----------------------------------------------------
 
 SESSIONS = 8
-TURNS = 750
-"""3,000 events a session, 24,000 in all: the replay runs well past the display's quiet
-first second (about 10,000 events a second on 2 busy cores)."""
+TURNS = 1500
+"""6,000 events a session, 48,000 in all: the replay runs well past the display's quiet
+first second (about 3 s at 15,000 events a second on 2 cores; the bar needs more than 1)."""
 BAR = re.compile(
     r"(\d+)/(\d+) sessions: +(\d+)%\|[^|\r\n]*\| *(\d+)/(\d+) "
     r"\[(\d\d:\d\d)<(\d\d:\d\d|\?), *([\d.]+|\?)ev/s\]"
