@@ -101,6 +101,13 @@ class _Display:
     def _label(self, done: int) -> str:
         return f"{done}/{plural(self._sessions, 'session')}"
 
+    def _shown(self) -> bool:
+        """Whether the bar is on screen: tqdm draws it at an update once its quiet period
+        is over. Until then nothing may redraw it (a refresh ignores the quiet period, and
+        a bar drawn that way is left without its final newline when it closes)."""
+        bar = self.bar
+        return bar is not None and bool(bar.last_print_t >= bar.start_t + bar.delay)
+
     def start(self, index: int, report: ReplayReport) -> None:
         """A source begins: its events past the store's frontier replace its estimate."""
         self._current, self._seen = index, 0
@@ -109,7 +116,8 @@ class _Display:
         total = (self.bar.total or 0) - self._estimates[index] + report.expected
         self._estimates[index] = report.expected
         self.bar.total = total or None
-        self.bar.refresh()
+        if self._shown():
+            self.bar.refresh()
 
     def advance(self, report: ReplayReport) -> None:
         if self.bar is not None:
@@ -118,11 +126,11 @@ class _Display:
 
     def finished(self, done: int) -> None:
         if self.bar is not None:
-            self.bar.set_description_str(self._label(done))
+            self.bar.set_description_str(self._label(done), refresh=self._shown())
 
     def say(self, line: str) -> None:
         """A line on stderr that the bar does not garble."""
-        if self.bar is not None:
+        if self._shown():
             self.bar.write(line, file=sys.stderr)
         else:
             print(line, file=sys.stderr, flush=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from relaystore import ApiActivityState, EventStore, RecordActivities
+from relaystore.domain.relay import encode_relay_event
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import ENV, WORKER_ROOTS, command, replay
 from tests.actors.http_support import Server, start_server, stop_server
@@ -304,3 +307,62 @@ def test_sign_out_forgets_the_cookie(browser: WebDriver, server: Server, screens
         timeout=10,
     )
     assert stale.status_code == 401
+
+
+BEHIND = "behind-session"
+FUTURE_LINE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'
+"""A line of a kind this build does not know: its session's projection waits before it."""
+
+
+def _badges(browser: WebDriver, session_id: str) -> list[str]:
+    return _all(browser, f'#session-list .session[data-session-id="{session_id}"] .badge', "class")
+
+
+def test_the_list_shows_each_sessions_activity_and_a_behind_mark(
+    browser: WebDriver, server: Server, db: Path, tmp_path: Path, screens: Path
+) -> None:
+    _signed_in(browser, server)
+    _until(browser, lambda b: _text(b, "feed-state") == "live")
+    assert not any("activity" in badge for badge in _badges(browser, SESSION))
+
+    # The supervisor records an activity (through the embedding store, in this process):
+    # the list shows it on that session alone, without a reload.
+    state = ApiActivityState(
+        state="thinking", is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+    with EventStore.open(db, projection="thread") as store:
+        store.ask(
+            RecordActivities(activities=[(SESSION, state)], recorded_at_ms=int(time.time() * 1000))
+        )
+    _until(browser, lambda b: "badge activity v-thinking" in _badges(b, SESSION))
+    others = [root.name for root in WORKER_ROOTS if root.name != SESSION]
+    assert not any("v-thinking" in badge for other in others for badge in _badges(browser, other))
+
+    # A journal from a newer worker: its session is held behind the line this build does
+    # not know, and the list marks it so (and no other session).
+    journal = JournalBuilder()
+    journal.prompt_turn("Before the newer line")
+    newer = journal.newer_line(FUTURE_LINE)
+    path = tmp_path / "newer.jsonl"
+    path.write_bytes(journal.to_bytes() + encode_relay_event(newer) + b"\n")
+    result = subprocess.run(
+        command(db, "replay", str(path), "--session", BEHIND, "--projection", "thread"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"warning: session {BEHIND}: " in result.stderr
+    _until(browser, lambda b: "badge behind v-behind" in _badges(b, BEHIND))
+    assert not any("v-behind" in badge for badge in _badges(browser, SESSION))
+    assert "1 behind" in _text(browser, "health-figures")
+    browser.save_screenshot(str(screens / "11-activity-and-behind.png"))
+
+    _click(browser, f'.session[data-session-id="{BEHIND}"]')
+    _until(browser, lambda b: _shown(b, "detail-behind"))
+    assert _text(browser, "detail-behind").startswith(
+        f"Projection behind at ordinal {newer.ordinal} (unknown "
+    )
+    browser.save_screenshot(str(screens / "12-behind-detail.png"))
