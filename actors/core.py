@@ -87,7 +87,7 @@ from .settings import (
 )
 from .wal_watch import WalWatcher
 from .worker_pool import WorkerPool
-from .writer import WriterActor
+from .writer import WriterActor, WriterPen
 
 __all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore", "StoreFacts"]
 
@@ -111,6 +111,8 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadReplicationRound,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
+_NOT_THE_WRITERS: tuple[type[Any], ...] = (*_READER_ROUTED, ObserveRelayEvents, Reproject)
+"""What never goes to the writer: the readers' messages, and a session projector's."""
 
 
 class StoreFacts:
@@ -176,6 +178,8 @@ class StoreCore:
             idle_seconds=settings.projector_idle_seconds,
         )
         self.writer: ActorRef[WriterActor] | None = None
+        self._pen: WriterPen | None = None
+        """The fast path to an idle writer (see :meth:`ask_blocking`)."""
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
         self._stats = WriterStats()
@@ -197,6 +201,7 @@ class StoreCore:
                 self.commits = opened.commits
                 self.store_id = opened.store_id
                 self.writer = opened.ref
+                self._pen = opened.pen
                 started.append(self.writer)
             for _ in range(settings.readers):
                 identify = settings.read_only and not self._readers
@@ -377,8 +382,26 @@ class StoreCore:
                     raise ask_timeout(message, timeout) from None
 
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
-        """Hand over a checked (or internal) message and wait for its answer here."""
+        """Hand over a checked (or internal) message and wait for its answer here.
+
+        A writer message asked without a timeout, finding the writer idle, runs in this
+        thread instead (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`:
+        the same batch, answer and figures, without the two thread hops). Only blocking
+        callers come here: the async facade never commits on its event loop.
+        """
+        pen = self._pen
+        if timeout is None and pen is not None and self._writer_takes_now(message):
+            reply = OneShotReply()
+            if pen.write_now(Envelope(message, reply)):
+                return reply.get()
+            actor = self.send(message, reply)
+            return self.wait_reply(reply, None, actor, message)
         return self.ask_later(message, timeout)()
+
+    def _writer_takes_now(self, message: object) -> bool:
+        """Whether ``message`` goes to the writer, and routing it does nothing else first
+        (:meth:`_route`; a projector's messages and ``routing_may_block`` ones hand over)."""
+        return not isinstance(message, _NOT_THE_WRITERS) and not self.routing_may_block(message)
 
     def ask_later(self, message: Any, timeout: float | None = None) -> Callable[[], Any]:
         """Hand over a checked (or internal) message now; the returned call waits for its
