@@ -178,8 +178,7 @@ class StoreCore:
             idle_seconds=settings.projector_idle_seconds,
         )
         self.writer: ActorRef[WriterActor] | None = None
-        self._pen: WriterPen | None = None
-        """The fast path to an idle writer (see :meth:`ask_blocking`)."""
+        self._pen: WriterPen | None = None  # the fast path (see ask_blocking)
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
         self._stats = WriterStats()
@@ -382,26 +381,15 @@ class StoreCore:
                     raise ask_timeout(message, timeout) from None
 
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
-        """Hand over a checked (or internal) message and wait for its answer here.
-
-        A writer message asked without a timeout, finding the writer idle, runs in this
-        thread instead (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`:
-        the same batch, answer and figures, without the two thread hops). Only blocking
-        callers come here: the async facade never commits on its event loop.
-        """
+        """Hand over a checked (or internal) message and wait for its answer here; asked
+        without a timeout, a writer message runs in this thread if the writer is idle
+        (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`)."""
         pen = self._pen
-        if timeout is None and pen is not None and self._writer_takes_now(message):
-            reply = OneShotReply()
-            if pen.write_now(Envelope(message, reply)):
+        if timeout is None and pen is not None and not isinstance(message, _NOT_THE_WRITERS):
+            reply = OneShotReply()  # routing_may_block: _route retires a projector first
+            if not self.routing_may_block(message) and pen.write_now(Envelope(message, reply)):
                 return reply.get()
-            actor = self.send(message, reply)
-            return self.wait_reply(reply, None, actor, message)
         return self.ask_later(message, timeout)()
-
-    def _writer_takes_now(self, message: object) -> bool:
-        """Whether ``message`` goes to the writer, and routing it does nothing else first
-        (:meth:`_route`; a projector's messages and ``routing_may_block`` ones hand over)."""
-        return not isinstance(message, _NOT_THE_WRITERS) and not self.routing_may_block(message)
 
     def ask_later(self, message: Any, timeout: float | None = None) -> Callable[[], Any]:
         """Hand over a checked (or internal) message now; the returned call waits for its

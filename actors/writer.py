@@ -35,8 +35,9 @@ so a ``tell`` the same thread sent before still runs first. The batch is the wri
 own (:meth:`WriterActor._commit`): same commit, same answers, same figures. Concurrent
 senders find the pen taken or the inbox busy and hand over as before, and while the
 last commit saw other asks in flight the fast path stays shut (they are about to send
-again: the writer waits for them, as above), so group commit still gathers them. Stopping, the writer takes the pen before it closes the connection
-(waiting for a fast-path batch in flight) and retires it, so no later ask runs here.
+again: the writer waits for them, as above), so group commit still gathers them.
+Stopping, the writer takes the pen before it closes the connection (waiting for a
+fast-path batch in flight) and retires it, so no later ask runs here.
 """
 
 from __future__ import annotations
