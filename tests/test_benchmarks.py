@@ -11,26 +11,31 @@ from pathlib import Path
 from tests.paths import ROOT
 
 
-def test_the_quick_benchmark_run_writes_a_ratio_for_each_figure(tmp_path: Path) -> None:
-    figures = tmp_path / "figures.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
-            "--quick",
-            "--only",
-            "open",
-            "replay",
-            "--json",
-            str(figures),
-            "--scratch",
-            str(tmp_path / "scratch"),
-        ],
+def _python(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter with ``args`` as the benchmarks run (the repository importable)."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
+    )
+
+
+def test_the_quick_benchmark_run_writes_a_ratio_for_each_figure(tmp_path: Path) -> None:
+    figures = tmp_path / "figures.jsonl"
+    result = _python(
+        str(ROOT / "benchmarks" / "run.py"),
+        "--quick",
+        "--only",
+        "open",
+        "replay",
+        "--json",
+        str(figures),
+        "--scratch",
+        str(tmp_path / "scratch"),
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in figures.read_text().splitlines()]
@@ -54,13 +59,8 @@ def test_compare_prints_two_runs_side_by_side(tmp_path: Path) -> None:
     before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
     write(before, "20261201T100000", 0.05)
     write(after, "20261201T110000", 0.1)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--compare", str(before), str(after)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    result = _python(
+        str(ROOT / "benchmarks" / "run.py"), "--compare", str(before), str(after), timeout=60
     )
     assert result.returncode == 0, result.stderr
     (row,) = [line for line in result.stdout.splitlines() if line.startswith("| replay")]
@@ -78,13 +78,6 @@ def test_every_benchmark_module_loads_and_names_itself() -> None:
         "    assert module.NAME == name and callable(module.run), name\n"
         "print('loaded', len(suite.BENCHMARKS))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", program, str(ROOT / "benchmarks")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
+    result = _python("-c", program, str(ROOT / "benchmarks"), timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("loaded ")

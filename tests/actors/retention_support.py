@@ -61,3 +61,15 @@ def retention_store(db: Path, *, checkpointed: bool = True) -> tuple[int, int]:
         store.ask(ObserveRelayEvents(session_id=SESSION, events=covered))
         store.ask(ObserveRelayEvents(session_id=SESSION, events=rest))
     return frontier, last
+
+
+def maintenance_store(tmp_path: Path) -> tuple[Path, int, Path]:
+    """A store with SESSION (one tool call to compact once checkpointed) and a session
+    ``doomed`` to delete; its frontier; a checkpoint archive beside it."""
+    db = tmp_path / "store.sqlite3"
+    frontier, _ = retention_store(db, checkpointed=False)
+    with EventStore.open(db) as store:
+        store.ask(SaveSession(record=example_session("doomed")))
+    archive = tmp_path / "checkpoint.tar"
+    archive.write_bytes(b"archive bytes")
+    return db, frontier, archive

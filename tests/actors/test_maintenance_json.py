@@ -12,12 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from relaystore import EventStore, SaveSession
 from relaystore.actors.maintenance import answered
 from relaystore.domain.maintenance import ReprojectOutcome, VacuumOutcome
-from relaystore.testing import example_session
 from tests.actors.cli_support import cli, failure, ok
-from tests.actors.retention_support import SESSION, retention_store
+from tests.actors.retention_support import SESSION, maintenance_store
 from tests.actors.supervisor_support import start_supervisor
 
 ENVELOPE = {"command", "ok", "run_by", "writer_pid", "request_id", "error", "error_type"}
@@ -44,18 +42,6 @@ def one_object(stdout: str) -> dict[str, Any]:
     document = json.loads(stdout)
     assert isinstance(document, dict), stdout
     return document
-
-
-def _store(tmp_path: Path) -> tuple[Path, int, Path]:
-    """A store with SESSION (one tool call to compact once checkpointed) and a session
-    to delete; its frontier; a checkpoint archive."""
-    db = tmp_path / "store.sqlite3"
-    frontier, _ = retention_store(db, checkpointed=False)
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("doomed")))
-    archive = tmp_path / "checkpoint.tar"
-    archive.write_bytes(b"archive bytes")
-    return db, frontier, archive
 
 
 def _run_each(db: Path, frontier: int, archive: Path) -> dict[str, dict[str, Any]]:
@@ -112,7 +98,7 @@ def _check_what_was_done(answers: dict[str, dict[str, Any]], frontier: int, arch
 def test_each_answer_is_one_object_when_a_live_writer_runs_it(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db, frontier, archive = _store(tmp_path)
+    db, frontier, archive = maintenance_store(tmp_path)
     supervisor = start_supervisor(db, spawned)
     try:
         supervisor.wait_acked_past(0)
@@ -128,7 +114,7 @@ def test_each_answer_is_one_object_when_a_live_writer_runs_it(
 
 
 def test_each_answer_is_one_object_when_the_command_opens_the_store(tmp_path: Path) -> None:
-    db, frontier, archive = _store(tmp_path)
+    db, frontier, archive = maintenance_store(tmp_path)
     answers = _run_each(db, frontier, archive)
     _check_what_was_done(answers, frontier, archive)
     for document in answers.values():
@@ -138,14 +124,14 @@ def test_each_answer_is_one_object_when_the_command_opens_the_store(tmp_path: Pa
 
 
 def test_a_named_request_reports_its_id(tmp_path: Path) -> None:
-    db, _, _ = _store(tmp_path)
+    db, _, _ = maintenance_store(tmp_path)
     document = one_object(ok(db, "delete", "doomed", "--json", "--request-id", "req-1").stdout)
     assert document["request_id"] == "req-1"
     assert document["session_id"] == "doomed"
 
 
 def test_new_store_id_reports_both_ids_as_one_object(tmp_path: Path) -> None:
-    db, _, _ = _store(tmp_path)
+    db, _, _ = maintenance_store(tmp_path)
     document = one_object(ok(db, "new-store-id", "--json").stdout)
     assert set(document) == {"command", "path", "old_store_id", "new_store_id"}
     assert document["command"] == "new-store-id"
@@ -158,7 +144,7 @@ def test_new_store_id_reports_both_ids_as_one_object(tmp_path: Path) -> None:
 def test_a_refused_request_is_one_object_and_one_line(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db, _, _ = _store(tmp_path)
+    db, _, _ = maintenance_store(tmp_path)
     alone = cli(db, "delete", "nobody", "--json")
     supervisor = start_supervisor(db, spawned)
     try:

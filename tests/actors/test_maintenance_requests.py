@@ -17,7 +17,7 @@ import apsw
 from relaystore import EventStore, LoadState, SaveSession
 from relaystore.testing import example_session
 from tests.actors.cli_support import ENV, TIMEOUT, cli, command, failure, ok
-from tests.actors.retention_support import SESSION, retention_store
+from tests.actors.retention_support import SESSION, maintenance_store, retention_store
 from tests.actors.supervisor_support import (
     LIVE,
     live_frontier,
@@ -72,12 +72,7 @@ def _ran(result: subprocess.CompletedProcess[str], db: Path, pid: int) -> str:
 def test_each_maintenance_command_works_beside_a_live_supervisor(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
-    db = tmp_path / "store.sqlite3"
-    frontier, _ = retention_store(db, checkpointed=False)
-    with EventStore.open(db) as store:
-        store.ask(SaveSession(record=example_session("doomed")))
-    archive = tmp_path / "checkpoint.tar"
-    archive.write_bytes(b"archive bytes")
+    db, frontier, archive = maintenance_store(tmp_path)
     supervisor = start_supervisor(db, spawned)
     pid = supervisor.process.pid
     try:
