@@ -18,7 +18,7 @@ from ..domain.api_events import ApiActivityState
 from ..domain.errors import UnknownSession
 from ..domain.lifecycle import startup_fault
 from ..domain.wire import encode
-from .events import insert_api_event, insert_api_events
+from .events import append_api_events, insert_api_event
 from .sessions import current_time_ms
 from .transaction import transaction
 
@@ -52,25 +52,26 @@ def record_activities(
     batch = list(activities)
     # Joined: only the writer's batch calls this, and it undoes a failed step.
     with transaction(connection, "record session activity", join=True):
-        published = _published(connection, list(dict.fromkeys(sid for sid, _ in batch)))
+        cursor = connection.cursor()  # one for the three statements
+        published = _published(cursor, list(dict.fromkeys(sid for sid, _ in batch)))
         plan = plan_activities(published, batch, recorded_at_ms)
-        insert_api_events(connection, plan.events)
+        append_api_events(cursor, plan.events)
         if len(plan.published) == 1:  # the common case: execute costs less
-            connection.execute(_PUBLISH, next(iter(plan.published.items())))
+            cursor.execute(_PUBLISH, next(iter(plan.published.items())))
         elif plan.published:
-            connection.executemany(_PUBLISH, plan.published.items())
+            cursor.executemany(_PUBLISH, plan.published.items())
 
 
-def _published(connection: apsw.Connection, session_ids: list[str]) -> dict[str, str]:
+def _published(cursor: apsw.Cursor, session_ids: list[str]) -> dict[str, str]:
     """What was last published for each of ``session_ids`` that exists (``""``: none
     yet); a session that does not exist is left out. One statement however many: per
     session, 100 cost 319 µs against 41 read at once (one costs 3.1 against 5.8)."""
     if not session_ids:
         return {}
     if len(session_ids) == 1:
-        row = connection.execute(_PUBLISHED, (session_ids[0],)).fetchone()
+        row = cursor.execute(_PUBLISHED, (session_ids[0],)).fetchone()
         return {} if row is None else {session_ids[0]: row[0] or ""}
-    rows = connection.execute(_PUBLISHED_MANY, (encode(session_ids).decode(),))
+    rows = cursor.execute(_PUBLISHED_MANY, (encode(session_ids).decode(),))
     return {str(session_id): body or "" for session_id, body in rows}
 
 

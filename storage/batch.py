@@ -50,12 +50,13 @@ class Batch:
     def __init__(self, writer: WriterConnection) -> None:
         self._writer = writer
         self._connection = writer.connection
+        self._cursor = writer.connection.cursor()  # one for BEGIN, the seq, COMMIT
         self._open = False
         self._lost: str | None = None  # set when a failed step's ROLLBACK failed too
 
     def __enter__(self) -> Batch:
         try:
-            self._connection.execute("BEGIN IMMEDIATE")
+            self._cursor.execute("BEGIN IMMEDIATE")
         except apsw.BusyError as exc:
             raise _busy(self._connection, exc) from exc
         except apsw.Error as exc:
@@ -118,8 +119,8 @@ class Batch:
             except StoreError as exc:
                 raise BatchLost(f"reading the newest seq failed after a rollback ({exc})") from exc
         try:
-            row = self._connection.execute(LATEST_SEQ).fetchone()
-            self._connection.execute("COMMIT")
+            row = self._cursor.execute(LATEST_SEQ).fetchone()
+            self._cursor.execute("COMMIT")
         except apsw.Error as exc:
             self._rollback()
             raise BatchLost(
@@ -133,7 +134,7 @@ class Batch:
         if self._open:
             self._open = False
             try:
-                self._connection.execute("ROLLBACK")
+                self._cursor.execute("ROLLBACK")
             except apsw.Error:
                 # SQLite may have rolled back already (some errors end the transaction).
                 return not self._connection.in_transaction

@@ -18,10 +18,11 @@ import msgspec
 from ..domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
 from ..domain.errors import InvalidInput, UnknownSession
 from ..domain.wire import encode
-from .transaction import is_foreign_key_violation, transaction
+from .transaction import is_foreign_key_violation, store_error, transaction
 
 __all__ = [
     "api_event_from_row",
+    "append_api_events",
     "api_events_from_rows",
     "encode_event_body",
     "insert_api_event",
@@ -71,23 +72,38 @@ def insert_api_events(
     # Joined: one statement, or (several rows) callers that undo a failed step: the
     # batch's savepoint, or a page commit that raises through it.
     with transaction(connection, "append API events", join=True):
-        try:
-            if len(bodies) == 1:  # the common case: execute costs less than executemany
-                connection.execute(_INSERT, bodies[0])
-            else:
-                connection.executemany(_INSERT, bodies)
-        except apsw.ConstraintError as exc:
-            if not is_foreign_key_violation(exc):
-                raise
-            for sid, _, _ in bodies:
-                if (
-                    connection.execute(
-                        "SELECT 1 FROM sessions WHERE session_id = ?", (sid,)
-                    ).fetchone()
-                    is None
-                ):
-                    raise UnknownSession(sid) from exc
+        _append(connection, bodies)
+
+
+def append_api_events(cursor: apsw.Cursor, rows: Iterable[tuple[str, int, ApiEventData]]) -> None:
+    """:func:`insert_api_events` for a caller already in a transaction (which undoes a
+    failure), on its cursor: the same rows, the same errors, without a second
+    transaction block (a tenth of an activity write's Python)."""
+    bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
+    if not bodies:
+        return
+    try:
+        _append(cursor, bodies)
+    except apsw.Error as exc:  # mapped as insert_api_events' joined transaction maps it
+        raise store_error(exc, "append API events", cursor.connection) from exc
+
+
+def _append(connection: apsw.Connection | apsw.Cursor, bodies: list[tuple[str, int, str]]) -> None:
+    try:
+        if len(bodies) == 1:  # the common case: execute costs less than executemany
+            connection.execute(_INSERT, bodies[0])
+        else:
+            connection.executemany(_INSERT, bodies)
+    except apsw.ConstraintError as exc:
+        if not is_foreign_key_violation(exc):
             raise
+        for sid, _, _ in bodies:
+            if (
+                connection.execute("SELECT 1 FROM sessions WHERE session_id = ?", (sid,)).fetchone()
+                is None
+            ):
+                raise UnknownSession(sid) from exc
+        raise
 
 
 def api_events_from_rows(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
