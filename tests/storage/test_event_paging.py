@@ -17,7 +17,12 @@ from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.outcomes import OutcomeReason, TurnResultKind
 from relaystore.domain.paging import MAX_PAGE_LIMIT, clamp_page_limit
 from relaystore.domain.runtime import HarnessKind, RuntimeProvenance, RuntimeReceipt
-from relaystore.storage.events import api_event_from_row, insert_api_event, insert_api_events
+from relaystore.storage.events import (
+    api_event_from_row,
+    append_api_events,
+    insert_api_event,
+    insert_api_events,
+)
 from relaystore.storage.paging import (
     load_api_events,
     load_latest_seq,
@@ -209,6 +214,28 @@ def test_appending_for_an_unknown_session_is_refused(db: apsw.Connection) -> Non
     with pytest.raises(UnknownSession, match="ghost"):
         insert_api_events(db, [("a", 0, fault("x")), ("ghost", 0, fault("y"))])
     assert load_latest_seq(db) == 0
+
+
+def test_appending_in_the_callers_transaction_writes_and_refuses_as_inserting_does(
+    db: apsw.Connection,
+) -> None:
+    save_session(db, running_session("a"))
+    for append in (insert_api_events, lambda c, rows: append_api_events(c.cursor(), rows)):
+        with db:
+            append(db, [])
+            append(db, [("a", 0, fault("1"))])
+            append(db, [("a", 1, fault("2")), ("a", 2, fault("3"))])
+        with pytest.raises(UnknownSession, match="ghost"), db:
+            append(db, [("a", 0, fault("x")), ("ghost", 0, fault("y"))])
+    assert [(e.seq, e.recorded_at_ms) for e in scan(db)] == [
+        (1, 0),
+        (2, 1),
+        (3, 2),
+        (4, 0),
+        (5, 1),
+        (6, 2),
+    ]
+    assert [e.event for e in scan(db)] == [fault(n) for n in "123123"]
 
 
 def test_a_body_that_does_not_decode_fails_the_whole_page(session_db: apsw.Connection) -> None:
