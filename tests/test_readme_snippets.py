@@ -147,7 +147,9 @@ def _assert_prints(where: str, command: str, shown: list[str], printed: list[str
 def test_every_console_session_prints_what_it_shows(tmp_path: Path, where: str, block: str) -> None:
     steps = list(_session(block))
     if any("curl " in command for command, _ in steps) and shutil.which("curl") is None:
-        pytest.skip("curl is not installed (test_the_readme_curl_example covers it)")
+        pytest.fail(
+            f"{where} runs curl, which is not installed: apt-get install curl (.ci/run does)"
+        )
     folder = _fresh_folder(tmp_path)
     if steps[0][0] != SET_UP:
         _replay_the_examples(folder)

@@ -35,13 +35,6 @@ from tests.actors.http_support import Server, start_server, stop_server
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
-    reason="the browser tests need Debian's chromium and chromium-driver "
-    "(apt-get install chromium chromium-driver): /usr/bin/chromium or /usr/bin/chromedriver "
-    "is missing",
-)
-
 SESSION = WORKER_ROOTS[0].name  # 17 transcript items, 3 turns
 LIVE = "live-session"
 WAIT = 20.0
@@ -71,6 +64,13 @@ def server(db: Path) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
+    """Debian's headless Chromium: missing is a failure, not a skip (``.ci/run`` installs
+    it; locally ``apt-get install chromium chromium-driver``)."""
+    if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
+        pytest.fail(
+            "the browser tests need /usr/bin/chromium and /usr/bin/chromedriver: "
+            "apt-get install chromium chromium-driver (.ci/run does)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in (

@@ -41,6 +41,7 @@ from relaystore.domain.relay import (
     MailboxDeliveryPath,
     MailboxEvent,
     MailboxEventsDelivered,
+    MailboxHookLeaseReturnReason,
     MailboxWakeCommand,
     RelayCommandKind,
 )
@@ -281,9 +282,7 @@ def test_a_lease_alone_changes_nothing_but_the_frontier() -> None:
     event = journal.mailbox_event("CI finished.")
     journal.mailbox_hook_delivery(
         [event],
-        returned=pytest.importorskip(
-            "relaystore.domain.relay"
-        ).MailboxHookLeaseReturnReason.WORKER_RESTART,
+        returned=MailboxHookLeaseReturnReason.WORKER_RESTART,
     )
     session, feed = _project(journal)
     assert session.transcript == []
