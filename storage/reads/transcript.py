@@ -37,7 +37,7 @@ import apsw
 import msgspec
 
 from ...domain.elicitation import shown
-from ...domain.errors import InvalidInput
+from ...domain.errors import InvalidInput, ProjectionError
 from ...domain.materialized import TranscriptBody
 from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.paging import (
@@ -132,17 +132,29 @@ def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemV
             body=body,
         )
         for row, body in zip(rows, decode_transcript_bodies(rows, session_id), strict=True)
-        for role, text in (_stored_view(row, body),)
+        for role, text in (_stored_view(row, body, session_id),)
     ]
 
 
-def _stored_view(row: tuple[Any, ...], body: TranscriptBody | None) -> tuple[TranscriptRole, str]:
+def _stored_view(
+    row: tuple[Any, ...], body: TranscriptBody | None, session_id: str
+) -> tuple[TranscriptRole, str]:
     """The role and text of an item row: the stored ``view_role`` and ``view_text``
-    (columns 6 and 7), or, where the store does not know them (NULL), ``body``'s."""
-    if row[6] is None or row[7] is None:
-        assert body is not None
+    (columns 6 and 7), or, where the store does not know them (NULL), ``body``'s.
+
+    Raises :class:`ProjectionError` naming the session and position for a stored role
+    that is no role word (a store edited by hand, or damaged; the STRICT table keeps the
+    text text): a page never carries it (``relaystore reproject`` writes it again)."""
+    role, text = row[6], row[7]
+    if (role is None or text is None) and body is not None:
         return stored_view(body)
-    return row[6], row[7]
+    if role not in ROLE_KINDS or text is None:
+        raise ProjectionError(
+            f"transcript item at position {row[1]}: its stored role {str(role)[:40]!r}"
+            " is no role word",
+            session_id=session_id,
+        )
+    return role, text
 
 
 def _texts(rows: list[tuple[Any, ...]], session_id: str) -> list[tuple[TranscriptRole, str]]:
@@ -150,7 +162,9 @@ def _texts(rows: list[tuple[Any, ...]], session_id: str) -> list[tuple[Transcrip
     5) is read, and decoded, only where the store does not know them."""
     unknown = [row for row in rows if row[5] is not None]
     bodies = iter(decode_transcript_bodies(unknown, session_id) if unknown else ())
-    return [_stored_view(row, next(bodies) if row[5] is not None else None) for row in rows]
+    return [
+        _stored_view(row, next(bodies) if row[5] is not None else None, session_id) for row in rows
+    ]
 
 
 def _each_text(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[str]:

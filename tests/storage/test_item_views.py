@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 
+from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import (
     AgentBody,
     MaterializedSessionMutation,
@@ -198,3 +200,25 @@ def _bodies_except(connection: apsw.Connection, stable_id: str) -> dict[str, Tra
         (stable_id,),
     )
     return {str(sid): decode_json(str(body), TranscriptBody) for sid, body in rows}  # type: ignore[arg-type]
+
+
+def test_a_damaged_stored_role_or_text_is_refused_naming_where(store_path: Path) -> None:
+    """A role edited past this build (an operator's sqlite3 shell) never reaches a page (the
+    table is STRICT, so the text is always text)."""
+    _store(store_path)
+    with open_writer(store_path) as writer:
+        for role, text in (("bogus", "x"), ("", "x"), ("System", "x")):
+            writer.connection.execute(
+                "UPDATE materialized_transcript_items SET view_role = ?, view_text = ?"
+                " WHERE stable_id = 'system:1'",
+                (role, text),
+            )
+            for read in (
+                lambda: load_transcript_page(writer.connection, SESSION, 0, limit=100),
+                lambda: load_transcript_history(writer.connection, SESSION),
+            ):
+                with pytest.raises(
+                    ProjectionError, match=r"position 4: its stored role .* is no role word"
+                ) as info:
+                    read()
+                assert info.value.session_id == SESSION
