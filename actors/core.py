@@ -170,6 +170,7 @@ class StoreCore:
             relay_log=settings.relay_log,
             capacity=settings.capacity,
         )
+        self._wiring = wiring
         self._projectors = LiveProjectors(
             wiring.start,
             limit=settings.max_projectors,
@@ -302,6 +303,8 @@ class StoreCore:
             # The session's projector holds its projection in memory: retire it first,
             # so the session's next event starts from what the store then holds.
             self._projectors.retire(message.session_id)
+            if self._workers is not None:  # nor may a worker keep it parked
+                self._workers.forget(message.session_id)
         return self.writer
 
     @staticmethod
@@ -422,7 +425,8 @@ class StoreCore:
             latest_seq=latest,
             sessions_behind=behind,
             live_projectors=len(self._projectors),
-            projector_loads=self._projectors.started,
+            projector_loads=self._wiring.loads,
+            projector_starts=self._projectors.started,
             worker_restarts=0 if self._workers is None else self._workers.restarts,
         )
 

@@ -91,7 +91,9 @@ class LiveProjectors:
 
     def get(self, session_id: str) -> ActorRef[ProjectorActor]:
         """The session's projector, started (or restarted after a crash) when needed."""
-        return self._lookup(session_id, hold=False)
+        ref, victims = self._lookup(session_id, hold=False)
+        self._stop_all_of(victims)
+        return ref
 
     def hand_over(
         self, session_id: str, put: Callable[[ActorRef[ProjectorActor]], bool]
@@ -101,21 +103,33 @@ class LiveProjectors:
         ``put`` returned False: it put nothing). A projector that died before the
         message went in (a crash) is replaced and ``put`` called again with the new one.
 
+        The projectors stopped to make room are stopped (and waited for) after ``put``,
+        so the session's projector works on the message meanwhile.
+
         Raises :class:`StoreClosed` once :meth:`stop_all` began.
         """
-        while True:
-            ref = self._lookup(session_id, hold=True)
-            try:
-                if not put(ref):
-                    return None
-            except ActorDeadError:
-                continue  # it died first: the session's next projector takes the message
-            finally:
-                with self._lock:
-                    self._release(session_id)
-            return ref
+        victims: list[ActorRef[Any]] = []
+        try:
+            while True:
+                ref, stopping = self._lookup(session_id, hold=True)
+                victims += stopping
+                try:
+                    if not put(ref):
+                        return None
+                except ActorDeadError:
+                    continue  # it died first: the session's next projector takes the message
+                finally:
+                    with self._lock:
+                        self._release(session_id)
+                return ref
+        finally:
+            self._stop_all_of(victims)
 
-    def _lookup(self, session_id: str, *, hold: bool) -> ActorRef[ProjectorActor]:
+    def _lookup(
+        self, session_id: str, *, hold: bool
+    ) -> tuple[ActorRef[ProjectorActor], list[ActorRef[Any]]]:
+        """The session's projector (started when needed) and the projectors taken out
+        to make room or for idling, for the caller to stop."""
         now = self._clock()
         with self._lock:
             if self._closed:
@@ -134,9 +148,11 @@ class LiveProjectors:
             if hold:
                 self._held[session_id] = self._held.get(session_id, 0) + 1
             victims = self._victims(now, returning=returning)
+        return ref, victims
+
+    def _stop_all_of(self, victims: list[ActorRef[Any]]) -> None:
         for victim in victims:
             self._stop(victim)
-        return ref
 
     def _release(self, session_id: str) -> None:
         """End one hand-over's hold on the session's projector (the lock held)."""

@@ -167,6 +167,7 @@ def store_metrics(
     sessions_behind: int,
     live_projectors: int,
     projector_loads: int,
+    projector_starts: int,
     worker_restarts: int,
 ) -> StoreMetrics:
     """The snapshot of a store's figures: the writer's ``stats`` (its window's latency
@@ -191,5 +192,6 @@ def store_metrics(
         sessions_behind=sessions_behind,
         relay_lines_held=stats.relay_lines_held,
         projector_loads=projector_loads,
+        projector_starts=projector_starts,
         worker_restarts=worker_restarts,
     )

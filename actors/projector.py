@@ -185,6 +185,12 @@ class ProjectorCore:
     def close(self) -> None:
         self._projection = None
 
+    def park(self) -> int:
+        """Leave active use, keeping the projection (a projection worker parks it when its
+        projector stops: see :meth:`SessionProjection.park`); its estimated bytes (0
+        when none is loaded)."""
+        return 0 if self._projection is None else self._projection.park()
+
     def _rebuild(self) -> ReprojectReport:
         assert self._ask is not None
         session_id = self._session_id

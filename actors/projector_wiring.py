@@ -19,6 +19,7 @@ waits for its answer).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,7 +45,7 @@ __all__ = [
 LOAD_PAGE_ITEMS = 512
 """How many whole transcript items a projector reads at a time when it loads its session."""
 
-RELOAD_ITEMS = 32
+RELOAD_ITEMS = frozen.QUIET_WINDOW
 """How many of its newest items a projector reloading its session reads whole; the
 others enter cold (their id and index facts) and are fetched if an event names them.
 Events name the newest few items almost always, and decoding the whole window of
@@ -75,6 +76,17 @@ class ProjectorWiring:
         self._workers = workers
         self._relay_log = relay_log
         self._capacity = capacity
+        self._loads_lock = threading.Lock()
+        self._loads = 0
+
+    @property
+    def loads(self) -> int:
+        """Projections loaded from the store so far (whole or paged)."""
+        return self._loads
+
+    def _loaded(self) -> None:
+        with self._loads_lock:
+            self._loads += 1
 
     def start(self, session_id: str) -> ActorRef[ProjectorActor]:
         """A projector actor for ``session_id``, started (what the live projectors call)."""
@@ -101,6 +113,7 @@ class ProjectorWiring:
 
     def load(self, session_id: str) -> MaterializedSession:
         """The session's stored projection, whole (the writer reads it)."""
+        self._loaded()
         session: MaterializedSession = self._ask_writer(LoadProjection(session_id=session_id))()
         return session
 
@@ -112,6 +125,7 @@ class ProjectorWiring:
         facts, the newest :data:`RELOAD_ITEMS` (at most the window) whole. A
         page read at another frontier (the session moved while it was loaded) raises
         :class:`ProjectionError`."""
+        self._loaded()
         session: MaterializedSession = self._ask_writer(
             LoadProjection(session_id=session_id, transcript=False)
         )()

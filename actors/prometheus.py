@@ -39,6 +39,7 @@ COUNTERS = frozenset(
         "busy_refusals",
         "relay_lines_held",
         "projector_loads",
+        "projector_starts",
         "worker_restarts",
     }
 )
@@ -57,7 +58,8 @@ METRIC_HELP = {
     "latest_seq": "The newest committed API event seq, read from the store.",
     "sessions_behind": "Sessions whose projection waits behind their relay log, read from the store.",
     "relay_lines_held": "Relay lines kept in the log without projecting them since the store opened.",
-    "projector_loads": "Projectors started (sessions loaded from the store) since the store opened.",
+    "projector_loads": "Sessions' projections loaded from the store since the store opened.",
+    "projector_starts": "Projectors started since the store opened.",
     "worker_restarts": "Projection worker processes started again after one died.",
 }
 

@@ -4,7 +4,9 @@
 each session's :class:`~relaystore.actors.projector.ProjectorCore` (the same code the
 thread path runs: digests, the chain rule, the projection, folding pages) lives here,
 one per session the store's projectors hold (at most ``Start.limit``, least recently
-used dropped first), and calls back over the pipe for what only the embedding process
+used parked first), and, once a session's projector stopped, parked for its next one
+(at most ``Start.park_limit`` and ``Start.park_bytes`` by estimate, oldest dropped
+first), and calls back over the pipe for what only the embedding process
 has: the writer, which commits each page it sends (pages stay pipelined, one in flight,
 as in the thread path), and the readers, which load the session's projection. While a
 conversation is under way a thread beats (:class:`~relaystore.actors.worker_protocol.Beat`)
@@ -46,6 +48,7 @@ from .worker_protocol import (
     Forget,
     Observe,
     PageOut,
+    Park,
     Reply,
     Run,
     Start,
@@ -100,6 +103,11 @@ class _Serving:
         self._in = connection
         self._start = start
         self._cores: OrderedDict[str, ProjectorCore] = OrderedDict()
+        """Projections of sessions whose projector runs, least recently used first."""
+        self._parked: OrderedDict[str, tuple[ProjectorCore, int]] = OrderedDict()
+        """Projections of sessions whose projector stopped, with their estimated bytes,
+        oldest first."""
+        self._parked_bytes = 0
         self._pages = 0
         self._defer = False
         """The conversation under way hands its last page back with :class:`~relaystore.actors.worker_protocol.Done`."""
@@ -118,21 +126,55 @@ class _Serving:
                 self._out.send(Done(None, sendable(exc)))
                 continue
             if isinstance(message, Forget):
-                core = self._cores.pop(message.session_id, None)
+                core = self._cores.pop(message.session_id, None) or self._unpark(message.session_id)
                 if core is not None:
                     core.close()
+            elif isinstance(message, Park):
+                self._park(message.session_id)
             elif isinstance(message, Observe | Run):
                 with self._out.conversing():
                     self._run(message)
             elif isinstance(message, Census):
-                self._out.send(Done(len(self._cores)))
+                self._out.send(Done((len(self._cores), len(self._parked))))
+
+    def _park(self, session_id: str) -> None:
+        """Keep the session's projection out of active use; drop the oldest parked ones
+        past the bounds (the store's next projector of theirs loads them again)."""
+        core = self._cores.pop(session_id, None)
+        if core is None:
+            return  # dropped already (the limit), or parked
+        try:
+            size = core.park()
+        except Exception:  # noqa: BLE001 - a bug must not end the worker: drop it instead
+            core.close()
+            return
+        self._parked[session_id] = (core, size)
+        self._parked_bytes += size
+        start = self._start
+        while self._parked and (
+            len(self._parked) > start.park_limit or self._parked_bytes > start.park_bytes
+        ):
+            oldest = next(iter(self._parked))
+            dropped = self._unpark(oldest)
+            assert dropped is not None
+            dropped.close()
+
+    def _unpark(self, session_id: str) -> ProjectorCore | None:
+        """The session's parked projection, taken out of the parked ones (None: none)."""
+        entry = self._parked.pop(session_id, None)
+        if entry is None:
+            return None
+        self._parked_bytes -= entry[1]
+        return entry[0]
 
     def _run(self, run: Observe | Run) -> None:
         session_id = run.session_id
-        core = self._cores.pop(session_id, None) or self._core(session_id)
+        core = (
+            self._cores.pop(session_id, None) or self._unpark(session_id) or self._core(session_id)
+        )
         self._cores[session_id] = core  # the most recently used
-        while len(self._cores) > self._start.limit:  # the store forgets first; a bound
-            self._cores.popitem(last=False)[1].close()
+        while len(self._cores) > self._start.limit:  # the store parks first; a bound
+            self._park(next(iter(self._cores)))
         self._defer, self._last = run.defer, None
         try:
             if isinstance(run, Observe):

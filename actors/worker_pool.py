@@ -1,15 +1,27 @@
 """The store's projection worker processes: starting, holding, replacing and closing them.
 
 A store runs one worker per core (:class:`WorkerPool`, at most :data:`POOL_LIMIT`);
-each projector is given the least busy one when it starts. A :class:`ProjectionWorker`
+each projector is given the least busy one when it starts, or the one that holds its
+session's projection. A :class:`ProjectionWorker`
 is started with the first projector it serves (:meth:`ProjectionWorker.warm`) and again
 after it dies, as ``python -P -c`` (``sys.executable``) running the child of
 :mod:`~relaystore.actors.worker_child`, so it imports relaystore, never the embedder's
 ``__main__``. One conversation holds a worker at a time
-(:meth:`ProjectionWorker.conversation`), so a session's events are projected in order,
-and the worker's projections mirror the live projectors: when a projector stops, the
-worker drops its session's projection (``Forget``: at once, or after the conversation
-under way).
+(:meth:`ProjectionWorker.conversation`), so a session's events are projected in order.
+
+When a session's projector stops, its projection stays *parked* in its worker (``Park``)
+and the pool remembers where: the session's next projector is given that worker and
+finds its projection there, loading nothing. The pool forgets a parked session (its
+worker drops the projection: ``Forget``) when something out of band changes the session
+(:meth:`WorkerPool.forget`: a delete or a seed), and past its bounds, oldest first: at
+most :data:`PARKED_PER_PROJECTOR` parked sessions per projector of the store's
+``max_projectors``, and each worker keeps its parked projections within its share of
+:data:`PARKED_BYTES_PER_PROJECTOR` per projector (by estimate) by dropping its oldest.
+So a worker holds a session's projection only while the pool routes that session to it:
+a ``Forget`` is queued, under the pool's lock, whenever the pool stops routing a session
+to the worker that holds it, and a worker sends what is queued for it before its next
+conversation (or at once when it is idle). A projection a worker dropped on its own is
+loaded again by the next projector of its session.
 
 A worker that says nothing for :data:`SILENCE_SECONDS` in a conversation (it beats every
 tenth of that while it projects, so only one that does not run: stopped, hung) or takes
@@ -33,15 +45,24 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from ..domain.errors import StoreClosed, WorkerLost
-from .worker_protocol import Beat, Census, Done, Forget, Start
+from .worker_protocol import Beat, Census, Done, Forget, Park, Start
 
-__all__ = ["POOL_LIMIT", "SILENCE_SECONDS", "ProjectionWorker", "WorkerDied", "WorkerPool"]
+__all__ = [
+    "PARKED_BYTES_PER_PROJECTOR",
+    "PARKED_PER_PROJECTOR",
+    "POOL_LIMIT",
+    "SILENCE_SECONDS",
+    "ProjectionWorker",
+    "WorkerDied",
+    "WorkerPool",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +86,19 @@ except BaseException as exc:
 main(int(sys.argv[1]))
 """
 """The worker's program (``python -P -c``): an import failure is one line, too."""
+
+
+PARKED_PER_PROJECTOR = 4
+"""Parked sessions the pool keeps per projector of ``max_projectors`` (1,024 by
+default): a supervisor feeding 1,000 sessions round robin over 256 projectors finds
+every session's projection parked when it comes back."""
+
+PARKED_BYTES_PER_PROJECTOR = 512 * 1024
+"""Estimated bytes of parked projections the workers keep per projector of
+``max_projectors`` (128 MiB by default, shared equally by the workers). A parked
+projection keeps its newest items decoded and the rest cold (see
+:meth:`~relaystore.domain.projection.SessionProjection.park`): a 400-item session is
+estimated at about 80 KiB."""
 
 
 class WorkerDied(Exception):
@@ -117,16 +151,25 @@ class ProjectionWorker:
     projector does (:meth:`warm`), and again after it dies; one conversation at a
     time (see the module doc).
 
-    Owns the process, its pipe and the sessions to forget (those whose projector
-    stopped while a conversation held the worker: at most the live projectors).
+    Owns the process, its pipe and what is queued for it (a ``Park`` or ``Forget`` a
+    session, at most one each: at most the sessions the pool routes or parks).
     """
 
-    def __init__(self, *, hold_unknown: bool, limit: int) -> None:
+    def __init__(
+        self, *, hold_unknown: bool, limit: int, park_limit: int = 0, park_bytes: int = 0
+    ) -> None:
         self._silence = SILENCE_SECONDS
-        self._start = Start(hold_unknown=hold_unknown, limit=limit, beat_seconds=self._silence / 10)
+        self._start = Start(
+            hold_unknown=hold_unknown,
+            limit=limit,
+            beat_seconds=self._silence / 10,
+            park_limit=park_limit,
+            park_bytes=park_bytes,
+        )
         self._lock = threading.Lock()
-        self._forget_lock = threading.Lock()
-        self._forget: set[str] = set()
+        self._queue_lock = threading.Lock()
+        self._queued: dict[str, Park | Forget] = {}
+        """What to tell the worker of a session before its next conversation, oldest first."""
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
         self._closed = False
@@ -141,16 +184,33 @@ class ProjectionWorker:
     def forget(self, session_id: str) -> None:
         """Drop the session's projection: now when no conversation holds the worker,
         else before the next one."""
-        if self._lock.acquire(blocking=False):
-            try:
-                if self._connection is not None:
-                    with contextlib.suppress(WorkerDied):  # a dead worker holds nothing
-                        self._pipe(self._connection).send(Forget(session_id))
-            finally:
-                self._lock.release()
+        self.queue(Forget(session_id))
+        self.flush()
+
+    def queue(self, message: Park | Forget) -> None:
+        """Tell the worker ``message`` before its next conversation (a later message of
+        the same session replaces it); never waits for the worker."""
+        with self._queue_lock:
+            self._queued.pop(message.session_id, None)
+            self._queued[message.session_id] = message
+
+    def flush(self) -> None:
+        """Send what is queued now if no conversation holds the worker (else the next
+        one sends it first)."""
+        if not self._queued or not self._lock.acquire(blocking=False):
             return
-        with self._forget_lock:
-            self._forget.add(session_id)
+        try:
+            if self._connection is not None:
+                with contextlib.suppress(WorkerDied):  # a dead worker holds nothing
+                    self._send_queued(self._pipe(self._connection))
+        finally:
+            self._lock.release()
+
+    def _send_queued(self, pipe: _Pipe) -> None:
+        with self._queue_lock:
+            queued, self._queued = self._queued, {}
+        for message in queued.values():
+            pipe.send(message)
 
     @contextlib.contextmanager
     def conversation(self) -> Iterator[_Pipe]:
@@ -159,10 +219,7 @@ class ProjectionWorker:
             if self._closed:
                 raise StoreClosed()
             pipe = self._pipe(self._connection or self._spawn())
-            with self._forget_lock:
-                forget, self._forget = self._forget, set()
-            for session_id in forget:
-                pipe.send(Forget(session_id))
+            self._send_queued(pipe)
             yield pipe
 
     def warm(self) -> None:
@@ -181,15 +238,16 @@ class ProjectionWorker:
         finally:
             self._lock.release()
 
-    def held(self) -> int:
-        """How many sessions' projections the worker holds (0 when it is not running)."""
+    def held(self) -> tuple[int, int]:
+        """How many sessions' projections the worker holds for running projectors, and
+        how many parked ((0, 0) when it is not running)."""
         if self._connection is None:
-            return 0
+            return 0, 0
         with self.conversation() as pipe:
             pipe.send(Census())
             done: Done = pipe.recv()
-        count: int = done.value
-        return count
+        active, parked = done.value
+        return active, parked
 
     def replaced(self) -> None:
         """Count a worker started again after it died (the next conversation starts it)."""
@@ -298,27 +356,54 @@ def _cores() -> int:
 
 class WorkerPool:
     """A store's projection workers, one per core (at most :data:`POOL_LIMIT`). A
-    projector is given the worker with the fewest projectors when it starts and keeps it
-    until it stops (its session's projection lives there meanwhile). One worker waits
-    while the writer commits its session's last page; another projects meanwhile."""
+    projector is given the worker that holds its session's projection (running or
+    parked: see the module doc), else the one with the fewest projectors, when it starts,
+    and keeps it until it stops. One worker waits while the writer commits its session's
+    last page; another projects meanwhile.
+
+    Owns which worker holds each session's projection: the sessions of running
+    projectors (at most the live projectors) and the parked ones (at most
+    :data:`PARKED_PER_PROJECTOR` times ``limit``).
+    """
 
     def __init__(self, *, hold_unknown: bool, limit: int) -> None:
         count = max(1, min(POOL_LIMIT, _cores()))
+        self._park_limit = PARKED_PER_PROJECTOR * limit
         self._workers = tuple(
-            ProjectionWorker(hold_unknown=hold_unknown, limit=limit) for _ in range(count)
+            ProjectionWorker(
+                hold_unknown=hold_unknown,
+                limit=limit,
+                park_limit=self._park_limit,
+                park_bytes=PARKED_BYTES_PER_PROJECTOR * limit // count,
+            )
+            for _ in range(count)
         )
         self._lock = threading.Lock()
         self._attached = [0] * count
         """Projectors on each worker."""
+        self._running: dict[str, tuple[int, int]] = {}
+        """Sessions with a running projector: their worker and how many projectors (a
+        second starts before the first stopped) run on it."""
+        self._parked: OrderedDict[str, int] = OrderedDict()
+        """Sessions whose projection is parked, and their worker, oldest first."""
 
     def __len__(self) -> int:
         return len(self._workers)
 
-    def attach(self) -> int:
-        """A worker for a projector starting: the one with the fewest (its index),
-        started now if it is not running."""
+    def attach(self, session_id: str) -> int:
+        """A worker for the session's projector starting (its index): the one that holds
+        the session's projection, else the one with the fewest projectors; started now
+        if it is not running."""
         with self._lock:
-            index = min(range(len(self._workers)), key=self._attached.__getitem__)
+            running = self._running.get(session_id)
+            if running is not None:
+                index = running[0]
+                self._running[session_id] = (index, running[1] + 1)
+            else:
+                index = self._parked.pop(session_id, -1)
+                if index < 0:
+                    index = min(range(len(self._workers)), key=self._attached.__getitem__)
+                self._running[session_id] = (index, 1)
             self._attached[index] += 1
         self._workers[index].warm()
         return index
@@ -327,20 +412,45 @@ class WorkerPool:
         """The worker :meth:`attach` gave."""
         return self._workers[index]
 
-    def detach(self, index: int) -> None:
-        """A projector on worker ``index`` stopped."""
+    def detach(self, index: int, session_id: str) -> None:
+        """The session's projector on worker ``index`` stopped: its projection is parked
+        there (the oldest parked session forgotten past the bound)."""
         with self._lock:
             self._attached[index] -= 1
+            worker, running = self._running.pop(session_id)
+            if running > 1:  # another projector of the session runs on it
+                self._running[session_id] = (worker, running - 1)
+                return
+            self._parked[session_id] = index
+            self._workers[index].queue(Park(session_id))
+            while len(self._parked) > self._park_limit:
+                oldest, at = self._parked.popitem(last=False)
+                self._workers[at].queue(Forget(oldest))
+        self._flush()
+
+    def forget(self, session_id: str) -> None:
+        """Something out of band changes the session (a delete, a seed): its parked
+        projection is dropped (a running projector's is the live projectors' to retire)."""
+        with self._lock:
+            index = self._parked.pop(session_id, -1)
+            if index >= 0:
+                self._workers[index].queue(Forget(session_id))
+        self._flush()
+
+    def _flush(self) -> None:
+        for worker in self._workers:
+            worker.flush()
 
     @property
     def restarts(self) -> int:
         """Workers started again after one died, over the pool."""
         return sum(worker.restarts for worker in self._workers)
 
-    def held(self) -> int:
-        """Sessions' projections held over the pool (never more than the live
-        projectors: a stopped projector's session is forgotten)."""
-        return sum(worker.held() for worker in self._workers)
+    def held(self) -> tuple[int, int]:
+        """Sessions' projections held over the pool: for running projectors (never more
+        than the live projectors), and parked."""
+        counts = [worker.held() for worker in self._workers]
+        return sum(active for active, _ in counts), sum(parked for _, parked in counts)
 
     @property
     def pids(self) -> list[int]:

@@ -11,7 +11,9 @@ the proxy commits it and the reply stands only if it committed as sent (else the
 message runs again, see :class:`Done`), so a one-page message crosses the pipe twice.
 Pages cross sealed, as msgpack (:mod:`~relaystore.domain.projection.page_wire`), so a
 page's events cross as their packed relay log row. :class:`Start` opens a worker's
-pipe; :class:`Forget` drops a session's projection when its projector stops, and
+pipe; :class:`Park` keeps a session's projection when its projector stops (the next
+projector of the session finds it), :class:`Forget` drops it (something out of band
+changed the session, or the store stopped routing the session to this worker), and
 :class:`Census` asks how many the worker holds.
 
 Owns the message types, the event encoding (:func:`encode_events`,
@@ -37,6 +39,7 @@ __all__ = [
     "Done",
     "Forget",
     "Observe",
+    "Park",
     "PageOut",
     "Reply",
     "Run",
@@ -58,6 +61,10 @@ class Start:
     beat_seconds: float
     """How often it beats while a conversation is under way (:class:`Beat`; a tenth of
     the store's :data:`~relaystore.actors.worker_pool.SILENCE_SECONDS`)."""
+    park_limit: int = 0
+    """The most parked projections it keeps (:class:`Park`); the oldest go first."""
+    park_bytes: int = 0
+    """The most estimated bytes its parked projections may hold together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +114,15 @@ def decode_events(data: bytes) -> list[RelayEvent | RelayLine]:
 
 @dataclass(frozen=True, slots=True)
 class Forget:
-    """Drop the session's projection: its projector stopped."""
+    """Drop the session's projection (active or parked)."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """The session's projector stopped: keep its projection, out of active use, for the
+    session's next projector (within ``Start.park_limit`` and ``Start.park_bytes``)."""
 
     session_id: str
 

@@ -66,7 +66,7 @@ class RemoteProjection:
     ) -> None:
         self._session_id = session_id
         self._pool = pool
-        self._index = pool.attach()
+        self._index = pool.attach(session_id)
         self._worker = pool.worker(self._index)
         self._load = load
         self._send_page = send_page
@@ -118,8 +118,9 @@ class RemoteProjection:
         return value
 
     def close(self) -> None:
-        self._worker.forget(self._session_id)
-        self._pool.detach(self._index)
+        """The projector stops: its session's projection stays parked in the worker for
+        the session's next projector (see :mod:`~relaystore.actors.worker_pool`)."""
+        self._pool.detach(self._index, self._session_id)
 
     def _converse(self, message: Any, committed: list[int], *, defer: bool) -> Any:
         """One conversation; ``committed`` gets the applied count of each page that

@@ -88,10 +88,14 @@ class StoreMetrics(msgspec.Struct, frozen=True, kw_only=True):
     relay_lines_held: int = 0
     """Relay lines this process kept in the log without projecting them."""
     projector_loads: int = 0
-    """Projectors started since the store opened: each loaded its session from the store
-    (a first event, or one after its projector was stopped to stay within
-    ``max_projectors`` or for idling). Growing as fast as messages arrive means the live
-    set is thrashing: raise ``max_projectors``."""
+    """Sessions' projections loaded from the store since the store opened: a session's
+    first event, or one after its projector was stopped to stay within
+    ``max_projectors`` or for idling, unless its projection was parked in a projection
+    worker (``projection="process"``: see ``max_projectors``). Growing as fast as
+    messages arrive means the live set is thrashing: raise ``max_projectors``."""
+    projector_starts: int = 0
+    """Projectors started since the store opened (each start of a session whose
+    projection is not parked loads it: :attr:`projector_loads`)."""
     worker_restarts: int = 0
     """Projection worker processes started again after one died (``projection="process"``);
     each restart reloads the live sessions from the store."""

@@ -37,10 +37,33 @@ import msgspec
 from ..materialized import TranscriptItem
 from ..wire import encode
 
-__all__ = ["SLACK", "WINDOW", "FetchItem", "FrozenItem", "Transcript"]
+__all__ = [
+    "DECODED_FACTOR",
+    "ENTRY_BYTES",
+    "QUIET_WINDOW",
+    "SLACK",
+    "WINDOW",
+    "FetchItem",
+    "FrozenItem",
+    "Transcript",
+]
 
 WINDOW = 256
 """How many of the newest items (by offset) stay decoded."""
+
+QUIET_WINDOW = 32
+"""How many of its newest items a projection out of active use keeps decoded: one
+reloaded from the store (``actors.projector_wiring.RELOAD_ITEMS``) and one parked in a
+projection worker (:meth:`Transcript.cool`). Events name the newest few items almost
+always; the rest are fetched if one does."""
+
+ENTRY_BYTES = 160
+"""Estimated bytes an item costs however it is kept: its slot, its stable id and its
+index entry (tracemalloc over the ``sessions`` benchmark's reloaded 400-item
+projections: about 140 bytes an item beyond a 100-item one's)."""
+
+DECODED_FACTOR = 4
+"""A decoded item's estimated bytes per byte of its wire JSON (see the module doc)."""
 
 SLACK = 64
 """How many items past the window (or replaced behind it) wait before being frozen."""
@@ -207,6 +230,34 @@ class Transcript:
             }
         return removed
 
+    def cool(self, keep: int = QUIET_WINDOW) -> None:
+        """Freeze every decoded item but the newest ``keep``, as :meth:`append` freezes
+        those past the window: a committed one goes cold (its stable id alone), one
+        changed since the last :meth:`committed` is kept frozen. What a projection parked
+        out of active use keeps (a transcript without a ``fetch`` keeps every item)."""
+        if self._fetch is not None:
+            self._freeze(keep)
+
+    def footprint(self) -> int:
+        """The transcript's estimated bytes in memory: :data:`ENTRY_BYTES` an item, a
+        frozen item's wire JSON, and :data:`DECODED_FACTOR` times a decoded item's. Costs
+        the decoded items (encoded once each) and the frozen ones, not the cold ones,
+        for a transcript with a ``fetch`` (without one every item is walked)."""
+        entries = self._entries
+        total = len(entries) * ENTRY_BYTES
+        if self._fetch is not None:
+            total += sum(len(entry.raw or b"") for entry in self._warm)
+            behind: Iterable[int] = self._replaced
+        else:
+            behind = range(self._frozen_upto)
+        for offset in (*behind, *range(self._frozen_upto, len(entries))):
+            entry = entries[offset]
+            if type(entry) is TranscriptItem:
+                total += DECODED_FACTOR * len(encode(entry))
+            elif self._fetch is None and type(entry) is FrozenItem:
+                total += len(entry.raw or b"")
+        return total
+
     def thawed(self) -> list[TranscriptItem]:
         """A plain list of every item, decoded (the transcript stays as it is)."""
         return list(self)
@@ -215,10 +266,11 @@ class Transcript:
         if self._fetch is not None and ordinal > self._committed:
             self._dirty[stable_id] = ordinal
 
-    def _freeze(self) -> None:
-        """Freeze every decoded item behind the window (cold at once when committed)."""
+    def _freeze(self, window: int | None = None) -> None:
+        """Freeze every decoded item behind the newest ``window`` (:data:`WINDOW` by
+        default; cold at once when committed)."""
         entries = self._entries
-        end = len(entries) - WINDOW
+        end = len(entries) - (WINDOW if window is None else window)
         for offset in range(self._frozen_upto, end):
             entry = entries[offset]
             if type(entry) is TranscriptItem:

@@ -53,12 +53,17 @@ from ..relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
 from .context import ProjectionContext
 from .feed import derive_api_events
 from .fold import fold_fields
-from .frozen import FetchItem, Transcript
+from .frozen import QUIET_WINDOW, FetchItem, Transcript
 from .index import ColdEntry, ItemFacts, TranscriptIndex, item_facts
 from .integrity import check_mutation, check_transcript_changes
 from .observations import HANDLERS, LINE_HANDLERS
 
-__all__ = ["SessionProjection", "knows_line", "line_handler"]
+__all__ = ["SESSION_BYTES", "SessionProjection", "knows_line", "line_handler"]
+
+SESSION_BYTES = 16 * 1024
+"""Estimated bytes of a projection beside its transcript's items: the session's record,
+queue, configuration, open calls and the index's own tables (tracemalloc over the
+``sessions`` benchmark's reloaded projections, rounded up)."""
 
 
 def line_handler(line: RelayLine) -> Callable[[ProjectionContext, RelayLine], None] | None:
@@ -156,6 +161,14 @@ class SessionProjection:
         """The store holds every event of this session through ``ordinal`` (a page
         landed): old items it holds may go cold (see :mod:`~relaystore.domain.projection.frozen`)."""
         self._transcript.committed(ordinal)
+
+    def park(self, keep: int = QUIET_WINDOW) -> int:
+        """Leave active use: every committed item but the newest ``keep`` goes cold (see
+        :meth:`Transcript.cool`); return the projection's estimated bytes in memory (its
+        transcript's :meth:`~Transcript.footprint` and :data:`SESSION_BYTES`). A parked
+        projection applies events as before; an item it let go is fetched if one names it."""
+        self._transcript.cool(keep)
+        return SESSION_BYTES + self._transcript.footprint()
 
     @property
     def behind(self) -> ProjectionBehind | None:

@@ -109,7 +109,7 @@ def _feed_from_threads(
         for feeder in feeders:
             feeder.join()
         assert failures == Counter()
-        assert store.metrics().projector_loads > sessions  # projectors were stopped for room
+        assert store.metrics().projector_starts > sessions  # projectors were stopped for room
         for session_id, journal in journals.items():
             assert [(r.applied, r.already_applied) for r in reports[session_id]] == [(1, 0)] * len(
                 journal.events
@@ -272,14 +272,26 @@ def test_the_session_asked_for_and_working_projectors_are_never_stopped() -> Non
     assert started[:3] == ["a", "b", "c"]
 
 
-def test_metrics_count_the_projectors_loaded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_metrics_count_the_projectors_started_and_loaded(
+    tmp_path: Path, projection: Literal["thread", "process"]
+) -> None:
+    """A projector stopped for room starts again with its session's next event; it loads
+    the session from the store again, unless a projection worker kept it parked."""
     journal = _journal(2)
-    with EventStore.open(tmp_path / "store.sqlite3", max_projectors=2) as store:
+    with EventStore.open(
+        tmp_path / "store.sqlite3", max_projectors=2, projection=projection
+    ) as store:
         for session_id in ("a", "b", "c"):
             store.ask(SaveSession(record=example_session(session_id)))
-        assert store.metrics().projector_loads == 0
+        assert (store.metrics().projector_loads, store.metrics().projector_starts) == (0, 0)
         for session_id in ("a", "b", "c"):
             store.ask(ObserveRelayEvents(session_id=session_id, events=journal.events[:3]))
-        assert store.metrics().projector_loads == 3
+        assert (store.metrics().projector_loads, store.metrics().projector_starts) == (3, 3)
         store.ask(ObserveRelayEvents(session_id="c", events=journal.events[3:]))
-        assert store.metrics().projector_loads == 3  # "c" kept its projector
+        assert store.metrics().projector_starts == 3  # "c" kept its projector
+        report = store.ask(ObserveRelayEvents(session_id="a", events=journal.events[3:]))
+        assert report.applied == len(journal.events) - 3
+        metrics = store.metrics()
+        assert metrics.projector_starts == 4  # "a" had been stopped for room
+        assert metrics.projector_loads == (4 if projection == "thread" else 3)

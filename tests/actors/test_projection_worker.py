@@ -31,6 +31,7 @@ from relaystore.actors.worker_protocol import decode_events, encode_events
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.errors import InvalidInput, RelayChainError, WorkerLost
 from relaystore.domain.messages import (
+    DeleteSession,
     LoadApiEvents,
     LoadMaterializedSession,
     LoadRelayLog,
@@ -38,8 +39,9 @@ from relaystore.domain.messages import (
     ProjectionReport,
     Reproject,
     SaveSession,
+    SeedProjection,
 )
-from relaystore.domain.relay import RelayEvent, RelayLine, encode_relay_event
+from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, encode_relay_event
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import conversation, write_journal
@@ -115,28 +117,112 @@ def test_a_process_projects_exactly_what_the_thread_path_does(tmp_path: Path, ch
     assert snapshots[1][2] == list(range(1, len(events) + 1))
 
 
-def test_sessions_spread_over_the_pool_and_survive_their_projectors_stopping(
-    tmp_path: Path,
+def _interleaved(store: EventStore, sessions: list[str], events: list[RelayEvent]) -> None:
+    for start in range(0, len(events), 50):
+        for session_id in sessions:
+            store.ask(ObserveRelayEvents(session_id=session_id, events=events[start : start + 50]))
+
+
+def _held(store: EventStore) -> tuple[int, int]:
+    """Projections the workers hold: for running projectors, and parked."""
+    pool = store._core._workers  # test access to the pool
+    assert pool is not None
+    return pool.held()
+
+
+def test_stopped_projectors_park_their_projections_in_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Three sessions, interleaved, with room for one projector: every message reloads its
-    session (the worker forgets the stopped ones) and the store still equals the thread
+    """Three sessions, interleaved, with room for one projector: in the thread path every
+    message reloads its session; in the workers each session is loaded once and its
+    projection parked while its projector is stopped, and the store equals the thread
     path's."""
+    monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1 << 30)
     sessions = ["s-a", "s-b", "s-c"]
     events = conversation(400)
     snapshots = []
     for mode in ("thread", "process"):
         with _saved(_open(tmp_path / f"{mode}.sqlite3", mode, max_projectors=1), *sessions) as s:
-            for start in range(0, len(events), 50):
-                for session_id in sessions:
-                    s.ask(
-                        ObserveRelayEvents(session_id=session_id, events=events[start : start + 50])
-                    )
-            assert s.metrics().projector_loads >= 3 * len(events) // 50
-            if mode == "process":  # the workers forgot every stopped projector's session
-                assert s._core._workers is not None
-                assert s._core._workers.held() == 1
+            _interleaved(s, sessions, events)
+            metrics = s.metrics()
+            assert metrics.projector_starts == 3 * len(events) // 50
+            if mode == "thread":
+                assert metrics.projector_loads == metrics.projector_starts
+            else:
+                assert metrics.projector_loads == 3
+                assert _held(s) == (1, 2)
             snapshots.append(_snapshot(s, *sessions))
     assert snapshots[0] == snapshots[1]
+
+
+def test_parked_projections_stay_within_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no bytes to park in, a worker drops every stopped projector's projection:
+    every message loads its session again, as in the thread path, and nothing differs."""
+    monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1)
+    sessions = ["s-a", "s-b", "s-c"]
+    events = conversation(200)
+    snapshots = []
+    for mode in ("thread", "process"):
+        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode, max_projectors=1), *sessions) as s:
+            _interleaved(s, sessions, events)
+            metrics = s.metrics()
+            assert metrics.projector_loads == metrics.projector_starts == 3 * len(events) // 50
+            if mode == "process":
+                assert _held(s) == (1, 0)
+            snapshots.append(_snapshot(s, *sessions))
+    assert snapshots[0] == snapshots[1]
+
+
+def test_parked_projections_stay_within_their_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most ``PARKED_PER_PROJECTOR`` sessions per projector stay parked, the oldest
+    dropped first (the pool and the worker agree on which)."""
+    monkeypatch.setattr(worker_pool, "PARKED_PER_PROJECTOR", 2)
+    sessions = [f"s-{n}" for n in range(5)]
+    events = conversation(100)
+    with _saved(_open(tmp_path / "store.sqlite3", "process", max_projectors=1), *sessions) as s:
+        _interleaved(s, sessions, events)
+        assert _held(s) == (1, 2)
+        assert s.metrics().projector_loads == s.metrics().projector_starts  # always too late
+        for session_id in sessions[-3:-1]:  # the two parked last come back parked
+            report = s.ask(ObserveRelayEvents(session_id=session_id, events=events[:1]))
+            assert report.already_applied == 1
+        assert s.metrics().projector_loads == s.metrics().projector_starts - 2
+
+
+@pytest.mark.usefixtures("one_worker")
+@pytest.mark.parametrize("change", ["delete", "seed"])
+def test_a_parked_projection_is_dropped_when_its_session_changes_out_of_band(
+    tmp_path: Path, change: str
+) -> None:
+    """A delete or a seed of a session whose projection is parked: its next projector
+    starts from what the store then holds, never from the parked projection."""
+    events = conversation(100)
+    with _saved(_open(tmp_path / "store.sqlite3", "process", max_projectors=1), "a", "b") as s:
+        if change == "delete":
+            s.ask(ObserveRelayEvents(session_id="a", events=events[:80]))
+        else:  # loaded at genesis, nothing applied: ordinal 41 is past a gap
+            with pytest.raises(RelayChainError):
+                s.ask(ObserveRelayEvents(session_id="a", events=events[40:80]))
+        s.ask(ObserveRelayEvents(session_id="b", events=events[:10]))  # "a" is parked
+        assert _held(s) == (1, 1)
+        if change == "delete":
+            s.ask(DeleteSession(session_id="a"))
+            s.ask(SaveSession(record=example_session("a")))
+            sent, expected = events[:50], 50
+        else:
+            start = RelayCursor(ordinal=40, digest=events[39].digest)
+            assert s.ask(SeedProjection(session_id="a", start=start)) == start
+            sent, expected = events[40:80], 40
+        report = s.ask(ObserveRelayEvents(session_id="a", events=sent))
+        assert (report.applied, report.already_applied) == (expected, 0)
+        stored = s.ask(LoadMaterializedSession(session_id="a"))
+        assert stored is not None
+        assert stored.frontier is not None
+        assert stored.frontier.ordinal == sent[-1].ordinal
 
 
 @pytest.mark.parametrize("bad", [300, 700])

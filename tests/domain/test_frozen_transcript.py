@@ -170,6 +170,43 @@ def test_committed_items_go_cold_and_are_read_back_through_fetch(small_window: N
     assert transcript[1] == changed
 
 
+def test_cooling_keeps_the_newest_items_decoded_and_lets_committed_ones_go_cold() -> None:
+    """A parked projection's transcript: all but the newest ``keep`` items leave memory,
+    except one changed since the last commit (frozen, kept), and every item reads back."""
+    store = {f"system:{n}": _item(n) for n in range(40)}
+    reads: list[str] = []
+
+    def fetch(stable_id: str) -> TranscriptItem:
+        reads.append(stable_id)
+        return store[stable_id]
+
+    transcript = Transcript([_item(n) for n in range(40)], fetch=fetch, committed=40)
+    changed = _item(20, "changed after the commit")
+    transcript.replace(20, changed, ordinal=41)
+    before = transcript.footprint()
+    transcript.cool(keep=4)
+    decoded = [n for n in range(40) if type(transcript._entries[n]) is TranscriptItem]
+    assert decoded == [36, 37, 38, 39]
+    assert transcript.cold == 39 - 4  # all but the newest four and the changed one
+    assert transcript.footprint() < before
+    assert transcript[20] == changed  # kept in memory: the store does not hold it yet
+    assert reads == []
+    assert transcript[3] == store["system:3"]
+    assert reads == ["system:3"]
+    assert list(transcript) == [changed if n == 20 else _item(n) for n in range(40)]
+
+
+def test_the_footprint_follows_the_items_and_their_size() -> None:
+    def fetch(stable_id: str) -> TranscriptItem:
+        raise AssertionError(stable_id)
+
+    small = Transcript([_item(n, "x") for n in range(10)], fetch=fetch, committed=0)
+    large = Transcript([_item(n, "x" * 10_000) for n in range(10)], fetch=fetch, committed=0)
+    longer = Transcript([_item(n, "x") for n in range(20)], fetch=fetch, committed=0)
+    assert large.footprint() > 10 * frozen.DECODED_FACTOR * 10_000 > small.footprint()
+    assert longer.footprint() > small.footprint() + 10 * frozen.ENTRY_BYTES
+
+
 def test_without_fetch_nothing_goes_cold(small_window: None) -> None:
     transcript = Transcript([_item(n) for n in range(8)], committed=8)
     transcript.committed(20)
