@@ -4,8 +4,9 @@
 :class:`StoreCore` holds an open store's actors and does two things for both facades:
 
 * **routing** a checked message to the actor that owns it, and handing it over (a
-  session's messages to its projector, through the
-  :class:`~relaystore.actors.live.LiveProjectors`);
+  session's messages to its projector actor through the
+  :class:`~relaystore.actors.live.LiveProjectors`, or with ``projection="process"`` to
+  its entry in the :class:`~relaystore.actors.session_runners.SessionRunners`);
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
   :class:`~relaystore.actors.wal_watch.WalWatcher`).
@@ -61,7 +62,7 @@ from ..domain.messages import (
 )
 from ..domain.reports import StoreMetrics
 from .commits import CommitWatch
-from .envelope import Envelope, OneShotReply, Reply
+from .envelope import Answering, Envelope, OneShotReply, Reply
 from .exit_hook import OwningProcess
 from .inbox import inbox_of
 from .internal import (
@@ -77,6 +78,7 @@ from .metrics import Followers, StoreReadings, WriterStats, store_metrics
 from .pager import FollowPager
 from .projector_wiring import ProjectorWiring
 from .reader import ReaderActor
+from .session_runners import SessionRunners
 from .settings import (
     OpenOptions,
     Settings,
@@ -171,11 +173,21 @@ class StoreCore:
             capacity=settings.capacity,
         )
         self._wiring = wiring
-        self._projectors = LiveProjectors(
-            wiring.start,
-            limit=settings.max_projectors,
-            idle_seconds=settings.projector_idle_seconds,
-        )
+        self._projectors: LiveProjectors | SessionRunners
+        if self._workers is not None:
+            self._projectors = SessionRunners(
+                wiring.remote,
+                workers=len(self._workers),
+                limit=settings.max_projectors,
+                idle_seconds=settings.projector_idle_seconds,
+                capacity=settings.capacity,
+            )
+        else:
+            self._projectors = LiveProjectors(
+                wiring.start,
+                limit=settings.max_projectors,
+                idle_seconds=settings.projector_idle_seconds,
+            )
         self.writer: ActorRef[WriterActor] | None = None
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
@@ -315,9 +327,9 @@ class StoreCore:
         except ActorDeadError as exc:
             raise StoreClosed("the store's actors have stopped") from exc
 
-    def send(self, message: Any, reply: Reply | None) -> ActorRef[Any]:
+    def send(self, message: Any, reply: Reply | None) -> Answering:
         """Route and hand over ``message`` with its reply sink (waiting for room in a
-        full inbox); return the actor."""
+        full inbox); return what answers it."""
         ref = self._hand_over(message, Envelope(message, reply), wait=True)
         assert ref is not None  # waiting for room, it always hands over
         return ref
@@ -329,26 +341,16 @@ class StoreCore:
             return False
         return self._hand_over(message, Envelope(message, reply), wait=False) is not None
 
-    def _hand_over(self, message: Any, envelope: Envelope, *, wait: bool) -> ActorRef[Any] | None:
-        """Hand ``envelope`` to the actor that owns ``message`` (None: its inbox is full
-        and not ``wait``). A session's projector takes its message even if it is stopped
-        for room or idles out meanwhile (see :meth:`LiveProjectors.hand_over`)."""
-
-        def room(ref: ActorRef[Any]) -> bool:
-            return wait or not inbox_of(ref).full()
-
+    def _hand_over(self, message: Any, envelope: Envelope, *, wait: bool) -> Answering | None:
+        """Hand ``envelope`` to what owns ``message`` (None: its inbox is full and not
+        ``wait``). A session's projector takes its message even if it is stopped for
+        room or idles out meanwhile (see :meth:`LiveProjectors.take`,
+        :meth:`SessionRunners.take`)."""
         if self.writer is not None and isinstance(message, ObserveRelayEvents | Reproject):
             self.check_open()
-
-            def put(ref: ActorRef[Any]) -> bool:
-                if room(ref):
-                    ref.tell(envelope)  # ActorDeadError: the projector set starts another
-                    return True
-                return False
-
-            return self._projectors.hand_over(message.session_id, put)
+            return self._projectors.take(message.session_id, envelope, wait=wait)
         ref = self._route(message)
-        if not room(ref):
+        if not wait and inbox_of(ref).full():
             return None
         self.deliver(ref, envelope)
         return ref
@@ -359,7 +361,7 @@ class StoreCore:
         self,
         reply: OneShotReply,
         timeout: float | None,
-        actor: ActorRef[Any] | None,
+        actor: Answering | None,
         message: object,
     ) -> Any:
         """Wait for ``reply``: raise AskTimeout past ``timeout``, StoreClosed when

@@ -23,7 +23,15 @@ import pykka
 from ..domain.errors import InvalidInput
 from .inbox import BoundedActor
 
-__all__ = ["Envelope", "ExcInfo", "OneShotReply", "Reply", "TellSafeActor", "Unanswerable"]
+__all__ = [
+    "Answering",
+    "Envelope",
+    "ExcInfo",
+    "OneShotReply",
+    "Reply",
+    "TellSafeActor",
+    "Unanswerable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +44,13 @@ class Reply(Protocol):
     def set(self, value: Any | None = None) -> None: ...
 
     def set_exception(self, exc_info: ExcInfo | None = None) -> None: ...
+
+
+class Answering(Protocol):
+    """What a message was handed to (an actor's ref, or the session runners): alive
+    while it may still answer."""
+
+    def is_alive(self) -> bool: ...
 
 
 class OneShotReply:

@@ -44,6 +44,7 @@ from typing import Any
 from pykka import ActorDeadError, ActorRef
 
 from ..domain.errors import StoreClosed
+from .envelope import Envelope
 from .inbox import inbox_of
 from .projector import ProjectorActor
 
@@ -124,6 +125,20 @@ class LiveProjectors:
                 return ref
         finally:
             self._stop_all_of(victims)
+
+    def take(
+        self, session_id: str, envelope: Envelope, *, wait: bool
+    ) -> ActorRef[ProjectorActor] | None:
+        """Hand ``envelope`` to the session's projector (see :meth:`hand_over`): waits
+        for room in a full inbox when ``wait``, else takes nothing and returns None."""
+
+        def put(ref: ActorRef[ProjectorActor]) -> bool:
+            if wait or not inbox_of(ref).full():
+                ref.tell(envelope)  # ActorDeadError: hand_over starts another
+                return True
+            return False
+
+        return self.hand_over(session_id, put)
 
     def _lookup(
         self, session_id: str, *, hold: bool

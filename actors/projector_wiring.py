@@ -30,7 +30,7 @@ from ..domain.materialized import MaterializedSession, TranscriptItem
 from ..domain.projection import PageDelta, frozen
 from ..domain.projection.index import ColdEntry
 from .internal import CommitPage, LoadProjection
-from .projector import PageCommit, Projection, ProjectorActor, ProjectorCore
+from .projector import PageCommit, ProjectorActor, ProjectorCore
 from .transcript_pages import SessionMoved, reloaded_entries
 from .worker_pool import WorkerPool
 from .worker_proxy import RemoteProjection
@@ -89,27 +89,31 @@ class ProjectorWiring:
             self._loads += 1
 
     def start(self, session_id: str) -> ActorRef[ProjectorActor]:
-        """A projector actor for ``session_id``, started (what the live projectors call)."""
-        projection: Projection
-        if self._workers is not None:
-            projection = RemoteProjection(
-                session_id,
-                self._workers,
-                load=self.load,
-                send_page=self.send_page,
-                ask=self._ask,
-                load_paged=self.load_paged,
-            )
-        else:
-            projection = ProjectorCore(
-                session_id,
-                load=self.load,
-                send_page=self.send_page,
-                ask=self._ask,
-                hold_unknown=self._relay_log,
-                load_paged=self.load_paged,
-            )
+        """A projector actor for ``session_id`` projecting in its thread, started (what
+        the live projectors call)."""
+        projection = ProjectorCore(
+            session_id,
+            load=self.load,
+            send_page=self.send_page,
+            ask=self._ask,
+            hold_unknown=self._relay_log,
+            load_paged=self.load_paged,
+        )
         return ProjectorActor.start(projection, capacity=self._capacity)
+
+    def remote(self, session_id: str) -> RemoteProjection:
+        """The proxy of ``session_id``'s projection in the store's worker processes,
+        attached to its worker (what the session runners call)."""
+        if self._workers is None:
+            raise RuntimeError("no projection workers: the store projects in threads")
+        return RemoteProjection(
+            session_id,
+            self._workers,
+            load=self.load,
+            send_page=self.send_page,
+            ask=self._ask,
+            load_paged=self.load_paged,
+        )
 
     def load(self, session_id: str) -> MaterializedSession:
         """The session's stored projection, whole (the writer reads it)."""

@@ -73,6 +73,11 @@ class RemoteProjection:
         self._ask = ask
         self._load_paged = load_paged
 
+    @property
+    def worker_index(self) -> int:
+        """The pool's index of the worker this session's projection lives in."""
+        return self._index
+
     def handle(self, message: Any) -> Any:
         if not isinstance(message, ObserveRelayEvents | Reproject):
             raise Unanswerable("projector", message)

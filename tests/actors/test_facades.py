@@ -327,14 +327,15 @@ def test_every_actor_answers_a_message_it_does_not_take_with_an_error(
     with EventStore.open(tmp_path / "s.sqlite3", projection=projection) as store:
         core = store._core
         assert core.writer is not None
-        actors = {
-            "writer": core.writer,
-            "reader": core._reader(),
-            "projector": core._projectors.get("session-1"),
+        writer, reader = core.writer, core._reader()
+        deliveries: dict[str, Callable[[Envelope], object]] = {
+            "writer": lambda envelope: core.deliver(writer, envelope),
+            "reader": lambda envelope: core.deliver(reader, envelope),
+            "projector": lambda envelope: core._projectors.take("session-1", envelope, wait=True),
         }
-        for name, ref in actors.items():
+        for name, deliver in deliveries.items():
             reply = OneShotReply()
-            core.deliver(ref, Envelope(Stranger(), reply))
+            deliver(Envelope(Stranger(), reply))
             with pytest.raises(InvalidInput, match=f"the {name} does not take Stranger"):
                 reply.get(timeout=10)
         assert store.ask(LoadState()).sessions == {}  # every actor still serves

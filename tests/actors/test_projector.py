@@ -168,6 +168,7 @@ def projector(
     ref = ProjectorActor.start(projection)
     yield ref
     ref.stop()
+    pool.forget(SESSION)  # parked: the next test's store is another store
 
 
 def _no_ask(message: object) -> object:

@@ -17,7 +17,11 @@ from typing import Any
 import apsw
 import pytest
 
-from relaystore.actors import projector_wiring as wiring_module, reader as reader_module
+from relaystore.actors import (
+    projector_wiring as wiring_module,
+    reader as reader_module,
+    worker_pool,
+)
 from relaystore.actors.store import EventStore
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import MaterializedSession
@@ -58,6 +62,12 @@ def _spy(patch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     patch.setattr(reader_module, "load_index_entries", entries)
     patch.setattr(reader_module, "load_transcript_items_page", items)
     return seen
+
+
+@pytest.fixture(autouse=True)
+def nothing_parks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Projection workers keep no stopped projector's projection: every start reloads."""
+    monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1)
 
 
 def _project_both(store: EventStore, events: list[Any], step: int) -> None:
