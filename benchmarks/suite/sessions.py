@@ -13,9 +13,11 @@ Two more rows feed 300 sessions with the default ``max_projectors`` (256; with
 ``--quick``, 100 sessions over 85): round robin over more sessions than the cap is
 plain LRU eviction's worst case (every event reloads its session), so the rows measure
 the eviction policy and the cost of a reload. One runs in the projectors' threads, the
-other with every option at its default (``projection="process"``: each reload and each
-small message crosses a worker's pipe); each row's baseline (10 sessions) projects the
-way the row does. Same aim.
+other with every option at its default (``projection="process"``: a session past the
+cap is parked in its worker, not reloaded, and each small message crosses a worker's
+pipe); each row's baseline (10 sessions) projects the way the row does. Same aim. The
+details' ``projector_loads`` are the projections loaded from the store in the measured
+phase (``StoreMetrics.projector_loads``).
 
 The defaults rows (and their baselines) run in a fresh interpreter each
 (``python -m suite.sessions defaults ...``), so a last row can say the memory 1,000 live
@@ -178,7 +180,7 @@ def run(ctx: Context) -> list[Figure]:
         rate, base = max(rates), max(base_rates)
         log(
             f"sessions: {sessions} live (max_projectors {limit or 'above N'}) {rate:,.0f} ev/s"
-            f" vs {BASE} live {base:,.0f} ev/s; projectors started {loads} for {turns} turns"
+            f" vs {BASE} live {base:,.0f} ev/s; projections loaded {loads} for {turns} turns"
         )
         name = f"{sessions} sessions interleaved, transcripts of {items} items"
         if limit is not None:
