@@ -42,6 +42,7 @@ from relaystore.domain.messages import (
     SeedProjection,
 )
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, encode_relay_event
+from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import conversation, write_journal
@@ -130,29 +131,36 @@ def _held(store: EventStore) -> tuple[int, int]:
     return pool.held()
 
 
-def test_stopped_projectors_park_their_projections_in_the_workers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Three sessions, interleaved, with room for one projector: in the thread path every
-    message reloads its session; in the workers each session is loaded once and its
-    projection parked while its projector is stopped, and the store equals the thread
-    path's."""
-    monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1 << 30)
+def _both_modes_interleaved(
+    tmp_path: Path, events: list[RelayEvent]
+) -> dict[str, tuple[StoreMetrics, tuple[int, int]]]:
+    """Three sessions fed ``events`` interleaved, 50 at a time, with room for one
+    projector, in threads and in workers: each mode's metrics and what its workers hold
+    ((0, 0) in threads); the stores end equal."""
     sessions = ["s-a", "s-b", "s-c"]
-    events = conversation(400)
-    snapshots = []
+    seen, snapshots = {}, []
     for mode in ("thread", "process"):
         with _saved(_open(tmp_path / f"{mode}.sqlite3", mode, max_projectors=1), *sessions) as s:
             _interleaved(s, sessions, events)
-            metrics = s.metrics()
-            assert metrics.projector_starts == 3 * len(events) // 50
-            if mode == "thread":
-                assert metrics.projector_loads == metrics.projector_starts
-            else:
-                assert metrics.projector_loads == 3
-                assert _held(s) == (1, 2)
+            seen[mode] = (s.metrics(), _held(s) if mode == "process" else (0, 0))
             snapshots.append(_snapshot(s, *sessions))
     assert snapshots[0] == snapshots[1]
+    return seen
+
+
+def test_stopped_projectors_park_their_projections_in_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the thread path every message reloads its session; in the workers each session
+    is loaded once and its projection parked while its projector is stopped."""
+    monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1 << 30)
+    events = conversation(400)
+    seen = _both_modes_interleaved(tmp_path, events)
+    for metrics, _ in seen.values():
+        assert metrics.projector_starts == 3 * len(events) // 50
+    assert seen["thread"][0].projector_loads == 3 * len(events) // 50
+    assert seen["process"][0].projector_loads == 3
+    assert seen["process"][1] == (1, 2)
 
 
 def test_parked_projections_stay_within_their_bytes(
@@ -161,18 +169,11 @@ def test_parked_projections_stay_within_their_bytes(
     """With no bytes to park in, a worker drops every stopped projector's projection:
     every message loads its session again, as in the thread path, and nothing differs."""
     monkeypatch.setattr(worker_pool, "PARKED_BYTES_PER_PROJECTOR", 1)
-    sessions = ["s-a", "s-b", "s-c"]
     events = conversation(200)
-    snapshots = []
-    for mode in ("thread", "process"):
-        with _saved(_open(tmp_path / f"{mode}.sqlite3", mode, max_projectors=1), *sessions) as s:
-            _interleaved(s, sessions, events)
-            metrics = s.metrics()
-            assert metrics.projector_loads == metrics.projector_starts == 3 * len(events) // 50
-            if mode == "process":
-                assert _held(s) == (1, 0)
-            snapshots.append(_snapshot(s, *sessions))
-    assert snapshots[0] == snapshots[1]
+    seen = _both_modes_interleaved(tmp_path, events)
+    for metrics, _ in seen.values():
+        assert metrics.projector_loads == metrics.projector_starts == 3 * len(events) // 50
+    assert seen["process"][1] == (1, 0)
 
 
 def test_parked_projections_stay_within_their_count(

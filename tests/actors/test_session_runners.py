@@ -9,14 +9,8 @@ from pathlib import Path
 
 from relaystore import EventStore, LoadMaterializedSession, ObserveRelayEvents, SaveSession
 from relaystore.actors.session_runners import RUNNERS_PER_WORKER
-from relaystore.testing import JournalBuilder, example_session
-
-
-def _journal(turns: int) -> JournalBuilder:
-    journal = JournalBuilder()
-    for turn in range(turns):
-        journal.prompt_turn(f"question {turn}")
-    return journal
+from relaystore.testing import example_session
+from tests.actors.test_live_projectors import _journal
 
 
 def test_live_sessions_cost_no_thread_each(tmp_path: Path) -> None:

@@ -136,13 +136,20 @@ def test_a_long_transcript_keeps_only_the_window_decoded() -> None:
     assert frozen.WINDOW <= decoded < frozen.WINDOW + frozen.SLACK
 
 
-def test_committed_items_go_cold_and_are_read_back_through_fetch(small_window: None) -> None:
-    store = {f"system:{n}": _item(n) for n in range(16)}
+def _fetching(store: dict[str, TranscriptItem]) -> tuple[frozen.FetchItem, list[str]]:
+    """A fetch from ``store`` and the ids it was asked for, in order."""
     reads: list[str] = []
 
     def fetch(stable_id: str) -> TranscriptItem:
         reads.append(stable_id)
         return store[stable_id]
+
+    return fetch, reads
+
+
+def test_committed_items_go_cold_and_are_read_back_through_fetch(small_window: None) -> None:
+    store = {f"system:{n}": _item(n) for n in range(16)}
+    fetch, reads = _fetching(store)
 
     # Loaded from the store (all committed through ordinal 5): frozen items go cold at once.
     transcript = Transcript([_item(n) for n in range(6)], fetch=fetch, committed=5)
@@ -174,12 +181,7 @@ def test_cooling_keeps_the_newest_items_decoded_and_lets_committed_ones_go_cold(
     """A parked projection's transcript: all but the newest ``keep`` items leave memory,
     except one changed since the last commit (frozen, kept), and every item reads back."""
     store = {f"system:{n}": _item(n) for n in range(40)}
-    reads: list[str] = []
-
-    def fetch(stable_id: str) -> TranscriptItem:
-        reads.append(stable_id)
-        return store[stable_id]
-
+    fetch, reads = _fetching(store)
     transcript = Transcript([_item(n) for n in range(40)], fetch=fetch, committed=40)
     changed = _item(20, "changed after the commit")
     transcript.replace(20, changed, ordinal=41)
