@@ -188,11 +188,16 @@ class ProjectionWorker:
         self.flush()
 
     def queue(self, message: Park | Forget) -> None:
-        """Tell the worker ``message`` before its next conversation (a later message of
-        the same session replaces it); never waits for the worker."""
+        """Tell the worker ``message`` before its next conversation; never waits for the
+        worker. A later message of the same session replaces a queued one, except that
+        a ``Park`` never replaces a ``Forget`` (the projection it would keep is the one
+        to drop)."""
+        session_id = message.session_id
         with self._queue_lock:
-            self._queued.pop(message.session_id, None)
-            self._queued[message.session_id] = message
+            queued = self._queued.pop(session_id, None)
+            if isinstance(message, Park) and isinstance(queued, Forget):
+                message = queued
+            self._queued[session_id] = message
 
     def flush(self) -> None:
         """Send what is queued now if no conversation holds the worker (else the next
@@ -386,6 +391,10 @@ class WorkerPool:
         second starts before the first stopped) run on it."""
         self._parked: OrderedDict[str, int] = OrderedDict()
         """Sessions whose projection is parked, and their worker, oldest first."""
+        self._forgotten: set[str] = set()
+        """Running sessions :meth:`forget` was called for: their worker drops their
+        projection when the last of their projectors stops, instead of parking it (at
+        most the running sessions)."""
 
     def __len__(self) -> int:
         return len(self._workers)
@@ -421,6 +430,10 @@ class WorkerPool:
             if running > 1:  # another projector of the session runs on it
                 self._running[session_id] = (worker, running - 1)
                 return
+            if session_id in self._forgotten:
+                self._forgotten.discard(session_id)
+                self._workers[index].queue(Forget(session_id))
+                return
             self._parked[session_id] = index
             self._workers[index].queue(Park(session_id))
             while len(self._parked) > self._park_limit:
@@ -429,10 +442,15 @@ class WorkerPool:
         self._flush()
 
     def forget(self, session_id: str) -> None:
-        """Something out of band changes the session (a delete, a seed): its parked
-        projection is dropped (a running projector's is the live projectors' to retire)."""
+        """Something out of band changes the session (a delete, a seed): its worker drops
+        its projection before its next conversation, parked or not, and a projector of
+        the session still stopping (taken out for room just before) does not park it."""
         with self._lock:
             index = self._parked.pop(session_id, -1)
+            running = self._running.get(session_id)
+            if running is not None:
+                index = running[0]
+                self._forgotten.add(session_id)
             if index >= 0:
                 self._workers[index].queue(Forget(session_id))
         self._flush()

@@ -20,16 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import apsw
 import msgspec
 import pytest
 
 from relaystore import EventStore
-from relaystore.actors import cli, worker_pool
+from relaystore.actors import cli, worker_pool, worker_proxy
 from relaystore.actors.journal import resolve_source
 from relaystore.actors.replay import replay_source
 from relaystore.actors.worker_protocol import decode_events, encode_events
 from relaystore.aio import AsyncEventStore
-from relaystore.domain.errors import InvalidInput, RelayChainError, WorkerLost
+from relaystore.domain.errors import InvalidInput, RelayChainError, StoreBusy, WorkerLost
 from relaystore.domain.messages import (
     DeleteSession,
     LoadApiEvents,
@@ -44,6 +45,7 @@ from relaystore.domain.messages import (
 from relaystore.domain.relay import RelayCursor, RelayEvent, RelayLine, encode_relay_event
 from relaystore.domain.reports import StoreMetrics
 from relaystore.domain.wire import encode
+from relaystore.storage import connection as storage_connection
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import conversation, write_journal
 
@@ -224,6 +226,102 @@ def test_a_parked_projection_is_dropped_when_its_session_changes_out_of_band(
         assert stored is not None
         assert stored.frontier is not None
         assert stored.frontier.ordinal == sent[-1].ordinal
+
+
+def _stored_frontier(store: object, session_id: str) -> int:
+    stored = store.ask(LoadMaterializedSession(session_id=session_id))  # type: ignore[attr-defined]
+    assert stored is not None
+    return 0 if stored.frontier is None else stored.frontier.ordinal
+
+
+@pytest.mark.usefixtures("one_worker")
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_delete_while_its_session_is_being_parked_for_room_drops_the_projection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """(Found by a hostile probe.) Another thread's message takes the session out for
+    room; its parking
+    (RemoteProjection.close -> WorkerPool.detach) runs after the entry left the live set,
+    so a DeleteSession arriving then finds neither a live entry to retire nor a parked
+    projection to forget. The session re-saved and replayed from ordinal 1 must apply."""
+    original = worker_proxy.RemoteProjection.close
+    parking = threading.Event()
+
+    def slow_close(self: worker_proxy.RemoteProjection) -> None:
+        if self._session_id == "a" and not parking.is_set():
+            parking.set()
+            time.sleep(0.5)  # widens the window between _victims and detach
+        original(self)
+
+    monkeypatch.setattr(worker_proxy.RemoteProjection, "close", slow_close)
+    events = conversation(100)
+    with _saved(_open(tmp_path / "s.sqlite3", mode, max_projectors=1), "a", "b") as store:
+        store.ask(ObserveRelayEvents(session_id="a", events=events[:80]))
+        feeding = threading.Thread(
+            target=store.ask, args=(ObserveRelayEvents(session_id="b", events=events[:10]),)
+        )
+        feeding.start()
+        if mode == "process":
+            assert parking.wait(10)
+        time.sleep(0.1)
+        store.ask(DeleteSession(session_id="a"))
+        store.ask(SaveSession(record=example_session("a")))
+        feeding.join(30)
+        report = store.ask(ObserveRelayEvents(session_id="a", events=events[:50]))
+        assert (report.applied, report.already_applied) == (50, 0)
+        assert _stored_frontier(store, "a") == 50
+
+
+@pytest.mark.usefixtures("one_worker")
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_retried_message_whose_last_page_was_refused_busy_is_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """(Found by a hostile probe.) The message's last page is refused (StoreBusy: another connection holds the write
+    lock) while another conversation holds the worker, so the proxy's Forget waits in the
+    worker's queue; the session is then taken out for room, and its Park replaces that
+    Forget (one queued message per session). The retried message (StoreBusy is
+    retryable) must be applied, not answered "already applied" from the parked
+    projection that assumed the refused page."""
+    monkeypatch.setattr(storage_connection, "BUSY_TIMEOUT_MS", 300)
+    events = conversation(20)
+    path = tmp_path / "s.sqlite3"
+    with _saved(_open(path, mode, max_projectors=1), "a", "b") as store:
+        store.ask(ObserveRelayEvents(session_id="a", events=events[:5]))
+        store.ask(ObserveRelayEvents(session_id="b", events=events[:5]))
+        other = apsw.Connection(str(path))
+        other.execute("BEGIN IMMEDIATE")
+        outcome: list[object] = []
+
+        def first() -> None:
+            try:
+                store.ask(ObserveRelayEvents(session_id="a", events=events[5:15]))
+            except StoreBusy as exc:
+                outcome.append(exc)
+
+        asking = threading.Thread(target=first)
+        asking.start()
+        time.sleep(0.1)  # a's conversation is over; its last page waits for the lock
+        worker = None
+        if mode == "process":
+            assert store._core._workers is not None
+            worker = store._core._workers.worker(0)
+            worker._lock.acquire()  # as another session's conversation holds it
+        asking.join(30)
+        other.execute("ROLLBACK")
+        other.close()
+        feeding = threading.Thread(
+            target=store.ask, args=(ObserveRelayEvents(session_id="b", events=events[5:8]),)
+        )
+        feeding.start()  # takes "a" out for room
+        time.sleep(0.2)
+        if worker is not None:
+            worker._lock.release()
+        feeding.join(30)
+        assert len(outcome) == 1
+        retry = store.ask(ObserveRelayEvents(session_id="a", events=events[5:15]))
+        assert (retry.applied, retry.already_applied) == (10, 0)
+        assert _stored_frontier(store, "a") == 15
 
 
 @pytest.mark.parametrize("bad", [300, 700])
