@@ -25,8 +25,11 @@ pages commit), so the session's next event starts a new projector that reloads t
 projection from the store. Memory and threads are therefore bounded by the live set,
 not by how many sessions the store has seen.
 
-Guarantees: stopping waits for the projector to finish what it was sent, in order;
-:meth:`retire` (used before ``DeleteSession``) does the same for one session. A message
+Guarantees: a projector is stopped for room or idling only when it has no message
+waiting or being handled (its inbox's unfinished count, which includes the message in
+hand), so its session's next projector never runs beside it; :meth:`retire` (used
+before ``DeleteSession``) and :meth:`stop_all` wait for the projector to finish what it
+was sent, in order. A message
 handed over with :meth:`hand_over` is taken by a live projector of its session: the
 projector is held from its lookup until the message is in its inbox (where it is
 "working"), so neither room nor idling nor :meth:`retire` stops it in between; one
@@ -48,7 +51,7 @@ from pykka import ActorDeadError, ActorRef
 from ..domain.errors import StoreClosed
 from .envelope import Envelope
 from .inbox import inbox_of
-from .projector import ProjectorActor
+from .projector import ProjectorActor, working
 
 __all__ = ["GHOSTS", "LiveProjectors"]
 
@@ -168,8 +171,11 @@ class LiveProjectors:
         return ref, victims
 
     def _stop_all_of(self, victims: list[ActorRef[Any]]) -> None:
+        """Stop projectors taken out for room or idling: each has no message waiting or
+        being handled and none can be handed to it any more, so its stop is not waited
+        for (an asyncio loop handing over never blocks on it)."""
         for victim in victims:
-            self._stop(victim)
+            self._stop(victim, wait=False)
 
     def _release(self, session_id: str) -> None:
         """End one hand-over's hold on the session's projector (the lock held)."""
@@ -214,7 +220,7 @@ class LiveProjectors:
         for session_id, (_, used) in self._live.items():
             if session_id == newest or now - used < self._idle:
                 break  # in use order: every later entry was used more recently
-            if session_id not in self._held:
+            if not self._working(session_id):
                 doomed.append(session_id)
         victims = [self._take(session_id) for session_id in doomed]
         while len(self._live) > self._limit:
@@ -242,14 +248,10 @@ class LiveProjectors:
         return self._live.pop(session_id)[0]
 
     def _working(self, session_id: str) -> bool:
-        return session_id in self._held or _busy(self._live[session_id][0])
+        return session_id in self._held or working(self._live[session_id][0])
 
-    def _stop(self, ref: ActorRef[Any]) -> None:
+    def _stop(self, ref: ActorRef[Any], *, wait: bool = True) -> None:
         with contextlib.suppress(ActorDeadError):
-            ref.stop(block=True)
+            ref.stop(block=wait)
         with self._lock:
             self.stopped += 1
-
-
-def _busy(ref: ActorRef[Any]) -> bool:
-    return not inbox_of(ref).empty()

@@ -54,6 +54,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pykka import ActorRef
+
 from ..domain.errors import RelayChainError, StoreError, UnknownSession
 from ..domain.materialized import MaterializedSession, TranscriptItem
 from ..domain.messages import (
@@ -68,6 +70,7 @@ from ..domain.projection.rebuild import ReprojectReport, rebuild
 from ..domain.projection.session import knows_line
 from ..domain.relay import RelayCursor, RelayEvent, RelayLine
 from .envelope import TellSafeActor, Unanswerable
+from .inbox import inbox_of
 from .internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem
 
 __all__ = [
@@ -141,8 +144,21 @@ class ProjectorActor(TellSafeActor):
     def handle(self, message: Any) -> Any:
         return self._projection.handle(message)
 
+    def on_receive(self, message: Any) -> None:
+        """Answer ``message``, then mark it done in the inbox, so the inbox's unfinished
+        count includes the message being handled (what :func:`working` reads)."""
+        try:
+            super().on_receive(message)
+        finally:
+            self.inbox.task_done()
+
     def on_stop(self) -> None:
         self._projection.close()
+
+
+def working(ref: ActorRef[ProjectorActor]) -> bool:
+    """Whether the projector has a message waiting or being handled (a snapshot)."""
+    return inbox_of(ref).unfinished_tasks > 0
 
 
 class ProjectorCore:

@@ -174,7 +174,9 @@ class ProjectionWorker:
         self._connection: Connection | None = None
         self._closed = False
         self.restarts = 0
-        """How many times a worker was started again after it died."""
+        """How many times a worker was started again after one died (counted as it
+        starts, however its death was noticed: a conversation, a queued message)."""
+        self._started = False
 
     @property
     def pid(self) -> int | None:
@@ -254,10 +256,6 @@ class ProjectionWorker:
         active, parked = done.value
         return active, parked
 
-    def replaced(self) -> None:
-        """Count a worker started again after it died (the next conversation starts it)."""
-        self.restarts += 1
-
     def hang_up(self) -> None:
         """Close the pipe (the worker exits when it reads that) and start no more
         (waits for a conversation under way: at most :data:`SILENCE_SECONDS` if the
@@ -319,6 +317,9 @@ class ProjectionWorker:
                 ) from None
             connection = Connection(ours.detach())
         self._connection = connection
+        if self._started:
+            self.restarts += 1
+        self._started = True
         self._pipe(connection).send(self._start)
         logger.info("started projection worker %d", self._process.pid)
         return connection

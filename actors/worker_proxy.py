@@ -102,7 +102,6 @@ class RemoteProjection:
                     self._session_id,
                     died,
                 )
-                self._worker.replaced()
             except _Redo:
                 defer = False  # the core settles it this time
             else:

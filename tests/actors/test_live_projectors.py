@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from pathlib import Path
@@ -17,6 +18,7 @@ from relaystore import (
     SaveSession,
 )
 from relaystore.actors.live import GHOSTS, LiveProjectors
+from relaystore.aio import AsyncEventStore
 from relaystore.testing import JournalBuilder, example_session
 
 
@@ -193,6 +195,10 @@ class _Inbox:
     def empty(self) -> bool:
         return self.waiting == 0
 
+    @property
+    def unfinished_tasks(self) -> int:
+        return self.waiting
+
 
 class _Ref:
     """What :class:`LiveProjectors` uses of a projector's ref."""
@@ -206,7 +212,6 @@ class _Ref:
         return self.alive
 
     def stop(self, block: bool = True) -> None:
-        assert block
         assert self.actor_inbox.empty(), "a working projector was stopped"
         self.alive = False
 
@@ -295,3 +300,54 @@ def test_metrics_count_the_projectors_started_and_loaded(
         metrics = store.metrics()
         assert metrics.projector_starts == 4  # "a" had been stopped for room
         assert metrics.projector_loads == (4 if projection == "thread" else 3)
+
+
+@pytest.mark.parametrize("projection", ["thread", "process"])
+def test_told_and_asked_messages_through_full_queues_and_idling_apply_once_in_order(
+    tmp_path: Path, projection: Literal["thread", "process"]
+) -> None:
+    """(Found by a hostile probe.) Asyncio tasks tell and ask many sessions through
+    queues of one message, over three projectors that idle out at once: a projector was
+    stopped for idling while it handled a message (its inbox looked empty), so its
+    session's next projector ran beside it and events were refused or applied twice."""
+    events = JournalBuilder()
+    for turn in range(20):
+        events.prompt_turn(f"question {turn}", chunks=("a ", "b"))
+    journal = events.events
+    sessions = [f"s-{n}" for n in range(12)]
+
+    async def main() -> list[str]:
+        problems: list[str] = []
+        async with AsyncEventStore.open(
+            tmp_path / "store.sqlite3",
+            projection=projection,
+            queue_capacity=1,
+            max_projectors=3,
+            projector_idle_seconds=0.001,
+        ) as store:
+            for session_id in sessions:
+                await store.ask(SaveSession(record=example_session(session_id)))
+
+            async def feed(session_id: str, tell: bool) -> None:
+                for start in range(0, len(journal) - 1, 10):
+                    message = ObserveRelayEvents(
+                        session_id=session_id,
+                        events=journal[start : min(start + 10, len(journal) - 1)],
+                    )
+                    if tell:
+                        await store.tell(message)
+                        continue
+                    report = await store.ask(message)
+                    if report.already_applied:
+                        problems.append(f"{session_id}@{start}: {report}")
+
+            await asyncio.gather(*(feed(sid, n % 2 == 0) for n, sid in enumerate(sessions)))
+            for session_id in sessions:  # answered after every told message, in order
+                report = await store.ask(
+                    ObserveRelayEvents(session_id=session_id, events=journal[-1:])
+                )
+                if (report.applied, report.frontier_ordinal) != (1, len(journal)):
+                    problems.append(f"{session_id}: {report}")
+        return problems
+
+    assert asyncio.run(main()) == []
