@@ -1,8 +1,9 @@
 """The relay chain rule: where an incoming event stands against a frontier.
 
 This module is the only statement of the rule. The journal reader (``verify`` and
-``replay``), the projector and the stored projection all ask :func:`advance`, so they
-agree on every input and word every fault the same way.
+``replay``), the projector and the stored projection all ask :func:`advance` (or
+:func:`advance_from`, the same rule given the frontier's two fields), so they agree on
+every input and word every fault the same way.
 
 Given the frontier (the last event applied: ordinal and digest; ordinal 0 with the
 genesis digest before any event) and an incoming event, in this order:
