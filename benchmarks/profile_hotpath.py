@@ -1,7 +1,7 @@
 """Profile a hot path with cProfile in every thread, and print the top functions.
 
-    python benchmarks/profile_hotpath.py [replay|writer] [--clock cpu|wall] [--events N]
-        [--seconds S] [--top 15] [--save FILE]
+    python benchmarks/profile_hotpath.py [replay|writer|stages] [--clock cpu|wall]
+        [--events N] [--seconds S] [--top 15] [--save FILE] [--projection thread|process]
 
 relaystore's work is spread over threads (the caller reads journal lines, a projector
 actor projects, the writer actor commits), and cProfile sees only the thread it runs in.
@@ -10,7 +10,14 @@ and the profiles of every thread are merged at the end (``pstats.Stats.add``).
 
 * ``replay`` (default): replays a generated journal (``--events``, default 50k) the way
   ``relaystore replay`` does, into a fresh store at ``synchronous=FULL``;
-* ``writer``: 8 senders ask ``RecordActivities`` (one changed activity) for ``--seconds``.
+* ``writer``: 8 senders ask ``RecordActivities`` (one changed activity) for ``--seconds``;
+* ``stages``: replays as ``replay`` does, without a profiler, and prints the CPU each
+  thread of this process and each projection worker process spent, in µs an event (a
+  600-event session is replayed first, so the worker's start is not counted): which
+  stage is the bottleneck (read + decode + chain in ``MainThread``, the page commits in
+  ``WriterActor``, the projection in ``ProjectorActor`` or, with ``--projection process``,
+  in the worker, whose pipe and pages cost the ``ProjectorActor`` here). Linux only (it
+  reads the worker's CPU from ``/proc``).
 
 ``--clock wall`` (default) times elapsed time, so time a thread spends blocked (waiting
 for its inbox, for an ``ask`` to be answered, for fsync inside COMMIT) shows up in the
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import sys
 import tempfile
@@ -136,6 +144,72 @@ def _replay(args: argparse.Namespace, scratch: Path) -> str:
     )
 
 
+def _children_cpu() -> dict[int, float]:
+    """CPU seconds of each child process of this one (the projection workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            children = Path(f"/proc/self/task/{task}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(child)] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def _threads_cpu() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, by name."""
+    found: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            found[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:
+            continue
+    return found
+
+
+def _stages(args: argparse.Namespace, scratch: Path) -> str:
+    from suite.common import replay_journal
+    from suite.journal import write_journal
+
+    from relaystore.actors.store import EventStore
+
+    stats = write_journal(scratch / "journal.jsonl", args.events)
+    warm = write_journal(scratch / "warm.jsonl", 600, seed=8)
+    with EventStore.open(
+        scratch / "store.sqlite3", synchronous="FULL", projection=args.projection
+    ) as store:
+        replay_journal(store, warm.path, session_id="warm-up")  # starts the worker
+        threads, children = _threads_cpu(), _children_cpu()
+        started = time.perf_counter()
+        applied = replay_journal(store, stats.path)
+        elapsed = time.perf_counter() - started
+        threads_after, children_after = _threads_cpu(), _children_cpu()
+    per_event = 1e6 / applied
+    rows = [
+        (f"thread {name}", (cpu - threads.get(name, 0.0)) * per_event)
+        for name, cpu in threads_after.items()
+    ]
+    rows += [
+        (f"worker process {pid}", (cpu - children.get(pid, 0.0)) * per_event)
+        for pid, cpu in children_after.items()
+    ]
+    lines = [
+        f"replayed {applied:,} events ({args.projection}) in {elapsed:.2f} s: "
+        f"{elapsed * per_event:.1f} µs an event of wall time, {applied / elapsed:,.0f} events/s",
+        "CPU an event by thread and worker process (the busiest is the bottleneck):",
+    ]
+    lines += [f"  {name:<32} {us:6.1f} µs" for name, us in rows if us >= 0.05]
+    return "\n".join(lines)
+
+
 def _writer(args: argparse.Namespace, scratch: Path) -> str:
     from suite.common import drive
 
@@ -166,7 +240,7 @@ def _writer(args: argparse.Namespace, scratch: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", choices=["replay", "writer"], default="replay")
+    parser.add_argument("path", nargs="?", choices=["replay", "writer", "stages"], default="replay")
     parser.add_argument("--events", type=int, default=50_000, help="replay: journal events")
     parser.add_argument("--seconds", type=float, default=3.0, help="writer: how long to send")
     parser.add_argument(
@@ -188,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global _clock
     _clock = time.thread_time if args.clock == "cpu" else None
+    if args.path == "stages":
+        with tempfile.TemporaryDirectory(prefix="relaystore-profile-") as scratch:
+            print(_stages(args, Path(scratch)))
+        return 0
     with tempfile.TemporaryDirectory(prefix="relaystore-profile-") as scratch:
         run = _replay if args.path == "replay" else _writer
         summary = run(args, Path(scratch))

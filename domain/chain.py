@@ -1,8 +1,9 @@
 """The relay chain rule: where an incoming event stands against a frontier.
 
 This module is the only statement of the rule. The journal reader (``verify`` and
-``replay``), the projector and the stored projection all ask :func:`advance`, so they
-agree on every input and word every fault the same way.
+``replay``), the projector and the stored projection all ask :func:`advance` (or
+:func:`advance_from`, the same rule given the frontier's two fields), so they agree on
+every input and word every fault the same way.
 
 Given the frontier (the last event applied: ordinal and digest; ordinal 0 with the
 genesis digest before any event) and an incoming event, in this order:
@@ -31,7 +32,12 @@ from __future__ import annotations
 
 import enum
 
-from .digests import check_format, validate_frontier, validate_relay_event_self
+from .digests import (
+    RELAY_EVENT_FORMATS,
+    check_format,
+    validate_frontier,
+    validate_relay_event_self,
+)
 from .errors import ChainFault, RelayChainError
 from .integers import INT64_MAX
 from .relay import (
@@ -47,6 +53,7 @@ __all__ = [
     "MAX_ORDINAL",
     "Step",
     "advance",
+    "advance_from",
     "check_ordinal",
     "check_own_digest",
     "checked_frontier",
@@ -110,19 +117,40 @@ def advance(
     (with :func:`check_own_digest`). Raises :class:`RelayChainError` whose ``fault``
     names the break, with the session and the event's ordinal.
     """
-    _in_range(event, session_id)
+    return advance_from(
+        frontier.ordinal,
+        frontier.digest,
+        event,
+        session_id=session_id,
+        digest_checked=digest_checked,
+    )
+
+
+def advance_from(
+    frontier_ordinal: int,
+    frontier_digest: str,
+    event: RelayEvent | RelayLine,
+    *,
+    session_id: str | None = None,
+    digest_checked: bool = False,
+) -> Step:
+    """:func:`advance` against the frontier ``(frontier_ordinal, frontier_digest)``: the
+    same rule, for a caller that keeps its frontier as the two fields (a projection,
+    once an event) rather than a cursor."""
     ordinal = event.ordinal
-    if ordinal <= frontier.ordinal:
-        if ordinal == frontier.ordinal and event.digest != frontier.digest:
+    if not (0 < ordinal <= MAX_ORDINAL and event.format in RELAY_EVENT_FORMATS):
+        _in_range(event, session_id)  # raises the fault, worded where the rule is
+    if ordinal <= frontier_ordinal:
+        if ordinal == frontier_ordinal and event.digest != frontier_digest:
             raise RelayChainError(
                 ChainFault.FORK,
                 f"relay event fork at ordinal {ordinal}: the chain has "
-                f"{frontier.digest[:12]}…, this event has {event.digest[:12]}…",
+                f"{frontier_digest[:12]}…, this event has {event.digest[:12]}…",
                 session_id=session_id,
                 ordinal=ordinal,
             )
         return Step.ALREADY_APPLIED
-    expected = frontier.ordinal + 1
+    expected = frontier_ordinal + 1
     if ordinal != expected:
         raise RelayChainError(
             ChainFault.GAP,
@@ -130,12 +158,12 @@ def advance(
             session_id=session_id,
             ordinal=ordinal,
         )
-    if event.format == RELAY_EVENT_FORMAT_V1 and event.previous_digest != frontier.digest:
+    if event.format == RELAY_EVENT_FORMAT_V1 and event.previous_digest != frontier_digest:
         raise RelayChainError(
             ChainFault.FORK,
             f"relay event fork at ordinal {ordinal}: it follows "
-            f"{event.previous_digest[:12]}…, but ordinal {frontier.ordinal} has "
-            f"{frontier.digest[:12]}…",
+            f"{event.previous_digest[:12]}…, but ordinal {frontier_ordinal} has "
+            f"{frontier_digest[:12]}…",
             session_id=session_id,
             ordinal=ordinal,
         )

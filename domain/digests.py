@@ -71,6 +71,14 @@ def validate_relay_event_self(
     ``event`` may be a :class:`RelayLine` too: the digest covers the observation's bytes,
     so a line of a kind this build cannot decode still verifies or not.
     """
+    # Hashing first: a digest equal to a computed one is well formed, so the common case
+    # skips the form check; a failure reports the form first, as the order of the rules says.
+    try:
+        computed = envelope_digest(event, event.observation_json, session_id)
+    except RelayChainError:
+        computed = None
+    if computed == event.digest:
+        return
     if not is_relay_digest(event.digest):
         raise RelayChainError(
             ChainFault.BAD_DIGEST,
@@ -78,9 +86,8 @@ def validate_relay_event_self(
             session_id=session_id,
             ordinal=event.ordinal,
         )
-    computed = envelope_digest(event, event.observation_json, session_id)
-    if computed == event.digest:
-        return
+    if computed is None:
+        computed = envelope_digest(event, event.observation_json, session_id)  # raises again
     legacy = _legacy_session_opened(event)
     if legacy is not None and envelope_digest(event, legacy, session_id) == event.digest:
         return

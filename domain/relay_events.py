@@ -272,6 +272,20 @@ def line_too_long(size: int) -> InvalidInput:
 def encode_relay_event(event: RelayEvent | RelayLine) -> bytes:
     """Encode an event (or an undecoded line) as the worker writes it (without the
     trailing newline)."""
+    if (
+        event.command_id is None
+        and not event.previous_digest
+        and event.format != RELAY_EVENT_FORMAT_V1
+    ):
+        # The usual shape (format 2, no command) in one formatting: a page's log row
+        # encodes every event of the page.
+        return b'{"format":%d,"ordinal":%d,"digest":%b,"recorded_at_ms":%d,"observation":%b}' % (
+            event.format,
+            event.ordinal,
+            encode(event.digest),
+            event.recorded_at_ms,
+            event.observation_json,
+        )
     parts = [b"{"]
     if event.format != RELAY_EVENT_FORMAT_V1:
         parts.append(b'"format":%d,' % event.format)

@@ -81,3 +81,21 @@ def test_every_benchmark_module_loads_and_names_itself() -> None:
     result = _python("-c", program, str(ROOT / "benchmarks"), timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("loaded ")
+
+
+def test_the_stage_profile_names_the_cpu_of_each_thread_and_of_the_worker() -> None:
+    """``profile_hotpath.py stages`` (the replay's cost by stage, without a profiler)
+    reports the reading thread, the writer and, projecting in a process, the worker."""
+    result = _python(
+        str(ROOT / "benchmarks" / "profile_hotpath.py"),
+        "stages",
+        "--events",
+        "2000",
+        "--projection",
+        "process",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "replayed 2,000 events (process)" in result.stdout
+    for stage in ("thread MainThread", "thread WriterActor", "worker process"):
+        assert stage in result.stdout, result.stdout

@@ -306,7 +306,7 @@ class JournalReader:
                     read_one = True
                     accepted, overlap = self._judge(event, path, number, overlap=overlap)
                     if accepted:
-                        yield event, Location(path=path, line=number)
+                        yield event, Location(path, number)  # by position: one a line
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             self._problem(
                 InvalidInput(

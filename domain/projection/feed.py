@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..api_events import (
     ApiCommandEnded,
     ApiEventData,
@@ -104,6 +107,62 @@ def _refused_result(data: CommandEndedData) -> ApiEventData:
     )
 
 
+def _runtime_resolved(
+    event: RelayEvent | RelayLine, observation: Any, events: list[ApiEventData]
+) -> None:
+    identity = observation.data.runtime
+    if identity is not None:
+        receipt = RuntimeReceipt.observed(
+            identity, ordinal=event.ordinal, at_ms=event.recorded_at_ms
+        )
+        events.append(ApiRuntimeResolved.of(receipt=receipt))
+
+
+def _refused(event: RelayEvent | RelayLine, observation: Any, events: list[ApiEventData]) -> None:
+    if observation.data.command is not RelayCommandKind.PROMPT:
+        events.append(_refused_result(observation.data))
+
+
+def _completed(event: RelayEvent | RelayLine, observation: Any, events: list[ApiEventData]) -> None:
+    data = observation.data
+    if data.command is not None and data.command is not RelayCommandKind.PROMPT:
+        if data.barrier_command_id is not None:
+            barrier = CommandResult.worker(
+                data.barrier_command_id,
+                RelayCommandKind.BEGIN_CHECKPOINT.value,
+                CommandResultKind.SUCCEEDED,
+                None,
+                None,
+            )
+            events.append(ApiCommandEnded(data=barrier))
+        events.append(
+            ApiCommandEnded(data=_completed_result(data.command_id, data.command, data.outcome))
+        )
+
+
+def _session_fault(
+    event: RelayEvent | RelayLine, observation: Any, events: list[ApiEventData]
+) -> None:
+    events.append(
+        ApiSessionFault.of(
+            reason=observation.data.reason,
+            message=observation.data.message,
+            command_id=event.command_id,
+        )
+    )
+
+
+_BY_OBSERVATION: dict[type, Callable[[RelayEvent | RelayLine, Any, list[ApiEventData]], None]] = {
+    AgentInitialized: _runtime_resolved,
+    CommandRejected: _refused,
+    CommandInterrupted: _refused,
+    CommandCompleted: _completed,
+    SessionFault: _session_fault,
+}
+"""Step 2 of :func:`derive_api_events`: what an observation of each type yields, looked
+up by its exact type (the observation types are final), one lookup an event."""
+
+
 def derive_api_events(
     current: MaterializedSession,
     event: RelayEvent | RelayLine,
@@ -124,39 +183,9 @@ def derive_api_events(
     if isinstance(turn, MaterializedTurn) and current.active_turn != turn:
         events.append(ApiTurnStarted.of(turn=turn))
     observation = event.observation if isinstance(event, RelayEvent) else None
-    if isinstance(observation, AgentInitialized):
-        identity = observation.data.runtime
-        if identity is not None:
-            receipt = RuntimeReceipt.observed(
-                identity, ordinal=event.ordinal, at_ms=event.recorded_at_ms
-            )
-            events.append(ApiRuntimeResolved.of(receipt=receipt))
-    elif isinstance(observation, CommandRejected | CommandInterrupted):
-        if observation.data.command is not RelayCommandKind.PROMPT:
-            events.append(_refused_result(observation.data))
-    elif isinstance(observation, CommandCompleted):
-        data = observation.data
-        if data.command is not None and data.command is not RelayCommandKind.PROMPT:
-            if data.barrier_command_id is not None:
-                barrier = CommandResult.worker(
-                    data.barrier_command_id,
-                    RelayCommandKind.BEGIN_CHECKPOINT.value,
-                    CommandResultKind.SUCCEEDED,
-                    None,
-                    None,
-                )
-                events.append(ApiCommandEnded(data=barrier))
-            events.append(
-                ApiCommandEnded(data=_completed_result(data.command_id, data.command, data.outcome))
-            )
-    elif isinstance(observation, SessionFault):
-        events.append(
-            ApiSessionFault.of(
-                reason=observation.data.reason,
-                message=observation.data.message,
-                command_id=event.command_id,
-            )
-        )
+    by_kind = _BY_OBSERVATION.get(type(observation))
+    if by_kind is not None:  # most observations (streamed updates) yield nothing here
+        by_kind(event, observation, events)
     ended = mutation.last_turn_outcome
     if ended is not None:
         outcome = ApiTurnOutcome.from_materialized(ended)

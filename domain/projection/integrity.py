@@ -80,21 +80,25 @@ def _refusal(detail: str, session_id: str, ordinal: int) -> ProjectionError:
     return ProjectionError(detail, session_id=session_id, ordinal=ordinal)
 
 
+def _name(item: TranscriptItem) -> str:
+    """How a refusal names ``item`` (built only for a refusal: every item is checked)."""
+    return f"transcript item {item.stable_id!r}"
+
+
 def check_item_change(
     before: ItemFacts, item: TranscriptItem, *, session_id: str, ordinal: int
 ) -> None:
     """Check that ``item`` may replace ``before`` (the item its id holds now)."""
-    name = f"transcript item {item.stable_id!r}"
     if before.position != item.position or before.created_at_ms != item.created_at_ms:
         raise _refusal(
-            f"{name} changed immutable identity fields: position {before.position} -> "
+            f"{_name(item)} changed immutable identity fields: position {before.position} -> "
             f"{item.position}, created_at_ms {before.created_at_ms} -> {item.created_at_ms}",
             session_id,
             ordinal,
         )
     if item.last_changed_at_ms < before.last_changed_at_ms:
         raise _refusal(
-            f"{name} moved its changed timestamp backwards ({before.last_changed_at_ms} -> "
+            f"{_name(item)} moved its changed timestamp backwards ({before.last_changed_at_ms} -> "
             f"{item.last_changed_at_ms})",
             session_id,
             ordinal,
@@ -102,7 +106,7 @@ def check_item_change(
     old, new = before.latest_content_event_ordinal, item.latest_content_event_ordinal
     if old is not None and (new is None or new < old):
         raise _refusal(
-            f"{name} moved its latest content ordinal backwards ({old} -> {new})",
+            f"{_name(item)} moved its latest content ordinal backwards ({old} -> {new})",
             session_id,
             ordinal,
         )
@@ -110,29 +114,32 @@ def check_item_change(
 
 def check_item(item: TranscriptItem, frontier: int, *, session_id: str, ordinal: int) -> None:
     """Check that ``item`` is valid in a session whose frontier is ``frontier``."""
-    name = f"transcript item {item.stable_id!r}"
     if not item.stable_id.strip():
         raise _refusal("transcript item has an empty stable id", session_id, ordinal)
     if not 1 <= item.position <= frontier:
         raise _refusal(
-            f"{name} has position {item.position} outside 1..={frontier}", session_id, ordinal
+            f"{_name(item)} has position {item.position} outside 1..={frontier}",
+            session_id,
+            ordinal,
         )
     latest = item.latest_content_event_ordinal
     if isinstance(item.body, AgentBody):
         if latest is None or not item.position <= latest <= frontier:
             raise _refusal(
-                f"{name} is an agent message whose latest content ordinal {latest} "
+                f"{_name(item)} is an agent message whose latest content ordinal {latest} "
                 f"is outside {item.position}..={frontier}",
                 session_id,
                 ordinal,
             )
     elif latest is not None:
         raise _refusal(
-            f"{name} is not an agent message but has a latest content ordinal", session_id, ordinal
+            f"{_name(item)} is not an agent message but has a latest content ordinal",
+            session_id,
+            ordinal,
         )
     if item.last_changed_at_ms < item.created_at_ms:
         raise _refusal(
-            f"{name} changed at {item.last_changed_at_ms}, before it was created at "
+            f"{_name(item)} changed at {item.last_changed_at_ms}, before it was created at "
             f"{item.created_at_ms}",
             session_id,
             ordinal,

@@ -136,26 +136,35 @@ def _session_update(ctx: ProjectionContext, observation: SessionUpdate) -> None:
     if not isinstance(update, dict):
         return
     kind = update.get("sessionUpdate")
-    if kind == "agent_message_chunk":
-        project_stream_chunk(ctx, update, agent=True)
-    elif kind == "agent_thought_chunk":
-        project_stream_chunk(ctx, update, agent=False)
-    elif kind == "tool_call":
-        project_tool_call(ctx, update)
-    elif kind == "tool_call_update":
-        project_tool_call_update(ctx, update)
-    elif kind == "plan":
-        project_plan(ctx, {key: value for key, value in update.items() if key != "sessionUpdate"})
-    elif kind == "config_option_update":
-        ctx.mutation.configuration = _configuration_values(ctx, update.get("configOptions"))
-    elif kind == "current_mode_update":
-        mode = update.get("currentModeId")
-        if isinstance(mode, str):
-            set_configuration(ctx, "mode", mode)
-    elif kind == "session_info_update":
-        _session_info_update(ctx, update)
-    elif kind == "usage_update":
-        _usage_update(ctx, update.get("cost"))
+    project = _UPDATES.get(kind) if isinstance(kind, str) else None  # any JSON: no hash
+    if project is not None:
+        project(ctx, update)
+
+
+def _agent_chunk(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    project_stream_chunk(ctx, update, agent=True)
+
+
+def _thought_chunk(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    project_stream_chunk(ctx, update, agent=False)
+
+
+def _plan(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    project_plan(ctx, {key: value for key, value in update.items() if key != "sessionUpdate"})
+
+
+def _config_option_update(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    ctx.mutation.configuration = _configuration_values(ctx, update.get("configOptions"))
+
+
+def _current_mode_update(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    mode = update.get("currentModeId")
+    if isinstance(mode, str):
+        set_configuration(ctx, "mode", mode)
+
+
+def _usage(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+    _usage_update(ctx, update.get("cost"))
 
 
 def _session_info_update(ctx: ProjectionContext, update: Mapping[str, JSON]) -> None:
@@ -185,6 +194,21 @@ def _usage_update(ctx: ProjectionContext, cost: JSON) -> None:
         ctx.mutation.provider_cost = ProviderCost(
             amount=float(amount), currency=currency, observed_at_ms=ctx.event.recorded_at_ms
         )
+
+
+_UPDATES: dict[str, Callable[[ProjectionContext, dict[str, JSON]], None]] = {
+    "agent_message_chunk": _agent_chunk,
+    "agent_thought_chunk": _thought_chunk,
+    "tool_call": project_tool_call,
+    "tool_call_update": project_tool_call_update,
+    "plan": _plan,
+    "config_option_update": _config_option_update,
+    "current_mode_update": _current_mode_update,
+    "session_info_update": _session_info_update,
+    "usage_update": _usage,
+}
+"""How a ``session_update`` is projected, by its ``sessionUpdate`` kind (one lookup an
+update; a kind not here changes nothing)."""
 
 
 def _permission_auto_approved(ctx: ProjectionContext, observation: PermissionAutoApproved) -> None:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
-from ..chain import Step, advance
+from ..chain import Step, advance, advance_from
 from ..errors import StoreError, UnknownRelayKind
 from ..materialized import (
     MaterializedSession,
@@ -206,10 +206,20 @@ class SessionProjection:
         :class:`ProjectionError`. Every rule is checked before anything changes.
         """
         sid = self._session_id
-        step = advance(self.frontier, event, session_id=sid, digest_checked=digest_checked)
+        session = self._session
+        behind = session.projection_behind
+        if behind is None:  # the frontier, without building its cursor (every event)
+            step = advance_from(
+                session.applied_event_ordinal,
+                session.applied_event_digest,
+                event,
+                session_id=sid,
+                digest_checked=digest_checked,
+            )
+        else:
+            step = advance(behind.kept, event, session_id=sid, digest_checked=digest_checked)
         if step is Step.ALREADY_APPLIED:
             return None
-        behind = self._session.projection_behind
         if behind is None and isinstance(event, RelayLine) and line_handler(event) is None:
             if not self._hold_unknown:
                 raise UnknownRelayKind(
@@ -248,13 +258,8 @@ class SessionProjection:
         """The mutation of ``event`` against the session as it is (nothing changes)."""
         current = self._session
         mutation = MaterializedSessionMutation(last_activity_at_ms=event.recorded_at_ms)
-        ctx = ProjectionContext(
-            current=current,
-            transcript=self._transcript,
-            index=self._index,
-            event=event,
-            mutation=mutation,
-            session_id=self._session_id,
+        ctx = ProjectionContext(  # by position: one an event
+            current, self._transcript, self._index, event, mutation, self._session_id
         )
         if isinstance(event, RelayLine):
             line = line_handler(event)

@@ -529,3 +529,21 @@ def test_json_dumps_of_the_v2_payload_matches_the_published_digest() -> None:
         == line["digest"]
         == relay_event_digest(decode_relay_event(V2_LINE))
     )
+
+
+@pytest.mark.parametrize("digest", ["A" * 64, "0" * 63, "", "g" * 64])
+@pytest.mark.parametrize("envelope", ["sound", "unknown format", "v2 with a link"])
+def test_a_malformed_digest_is_reported_before_what_its_envelope_breaks(
+    digest: str, envelope: str
+) -> None:
+    """The digest's form is the first rule a verification reports, whatever else the
+    envelope breaks (verifying hashes first, so the order is kept by hand)."""
+    event = msgspec.structs.replace(event_v2(ordinal=4), digest=digest)
+    if envelope == "unknown format":
+        event = msgspec.structs.replace(event, format=3)
+    elif envelope == "v2 with a link":
+        event = msgspec.structs.replace(event, previous_digest=RELAY_EVENT_GENESIS_DIGEST)
+    error = chain_error(validate_relay_event_self, event, session_id="s-1")
+    assert error.fault is ChainFault.BAD_DIGEST
+    assert "is not 64 lowercase hexadecimal characters" in error.detail
+    assert "ordinal 4" in str(error)

@@ -411,3 +411,21 @@ def test_available_commands_updates_change_nothing() -> None:
     assert mutation.transcript == []
     assert mutation.configuration is None
     assert mutation.provider_cost is None
+
+
+@pytest.mark.parametrize("kind", [{"agent": "chunk"}, ["plan"], 7, None, "no_such_update"])
+def test_a_session_update_of_a_kind_no_handler_takes_projects_nothing(kind: Any) -> None:
+    """Any JSON a worker writes as ``sessionUpdate`` (an object or a list, which could not
+    key a lookup table, too) projects nothing and refuses nothing."""
+    journal = Journal()
+    journal.run(STREAMING)
+    before = journal.session
+    mutation = journal.add(
+        SessionUpdate.of(update={"sessionUpdate": kind, "content": {"type": "text", "text": "x"}}),
+        at_ms=150,
+    )
+
+    assert mutation.transcript == []
+    assert mutation.api_events == []
+    assert journal.session.transcript == before.transcript
+    assert journal.session.last_activity_at_ms == 150
