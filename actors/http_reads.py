@@ -9,7 +9,7 @@ the preamble's (:mod:`relaystore.actors.http_preamble`), the paths the applicati
 ``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
 ``GET /api/v1/sessions[?workspace_id=&all=]``          :class:`ListSessions`
 ``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
-``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadTranscriptPage`
+``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadRawTranscriptPage`
 ``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
 ``GET .../{id}/usage?after_seq&limit``                 :class:`LoadRawUsagePage`
 ``GET .../{id}/elicitations``                          :class:`LoadRawElicitations`
@@ -18,8 +18,9 @@ the preamble's (:mod:`relaystore.actors.http_preamble`), the paths the applicati
 ``GET /metrics``                                       Prometheus text (``relaystore[metrics]``): :mod:`relaystore.actors.prometheus`
 =====================================================  =================================
 
-``/usage`` and ``/elicitations`` answer the raw reads: the stored turns and questions
-pass through undecoded, the bytes the typed replies encode to; ``/elicitations`` answers
+``/transcript``, ``/usage`` and ``/elicitations`` answer the raw reads: the stored item
+bodies, turns and questions pass through undecoded, the bytes the typed replies encode
+to; ``/elicitations`` answers
 the bare array of questions, as the origin's handler does. ``role`` may repeat.
 ``finished_only=true`` implies ``role=agent`` (another role is 400). A reply of None
 (no such session, or no transcript recorded for it) is the preamble's 404. The session
@@ -45,10 +46,10 @@ from ..domain.reads import (
     ListSessions,
     ListWorkspaces,
     LoadRawElicitations,
+    LoadRawTranscriptPage,
     LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
-    LoadTranscriptPage,
 )
 from ..domain.reports import StoreStats, stats_document
 from ..domain.roles import TranscriptRole
@@ -125,12 +126,12 @@ def _sessions(request: Request) -> ListSessions:
     )
 
 
-def _transcript(request: Request) -> LoadTranscriptPage:
+def _transcript(request: Request) -> LoadRawTranscriptPage:
     roles = request.query_params.getlist("role")
     for role in roles:
         if role not in _ROLES:
             raise InvalidInput(f"role {role[:40]!r} is not one of {', '.join(sorted(_ROLES))}")
-    return LoadTranscriptPage(
+    return LoadRawTranscriptPage(
         session_id=request.path_params["session_id"],
         after_seq=_after_seq(request),
         limit=_limit(request, DEFAULT_PAGE_LIMIT),

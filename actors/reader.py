@@ -33,6 +33,7 @@ from ..domain.reads import (
     LoadElicitations,
     LoadProjectionTail,
     LoadRawElicitations,
+    LoadRawTranscriptPage,
     LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
@@ -59,6 +60,7 @@ from ..storage.reads.elicitations import load_elicitations, load_raw_elicitation
 from ..storage.reads.sessions import list_sessions, list_workspaces, load_session_detail
 from ..storage.reads.transcript import (
     load_projection_tail,
+    load_raw_transcript_page,
     load_transcript_history,
     load_transcript_items_page,
     load_transcript_page,
@@ -122,6 +124,15 @@ class ReaderActor(TellSafeActor):
                 return list_workspaces(connection)
             case LoadTranscriptPage():
                 return load_transcript_page(
+                    connection,
+                    message.session_id,
+                    message.after_seq,
+                    message.limit,
+                    message.roles,
+                    message.finished_only,
+                )
+            case LoadRawTranscriptPage():
+                return load_raw_transcript_page(
                     connection,
                     message.session_id,
                     message.after_seq,

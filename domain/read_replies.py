@@ -42,6 +42,8 @@ __all__ = [
     "Lifecycle",
     "ProjectionTail",
     "RawElicitationList",
+    "RawTranscriptItemView",
+    "RawTranscriptPage",
     "RawUsagePage",
     "SessionFacts",
     "SessionList",
@@ -168,6 +170,35 @@ class TranscriptPage(Wire, kw_only=True):
     latest_seq: int
     execution: MaterializedExecutionState
     items: list[TranscriptItemView] = emitted([])
+
+
+class RawTranscriptItemView(Wire, kw_only=True):
+    """A :class:`TranscriptItemView` whose body is the stored JSON, untouched."""
+
+    stable_id: str
+    position: int
+    seq: int
+    role: TranscriptRole
+    text: str
+    created_at_ms: int
+    last_changed_at_ms: int
+    body: msgspec.Raw
+
+
+class RawTranscriptPage(Wire, kw_only=True):
+    """A :class:`TranscriptPage` whose items' bodies are the stored JSON, untouched.
+
+    The same fields in the same order: ``encode`` of it is the bytes ``encode`` of the
+    typed page gives (a body the store holds in another form than this build writes,
+    one an older build wrote, passes through in that form), without decoding a body
+    (see :class:`~relaystore.domain.reads.LoadRawTranscriptPage`).
+    """
+
+    next_after_seq: int = emitted(0)
+    session_id: str
+    latest_seq: int
+    execution: MaterializedExecutionState
+    items: list[RawTranscriptItemView] = emitted([])
 
 
 class HistoryItem(Wire, kw_only=True):

@@ -25,6 +25,7 @@ from .read_replies import (
     ElicitationList,
     ProjectionTail,
     RawElicitationList,
+    RawTranscriptPage,
     RawUsagePage,
     SessionList,
     TranscriptHistory,
@@ -47,6 +48,7 @@ __all__ = [
     "LoadElicitations",
     "LoadProjectionTail",
     "LoadRawElicitations",
+    "LoadRawTranscriptPage",
     "LoadRawUsagePage",
     "LoadSessionDetail",
     "LoadTranscriptHistory",
@@ -94,6 +96,28 @@ class LoadTranscriptPage(Request[TranscriptPage | None], frozen=True, kw_only=Tr
     ``roles`` (empty: every role) and ``finished_only`` filter before the limit
     applies. Items sharing the page's last seq all travel together, so the limit is
     soft; paging never skips one. ``None``: no projection of that session.
+    """
+
+    session_id: str
+    after_seq: int = 0
+    limit: int = DEFAULT_PAGE_LIMIT
+    roles: tuple[TranscriptRole, ...] = ()
+    finished_only: bool = False
+
+    def check(self) -> None:
+        _at_least(self, "after_seq", 0)
+        if self.finished_only:
+            finished_only_roles(self.roles)
+
+
+class LoadRawTranscriptPage(Request[RawTranscriptPage | None], frozen=True, kw_only=True):
+    """The page :class:`LoadTranscriptPage` would give, with each item's body passed
+    through as its stored JSON: what ``GET .../transcript`` answers.
+
+    Same fields, validation, cursors and snapshot; a stored body that is not a JSON
+    object is refused as the typed read refuses one that does not decode. With
+    ``finished_only`` the bodies are read (whether an agent item is still open is in
+    its body) and written out again.
     """
 
     session_id: str
@@ -233,6 +257,7 @@ ReadMessage = (
     ListSessions
     | LoadSessionDetail
     | LoadTranscriptPage
+    | LoadRawTranscriptPage
     | LoadTranscriptHistory
     | LoadTranscriptItems
     | LoadTurnSummary

@@ -29,16 +29,16 @@ turn, the provisional title and a turn's final message are
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import msgspec
 
 from ...domain.elicitation import shown
 from ...domain.errors import InvalidInput, ProjectionError
-from ...domain.materialized import TranscriptBody
+from ...domain.materialized import MaterializedExecutionState, TranscriptBody
 from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.paging import (
     DEFAULT_HISTORY_LIMIT,
@@ -52,6 +52,8 @@ from ...domain.read_replies import (
     HistoryCursor,
     HistoryItem,
     ProjectionTail,
+    RawTranscriptItemView,
+    RawTranscriptPage,
     TranscriptHistory,
     TranscriptItems,
     TranscriptItemView,
@@ -70,6 +72,7 @@ from ...domain.transcript_views import (
     transcript_seq,
     turn_number,
 )
+from ...domain.wire import encode
 from ..item_views import stored_view
 from ..materialized import (
     decode_stored,
@@ -77,11 +80,13 @@ from ..materialized import (
     load_materialized_session,
     load_transcript_items,
     parse_execution,
+    raw_stored,
 )
 from ..transaction import transaction
 
 __all__ = [
     "load_projection_tail",
+    "load_raw_transcript_page",
     "load_transcript_history",
     "load_transcript_items_page",
     "load_transcript_page",
@@ -182,6 +187,52 @@ def _role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
     return f" AND {_KIND} IN ({marks})", kinds
 
 
+def load_raw_transcript_page(
+    connection: apsw.Connection,
+    session_id: str,
+    after_seq: int = 0,
+    limit: int = DEFAULT_PAGE_LIMIT,
+    roles: tuple[TranscriptRole, ...] = (),
+    finished_only: bool = False,
+) -> RawTranscriptPage | None:
+    """The page :func:`load_transcript_page` gives, each body its stored JSON (see
+    :class:`~relaystore.domain.read_replies.RawTranscriptPage`): one syntax check over
+    the page's bodies, none decoded, unless ``finished_only`` (an agent item's body
+    says whether it is still open: the typed page's bodies are written out again).
+    ``None``: no projection of the session."""
+    if finished_only:
+        page = load_transcript_page(
+            connection, session_id, after_seq, limit, roles, finished_only=True
+        )
+        if page is None:
+            return None
+        items = [
+            RawTranscriptItemView(
+                **{f: getattr(item, f) for f in item.__struct_fields__ if f != "body"},
+                body=msgspec.Raw(encode(item.body)),
+            )
+            for item in page.items
+        ]
+        return RawTranscriptPage(
+            next_after_seq=page.next_after_seq,
+            session_id=session_id,
+            latest_seq=page.latest_seq,
+            execution=page.execution,
+            items=items,
+        )
+    read = _read_page(connection, session_id, after_seq, limit, roles, _raw_views)
+    if read is None:
+        return None
+    execution, latest_seq, items, next_after_seq = read
+    return RawTranscriptPage(
+        next_after_seq=next_after_seq,
+        session_id=session_id,
+        latest_seq=latest_seq,
+        execution=execution,
+        items=items,
+    )
+
+
 def load_transcript_page(
     connection: apsw.Connection,
     session_id: str,
@@ -199,11 +250,45 @@ def load_transcript_page(
     (:func:`~relaystore.domain.paging.transcript_page_cursor`), so that item is delivered
     once it finishes. ``None``: no projection of the session.
     """
-    check_after_seq(after_seq)
-    wanted = clamp_page_limit(limit)
     if finished_only:
         roles = finished_only_roles(roles)
+    read = _read_page(
+        connection, session_id, after_seq, limit, roles, _views, finished_only=finished_only
+    )
+    if read is None:
+        return None
+    execution, latest_seq, items, next_after_seq = read
+    return TranscriptPage(
+        next_after_seq=next_after_seq,
+        session_id=session_id,
+        latest_seq=latest_seq,
+        execution=execution,
+        items=items,
+    )
+
+
+_View = TypeVar("_View", TranscriptItemView, RawTranscriptItemView)
+
+
+def _read_page(
+    connection: apsw.Connection,
+    session_id: str,
+    after_seq: int,
+    limit: int,
+    roles: tuple[TranscriptRole, ...],
+    views: Callable[[list[tuple[Any, ...]], str], list[_View]],
+    *,
+    finished_only: bool = False,
+) -> tuple[MaterializedExecutionState, int, list[_View], int] | None:
+    """A transcript page's execution state, latest seq, items (made by ``views``; with
+    ``finished_only`` typed ones, whose bodies say which agent item is open) and next
+    cursor, in one read transaction; ``None``: no projection of the session."""
+    check_after_seq(after_seq)
+    wanted = clamp_page_limit(limit)
+    role_sql: str
+    kinds: list[str]
     role_sql, kinds = _role_filter(roles)
+    barrier: int | None = None
     with transaction(connection, f"load a transcript page of session {session_id}"):
         row = connection.execute(_PAGE_HEAD, (session_id,)).fetchone()
         if row is None:
@@ -216,26 +301,65 @@ def load_transcript_page(
             (session_id, after_seq, *kinds),
         )
         if finished_only:
-            items, full, barrier = _finished_prefix(cursor, wanted, session_id)
+            finished, full, barrier = _finished_prefix(cursor, wanted, session_id)
+            items: list[_View] = finished  # type: ignore[assignment]  # views is _views here
         else:
-            (items, full), barrier = _tied_prefix(cursor, wanted, session_id), None
+            rows, full = _tied_prefix(cursor, wanted)
+            items = views(rows, session_id)
     next_after_seq = transcript_page_cursor(
         after_seq, latest_seq, items[-1].seq if items else None, full=full, barrier=barrier
     )
-    return TranscriptPage(
-        next_after_seq=next_after_seq,
-        session_id=session_id,
-        latest_seq=latest_seq,
-        execution=execution,
-        items=items,
-    )
+    return execution, latest_seq, items, next_after_seq
+
+
+_RAW_BODIES = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _raw_views(rows: list[tuple[Any, ...]], session_id: str) -> list[RawTranscriptItemView]:
+    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``) with each body its
+    stored JSON: one syntax check over the page (a bad body is found row by row and
+    refused naming the item); a body is decoded only where the store does not know the
+    item's role and text (an older build wrote it)."""
+    try:
+        bodies = _RAW_BODIES.decode("[" + ",".join(row[5] for row in rows) + "]")
+        objects = len(bodies) == len(rows) and all(memoryview(b)[0] == 0x7B for b in bodies)  # "{"
+    except msgspec.DecodeError:
+        objects = False
+    if not objects:
+        bodies = [
+            raw_stored(str(row[5]), f"body of transcript item {row[0]!r}", session_id)
+            for row in rows
+        ]
+    view = RawTranscriptItemView
+    return [
+        view(
+            stable_id=row[0],
+            position=row[1],
+            seq=transcript_seq(row[1], row[2]),
+            role=role,
+            text=text,
+            created_at_ms=row[3],
+            last_changed_at_ms=row[4],
+            body=body,
+        )
+        for row, body in zip(rows, bodies, strict=True)
+        for role, text in (
+            _stored_view(
+                row,
+                decode_transcript_bodies([row], session_id)[0]
+                if row[6] is None or row[7] is None
+                else None,
+                session_id,
+            ),
+        )
+    ]
 
 
 def _tied_prefix(
-    cursor: Iterable[apsw.SQLiteValues], wanted: int, session_id: str
-) -> tuple[list[TranscriptItemView], bool]:
-    """The first ``wanted`` items and those tied with the last one's seq (they travel
-    with it), and whether more items follow."""
+    cursor: Iterable[apsw.SQLiteValues], wanted: int
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """The rows of the first ``wanted`` items and those tied with the last one's seq
+    (they travel with it), and whether more items follow."""
     rows = list(islice(cursor, wanted))
     more = False
     if rows:
@@ -245,7 +369,7 @@ def _tied_prefix(
                 more = True
                 break
             rows.append(row)
-    return _views(rows, session_id), more
+    return rows, more
 
 
 def _finished_prefix(

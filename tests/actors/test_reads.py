@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -18,6 +19,7 @@ from relaystore import (
     LoadElicitations,
     LoadProjectionTail,
     LoadRawElicitations,
+    LoadRawTranscriptPage,
     LoadRawUsagePage,
     LoadSessionDetail,
     LoadTranscriptHistory,
@@ -231,6 +233,38 @@ def test_usage_and_elicitations(store: EventStore) -> None:
 
 
 @pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"limit": 1},
+        {"limit": 3},
+        {"roles": ("user",)},
+        {"roles": ("agent", "tool")},
+        {"finished_only": True},
+        {"finished_only": True, "limit": 1},
+    ],
+)
+def test_the_raw_transcript_page_is_the_typed_pages_bytes(
+    store: EventStore, query: dict[str, Any]
+) -> None:
+    """Every page of the session, walked by its own cursor: the raw page (what ``GET
+    .../transcript`` answers) encodes to the typed page's bytes, bodies undecoded."""
+    after = 0
+    while True:
+        typed = store.ask(LoadTranscriptPage(session_id="session-1", after_seq=after, **query))
+        raw = store.ask(LoadRawTranscriptPage(session_id="session-1", after_seq=after, **query))
+        assert typed is not None
+        assert raw is not None
+        assert encode(raw) == encode(typed)
+        if not typed.items or typed.next_after_seq == after:
+            break
+        after = typed.next_after_seq
+    assert store.ask(LoadRawTranscriptPage(session_id="nobody")) is None
+    empty = store.ask(LoadTranscriptPage(session_id="session-2"))  # saved, never projected
+    assert encode(store.ask(LoadRawTranscriptPage(session_id="session-2"))) == encode(empty)
+
+
+@pytest.mark.parametrize(
     ("message", "where"),
     [
         (LoadTranscriptPage(session_id="session-1", after_seq=-1), "LoadTranscriptPage.after_seq"),
@@ -240,6 +274,14 @@ def test_usage_and_elicitations(store: EventStore) -> None:
         (LoadTurnSummary(session_id="session-1", turn_start_position=3), "LoadTurnSummary"),
         (LoadUsagePage(session_id="session-1", after_seq=-5), "LoadUsagePage.after_seq"),
         (LoadRawUsagePage(session_id="session-1", after_seq=-5), "LoadRawUsagePage.after_seq"),
+        (
+            LoadRawTranscriptPage(session_id="session-1", after_seq=-1),
+            "LoadRawTranscriptPage.after_seq",
+        ),
+        (
+            LoadRawTranscriptPage(session_id="session-1", roles=("user",), finished_only=True),
+            "finished_only",
+        ),
         (LoadRawElicitations(session_id=""), "LoadRawElicitations.session_id"),
         (ListSessions(workspace_id=" "), "ListSessions.workspace_id"),
         (LoadSessionDetail(session_id=""), "LoadSessionDetail.session_id"),

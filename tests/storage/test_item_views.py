@@ -25,12 +25,13 @@ from relaystore.domain.materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from relaystore.domain.wire import decode_json
+from relaystore.domain.wire import decode_json, encode
 from relaystore.storage.connection import open_writer
 from relaystore.storage.item_views import stored_view
 from relaystore.storage.projection import commit_page
 from relaystore.storage.reads.transcript import (
     load_projection_tail,
+    load_raw_transcript_page,
     load_transcript_history,
     load_transcript_page,
     load_turn_summary,
@@ -149,6 +150,7 @@ def test_an_update_keeps_the_view_and_an_older_builds_update_forgets_it(
         page = load_transcript_page(db, SESSION, 0, limit=100)
         assert page is not None
         assert page.items[-1].text == "changed"
+        assert encode(load_raw_transcript_page(db, SESSION, 0, limit=100)) == encode(page)
         _write(db, [_item(4, "system:1", SystemBody(text="again"))])
         assert _views(db)["system:1"] == ("system", "again", 1)
 
@@ -215,6 +217,7 @@ def test_a_damaged_stored_role_or_text_is_refused_naming_where(store_path: Path)
             )
             for read in (
                 lambda: load_transcript_page(writer.connection, SESSION, 0, limit=100),
+                lambda: load_raw_transcript_page(writer.connection, SESSION, 0, limit=100),
                 lambda: load_transcript_history(writer.connection, SESSION),
             ):
                 with pytest.raises(
@@ -222,3 +225,30 @@ def test_a_damaged_stored_role_or_text_is_refused_naming_where(store_path: Path)
                 ) as info:
                     read()
                 assert info.value.session_id == SESSION
+
+
+@pytest.mark.parametrize(
+    "body", ['{"kind":"system","text":"x",}', '{"kind":"system","text":"open}', "[1, 2]", "7"]
+)
+def test_a_body_edited_past_json_fails_the_raw_page_as_the_typed_one(
+    store_path: Path, body: str
+) -> None:
+    """Past the table's CHECK (an operator's sqlite3 shell): the raw page never passes a
+    body that is not one JSON object through; it refuses, naming the item, as the typed
+    page does."""
+    _store(store_path)
+    with open_writer(store_path) as writer:
+        db = writer.connection
+        db.execute("PRAGMA ignore_check_constraints = ON")
+        db.execute(
+            "UPDATE materialized_transcript_items SET body_json = ? WHERE stable_id = 'system:1'",
+            (body,),
+        )
+        db.execute("PRAGMA ignore_check_constraints = OFF")
+        errors = []
+        for read in (load_transcript_page, load_raw_transcript_page):
+            with pytest.raises(ProjectionError, match="system:1") as info:
+                read(db, SESSION, 0, limit=100)
+            errors.append(type(info.value))
+            assert info.value.session_id == SESSION
+        assert errors[0] is errors[1]
