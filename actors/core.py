@@ -386,10 +386,18 @@ class StoreCore:
         in this thread if the writer is idle
         (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`)."""
         pen = self._pen
-        if timeout is None and pen is not None and not isinstance(message, _NOT_THE_WRITERS):
-            reply = OneShotReply()  # routing_may_block: _route retires a projector first
-            if not self.routing_may_block(message) and pen.write_now(Envelope(message, reply)):
+        if (
+            timeout is None
+            and pen is not None
+            and not isinstance(message, _NOT_THE_WRITERS)
+            and not self.routing_may_block(message)  # _route retires a projector first
+        ):
+            reply = OneShotReply()
+            envelope = Envelope(message, reply)
+            if pen.write_now(envelope):
                 return reply.get()
+            actor = self._hand_over(message, envelope, wait=True)  # the same envelope
+            return self.wait_reply(reply, None, actor, message)
         return self.ask_later(message, timeout)()
 
     def ask_later(self, message: Any, timeout: float | None = None) -> Callable[[], Any]:
