@@ -25,9 +25,10 @@ batch with the retryable ``StoreBusy``, counts it (``StoreMetrics.busy_refusals`
 serves on; its next batch waits for the lock again. Messages nobody waits for (``tell``)
 that fail are logged.
 
-The fast path. A blocking ``ask`` (no timeout) that finds the writer idle (its inbox
-empty, no message in its hands) runs its message as a batch of its own in the asking
-thread, sparing the two thread hops of the hand-over (:meth:`WriterPen.write_now`). The
+The fast path. A blocking ``ask`` (no timeout) from a thread other than the main one
+(see below) that finds the writer idle (its inbox empty, no message in its hands) runs
+its message as a batch of its own in the asking thread, sparing the two thread hops of
+the hand-over (:meth:`WriterPen.write_now`). The
 connection still has one user at a time: the writer holds the :class:`WriterPen` from
 each message it takes to the end of its batch, and the fast path only try-acquires it;
 "idle" is one check under the inbox's mutex (:class:`~relaystore.actors.inbox.HeldInbox`),
