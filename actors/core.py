@@ -89,7 +89,7 @@ from .settings import (
 )
 from .wal_watch import WalWatcher
 from .worker_pool import WorkerPool
-from .writer import WriterActor
+from .writer import WriterActor, WriterPen
 
 __all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore", "StoreFacts"]
 
@@ -113,6 +113,8 @@ _READER_ROUTED: tuple[type[Any], ...] = (
     LoadReplicationRound,
 )
 """What readers answer: the reader messages, and what projectors read back from the store."""
+_NOT_THE_WRITERS: tuple[type[Any], ...] = (*_READER_ROUTED, ObserveRelayEvents, Reproject)
+"""What never goes to the writer: the readers' messages, and a session projector's."""
 
 
 class StoreFacts:
@@ -189,6 +191,7 @@ class StoreCore:
                 idle_seconds=settings.projector_idle_seconds,
             )
         self.writer: ActorRef[WriterActor] | None = None
+        self._pen: WriterPen | None = None  # the fast path (see ask_blocking)
         self._readers: list[ActorRef[ReaderActor]] = []
         self._next_reader = count()
         self._stats = WriterStats()
@@ -210,6 +213,7 @@ class StoreCore:
                 self.commits = opened.commits
                 self.store_id = opened.store_id
                 self.writer = opened.ref
+                self._pen = opened.pen
                 started.append(self.writer)
             for _ in range(settings.readers):
                 identify = settings.read_only and not self._readers
@@ -382,7 +386,23 @@ class StoreCore:
                     raise ask_timeout(message, timeout) from None
 
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
-        """Hand over a checked (or internal) message and wait for its answer here."""
+        """Hand over a checked (or internal) message and wait for its answer here; asked
+        without a timeout from a thread other than the main one, a writer message runs
+        in this thread if the writer is idle
+        (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`)."""
+        pen = self._pen
+        if (
+            timeout is None
+            and pen is not None
+            and not isinstance(message, _NOT_THE_WRITERS)
+            and not self.routing_may_block(message)  # _route retires a projector first
+        ):
+            reply = OneShotReply()
+            envelope = Envelope(message, reply)
+            if pen.write_now(envelope):
+                return reply.get()
+            actor = self._hand_over(message, envelope, wait=True)  # the same envelope
+            return self.wait_reply(reply, None, actor, message)
         return self.ask_later(message, timeout)()
 
     def ask_later(self, message: Any, timeout: float | None = None) -> Callable[[], Any]:

@@ -7,7 +7,9 @@ inbox blocks the sender in ``tell`` and ``ask`` until the actor takes a message,
 backpressure holds from the embedder down to the store. ``tests/actors/test_inbox.py``
 pins that behaviour. Everything else that looks at an inbox (the writer's group commit,
 the facade's backpressure check, the projector set's idle check, the metrics) goes
-through :func:`inbox_of`.
+through :func:`inbox_of`. A :class:`HeldInbox` also counts the messages its actor took
+and has not finished, so that "nothing waits and nothing is in hand" is one atomic check
+(the writer's fast path, :class:`~relaystore.actors.writer.WriterPen`).
 
 Actor threads are daemon threads (``use_daemon_thread``): a store nobody closed never
 keeps the interpreter from exiting; the facade closes such a store at exit instead (see
@@ -19,11 +21,11 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from pykka import ActorRef, ThreadingActor
 
-__all__ = ["BoundedActor", "Inbox", "inbox_of"]
+__all__ = ["BoundedActor", "HeldInbox", "Inbox", "inbox_of"]
 
 
 class Inbox(queue.Queue[Any]):
@@ -51,10 +53,44 @@ class Inbox(queue.Queue[Any]):
             return True
 
 
+class HeldInbox(Inbox):
+    """An inbox that also counts what its actor took and has not finished yet.
+
+    Taking a message (``get``) counts it, under the queue's own mutex, in the same step
+    that removes it; the actor says when it is done with :meth:`finish`. So
+    :meth:`idle` cannot miss a message between the queue and the actor's hands.
+    """
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._held = 0
+
+    def _get(self) -> Any:  # called by ``get`` under ``mutex``
+        self._held += 1
+        return super()._get()
+
+    def finish(self, count: int) -> None:
+        """The actor is done with ``count`` of the messages it took."""
+        with self.mutex:
+            self._held -= count
+
+    def held(self) -> int:
+        """How many messages the actor took and has not finished."""
+        with self.mutex:
+            return self._held
+
+    def idle(self) -> bool:
+        """Whether no message waits and the actor holds none it has not finished."""
+        with self.mutex:
+            return not self._qsize() and not self._held
+
+
 class BoundedActor(ThreadingActor):
     """A threading actor, on a daemon thread, whose inbox holds at most ``capacity`` messages."""
 
     use_daemon_thread = True
+    inbox_class: ClassVar[type[Inbox]] = Inbox
+    """What the inbox is (an actor that needs :class:`HeldInbox`'s count names it)."""
 
     def __init__(self, *, capacity: int) -> None:
         if capacity < 1:
@@ -63,7 +99,7 @@ class BoundedActor(ThreadingActor):
         super().__init__()
 
     def _create_actor_inbox(self) -> Inbox:  # type: ignore[override]
-        return Inbox(maxsize=self._capacity)
+        return self.inbox_class(maxsize=self._capacity)
 
     @property
     def inbox(self) -> Inbox:

@@ -24,12 +24,45 @@ shell, a backup tool) is different: nothing was written, so the writer answers t
 batch with the retryable ``StoreBusy``, counts it (``StoreMetrics.busy_refusals``) and
 serves on; its next batch waits for the lock again. Messages nobody waits for (``tell``)
 that fail are logged.
+
+The fast path. A blocking ``ask`` (no timeout) from a thread other than the main one
+(see below) that finds the writer idle (its inbox empty, no message in its hands) runs
+its message as a batch of its own in the asking thread, sparing the two thread hops of
+the hand-over (:meth:`WriterPen.write_now`). The
+connection still has one user at a time: the writer holds the :class:`WriterPen` from
+each message it takes to the end of its batch, and the fast path only try-acquires it;
+"idle" is one check under the inbox's mutex (:class:`~relaystore.actors.inbox.HeldInbox`),
+so a ``tell`` the same thread sent before still runs first. The batch is the writer's
+own (:meth:`WriterActor._commit`): same commit, same answers, same figures. Concurrent
+senders find the pen taken or the inbox busy and hand over as before, and while the
+last commit saw other asks in flight the fast path stays shut (they are about to send
+again: the writer waits for them, as above), so group commit still gathers them.
+Stopping, the writer takes the pen before it closes the connection (waiting for a
+fast-path batch in flight) and retires it, so no later ask runs here.
+
+Never in the main thread. Python runs signal handlers, and raises ``KeyboardInterrupt``,
+only in the main thread, between any two of its bytecodes: a batch there could be left
+half done (a transaction open on the shared connection, the pen locked, a commit
+unannounced) or re-entered (a handler that calls ``close`` or ``ask`` while the batch
+holds the pen deadlocks). So the main thread always hands over, as it did before, and
+waits in :meth:`~relaystore.actors.envelope.OneShotReply.get`, where an interrupt only
+leaves its answer unread. Another thread meets no signal; what can still end its batch
+early is an exception the batch's own code raises outside a step (a ``BaseException``
+from a logging handler or a commit listener; a step's own exceptions are its answer,
+:meth:`Batch.run <relaystore.storage.batch.Batch.run>`), or one planted by
+``PyThreadState_SetAsyncExc``, which CPython itself never calls. For those, the pen is
+released in a ``finally`` and :meth:`WriterActor._write_alone` settles the connection
+(:func:`~relaystore.storage.batch.settle_batch`: no transaction left open, a commit that
+ran announced) before the exception goes on to the asker. pykka never interrupts a
+thread (stopping an actor is a message), and apsw raises only ``apsw.Error`` s or what a
+callback of ours raised (the write connection has none).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +98,7 @@ from ..storage import (
     retention,
     sessions,
 )
-from ..storage.batch import Batch, BatchLost
+from ..storage.batch import Batch, BatchLost, settle_batch
 from ..storage.connection import Synchronous, WriterConnection, open_writer
 from ..storage.maintenance import vacuum_store
 from ..storage.materialized import load_materialized_session
@@ -75,7 +108,7 @@ from ..storage.stats import count_sessions_behind
 from ..storage.transaction import Connection
 from .commits import CommitWatch
 from .envelope import Envelope, Unanswerable
-from .inbox import BoundedActor
+from .inbox import BoundedActor, HeldInbox
 from .internal import (
     ClaimRequest,
     CommitPage,
@@ -90,7 +123,7 @@ from .internal import (
 )
 from .metrics import WriterStats
 
-__all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "perform"]
+__all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "WriterPen", "perform"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +204,53 @@ def perform(
     raise Unanswerable("writer", message)
 
 
+class WriterPen:
+    """Who uses the write connection now: the writer's thread, or one asking thread.
+
+    The writer holds :attr:`lock` while it handles a message (taking it into a batch,
+    committing, answering); :meth:`write_now` runs a message in the caller's thread only
+    when it can take the lock without waiting and the writer's inbox is idle.
+    """
+
+    __slots__ = ("_inbox", "_write", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._inbox: HeldInbox | None = None
+        self._write: Callable[[Envelope], bool] | None = None
+
+    def attach(self, inbox: HeldInbox, write: Callable[[Envelope], bool]) -> None:
+        """The writer's inbox, and how it runs one message as a batch of its own (False:
+        it would rather wait for company, see :meth:`WriterActor._write_alone`)."""
+        self._inbox, self._write = inbox, write
+
+    def retire(self) -> None:
+        """No more fast path (the writer is closing its connection; hold :attr:`lock`)."""
+        self._write = None
+
+    def write_now(self, envelope: Envelope) -> bool:
+        """Run ``envelope`` as a batch of its own in this thread, answered as the writer
+        answers it, if this is not the main thread and the writer is idle and expects no
+        other sender; False: nothing happened, hand it over.
+
+        Never waits for the writer (only try-acquires the lock). Never runs in the main
+        thread, where signals arrive (see the module). Not for the event loop's thread:
+        the batch commits here, fsync included.
+        """
+        if threading.current_thread() is threading.main_thread():
+            return False  # a signal handler or Ctrl-C could cut into the batch there
+        inbox = self._inbox
+        if inbox is None or isinstance(envelope.message, CompactStore) or not inbox.idle():
+            return False  # busy: leave the pen alone (the writer takes it for each message)
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:  # idle again under the pen: the writer took nothing since
+            write = self._write
+            return write is not None and inbox.idle() and write(envelope)
+        finally:
+            self.lock.release()
+
+
 @dataclass(frozen=True, slots=True)
 class OpenedWriter:
     """A started writer, and what it read from the store as it opened it."""
@@ -182,13 +262,18 @@ class OpenedWriter:
     take_requests: Callable[[], None]
     """Say in the store's lock file that this writer takes maintenance requests (once
     the store's desk runs)."""
+    pen: WriterPen
+    """The fast path to this writer (:meth:`WriterPen.write_now`)."""
 
 
 class WriterActor(BoundedActor):
     """Runs enveloped writer messages on the single write connection, FIFO, group-committed.
 
     ``on_commit`` gets the newest committed API event ``seq`` after every commit.
+    Everything it does with a message happens holding ``pen``'s lock (see the module).
     """
+
+    inbox_class = HeldInbox
 
     def __init__(
         self,
@@ -198,6 +283,7 @@ class WriterActor(BoundedActor):
         on_commit: Callable[[int], None],
         stats: WriterStats,
         max_batch: int = 256,
+        pen: WriterPen | None = None,
     ) -> None:
         super().__init__(capacity=capacity)
         self._writer = writer
@@ -215,6 +301,9 @@ class WriterActor(BoundedActor):
         self._commit_seconds = 0.0
         """A running average of how long COMMIT takes (the fsync, at FULL)."""
         self._stopped_by: str | None = None
+        self._held: HeldInbox = self.actor_inbox  # type: ignore[assignment]
+        self._pen = WriterPen() if pen is None else pen
+        self._pen.attach(self._held, self._write_alone)
 
     @classmethod
     def open(
@@ -237,22 +326,32 @@ class WriterActor(BoundedActor):
         except BaseException:
             handle.close()
             raise
+        pen = WriterPen()
         ref = cls.start(
             handle,
             capacity=capacity,
             on_commit=commits.publish,
             stats=stats,
             max_batch=max_batch,
+            pen=pen,
         )
-        return OpenedWriter(ref, commits, store_id, handle.take_requests)
+        return OpenedWriter(ref, commits, store_id, handle.take_requests, pen)
 
     def on_receive(self, message: Any) -> None:
+        with self._pen.lock:
+            self._receive(message)
+
+    def _receive(self, message: Any) -> None:
         if not isinstance(message, Envelope):
             logger.warning("writer ignored an unexpected message %r", message)
+            self._held.finish(1)
             return
         if isinstance(message.message, CompactStore):
             self._flush()  # everything before it commits first, in order
-            self._compact(message)
+            try:
+                self._compact(message)
+            finally:
+                self._held.finish(1)
             return
         pending = self._pending
         pending.append(message)
@@ -278,13 +377,17 @@ class WriterActor(BoundedActor):
         self._flush()
 
     def on_stop(self) -> None:
-        try:
-            self._flush()
-        finally:
-            self._writer.close()
+        with self._pen.lock:  # waits for a fast-path batch in flight
+            try:
+                self._flush()
+            finally:
+                self._pen.retire()
+                self._writer.close()
 
     def on_failure(self, *_: object) -> None:
-        self._writer.close()
+        with self._pen.lock:
+            self._pen.retire()
+            self._writer.close()
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
@@ -292,7 +395,50 @@ class WriterActor(BoundedActor):
             return
         # Until the commit says otherwise (it counts the asks that came in meanwhile).
         self._expected_asks, self._pending_asks = self._pending_asks, 0
-        self._commit(batch)
+        try:
+            self._commit(batch)
+        finally:
+            self._held.finish(len(batch))
+
+    def _write_alone(self, item: Envelope) -> bool:
+        """The fast path's batch (the caller holds the pen, the inbox is idle): what
+        :meth:`_flush` does with a batch of one that never was in the inbox. False when
+        other senders had asks in flight at the last commit: they are about to send
+        again, and the writer's own thread waits for them (group commit).
+
+        An exception that escapes the batch (not a step's own: see the module) leaves
+        no transaction open and no commit unannounced (:meth:`_settle`); it then goes
+        on to the asker, whose message may or may not have been committed."""
+        if self._expected_asks > 1:
+            return False
+        self._expected_asks = 0 if item.reply is None else 1
+        try:
+            self._commit([item])
+        except BaseException:
+            self._settle()
+            raise
+        # What the writer took meanwhile (it waits for the pen) was in flight too.
+        self._expected_asks += self._held.held()
+        return True
+
+    def _settle(self) -> None:
+        """After an exception escaped a batch: roll back what it left open and publish a
+        commit it made (:func:`~relaystore.storage.batch.settle_batch`), so the next
+        batch begins and every waiter for that commit wakes; when even that fails,
+        nobody can tell what the store holds, and the writer stops as after a failed
+        commit."""
+        try:
+            latest = settle_batch(self._writer)
+        except BatchLost as exc:
+            self._stopped_by = exc.detail + "; the writer accepts no more work"
+            logger.error("writer stopped: %s", self._stopped_by)
+            return
+        if latest > self._latest:
+            self._latest = latest
+            try:
+                self._on_commit(latest)
+            except Exception:
+                logger.exception("commit notification failed")
 
     def _commit(self, batch: list[Envelope]) -> None:
         if self._stopped_by is not None:

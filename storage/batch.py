@@ -17,6 +17,10 @@ Guarantees:
   timeout: then nothing began, the store is exactly as it was, and entering the batch
   raises :class:`~relaystore.domain.errors.StoreBusy` (transient: the next batch may
   begin).
+* An exception from outside the steps (an interrupt between the batch's own statements,
+  which ``with`` alone cannot cover: after ``BEGIN`` ran and before the batch knew it,
+  or after ``COMMIT`` ran) leaves the connection usable through :func:`settle_batch`: no
+  transaction open, and the newest ``seq`` read again.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from .connection import WriterConnection
 from .paging import LATEST_SEQ, load_latest_seq
 from .transaction import store_error
 
-__all__ = ["Batch", "BatchLost"]
+__all__ = ["Batch", "BatchLost", "settle_batch"]
 
 M = TypeVar("M")
 
@@ -139,6 +143,24 @@ class Batch:
                 # SQLite may have rolled back already (some errors end the transaction).
                 return not self._connection.in_transaction
         return True
+
+
+def settle_batch(writer: WriterConnection) -> int:
+    """After an exception escaped a :class:`Batch` from outside its steps: roll back the
+    transaction it may have left open, and return the newest API event ``seq`` the
+    store holds (its ``COMMIT`` may have run before the exception).
+
+    What was rolled back was never reported (nothing is before ``COMMIT`` returned).
+    Raises :class:`BatchLost` when the rollback or the read fails: nobody can tell then
+    what the connection holds.
+    """
+    connection = writer.connection
+    try:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        return load_latest_seq(connection)
+    except (apsw.Error, StoreError) as exc:
+        raise BatchLost(f"settling an interrupted batch failed ({exc})") from exc
 
 
 def _busy(connection: apsw.Connection, exc: apsw.BusyError) -> StoreBusy:

@@ -13,8 +13,11 @@ call; the median of the rounds). The stages, interleaved and repeated (5 rounds;
   ``RecordActivities`` (one changed activity, one API event) and commits, on a writer
   connection at ``synchronous=OFF`` / ``FULL``;
 * ``ask OFF`` / ``ask FULL``: ``EventStore.ask`` of the same message on a store opened
-  at ``synchronous=OFF`` / ``FULL`` (the whole path: validation, hand-over, the writer
-  actor's batch, commit, reply);
+  at ``synchronous=OFF`` / ``FULL``, from a thread of its own as an embedder's worker
+  asks (the whole path: validation, the writer's batch, commit, reply; a lone ask there
+  runs its batch in the asking thread, the writer's fast path);
+* ``ask OFF main``: the same from the main thread, which always hands over to the
+  writer actor (two thread hops);
 * ``observe thread`` / ``observe process``: ``EventStore.ask`` of an
   ``ObserveRelayEvents`` of one relay event at ``FULL``, projected in the projector's
   thread or (``projection="process"``) in a worker process: what a worker process
@@ -25,7 +28,8 @@ call; the median of the rounds). The stages, interleaved and repeated (5 rounds;
 
 Each is a figure in µs per call with the baseline that explains it: the hop against
 the transaction the peer pays; pykka against the bare hop; ``ask OFF`` against
-``batch OFF`` (their difference is the hand-over and the facade's Python); ``ask FULL``
+``batch OFF`` (their difference is the facade's Python and the fast path's check);
+``ask OFF main`` against ``ask OFF`` (what the hand-over adds); ``ask FULL``
 against ``apsw FULL`` (the one-sender gap to the peer's floor); ``batch FULL`` against
 ``apsw FULL`` (what relaystore's transaction costs beyond the peer's); ``apsw FULL``
 against ``apsw OFF`` (the fsync). One aim (:data:`AIMS`): ``batch OFF`` within 3x
@@ -65,6 +69,7 @@ STAGES = (
     "validate",
     "batch OFF",
     "ask OFF",
+    "ask OFF main",
     "apsw OFF",
     "batch FULL",
     "ask FULL",
@@ -185,14 +190,38 @@ def batch(path: Path, synchronous: str, seconds: float) -> float:
         writer.close()
 
 
-def ask(path: Path, synchronous: str, seconds: float) -> float:
-    """``EventStore.ask`` of one RecordActivities (the whole path)."""
+def ask(path: Path, synchronous: str, seconds: float, *, main: bool = False) -> float:
+    """``EventStore.ask`` of one RecordActivities (the whole path), from a thread of its
+    own, or (``main``) from this, the main, thread."""
     with EventStore.open(path, synchronous=synchronous) as store:  # type: ignore[arg-type]
         store.ask(SaveSession(record=example_session(_SESSION, "bench")))
-        rate = _per_call(seconds, lambda i: store.ask(_message(i)))
+
+        def asks() -> float:
+            return _per_call(seconds, lambda i: store.ask(_message(i)))
+
+        rate = asks() if main else _elsewhere(asks)
         if store.latest_seq == 0:
             raise RuntimeError("the roundtrip benchmark wrote no events")
         return rate
+
+
+def _elsewhere(call: Callable[[], float]) -> float:
+    """``call()`` in a thread of its own (not the main one); its result."""
+    box: list[float] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="roundtrip-asker")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return box[0]
 
 
 def observe(path: Path, projection: str, seconds: float, events: list[RelayEvent]) -> float:
@@ -238,6 +267,8 @@ def measure(stage: str, stem: Path, seconds: float, events: list[RelayEvent]) ->
         return pykka_ask(seconds)
     if stage == "validate":
         return validate(seconds)
+    if stage == "ask OFF main":
+        return ask(Path(f"{stem}-ask-OFF-main.sqlite3"), "OFF", seconds, main=True)
     kind, synchronous = stage.split()
     store = {"batch": batch, "ask": ask, "apsw": bare_apsw}[kind]
     return store(Path(f"{stem}-{kind}-{synchronous}.sqlite3"), synchronous, seconds)
@@ -270,7 +301,8 @@ def run(ctx: Context) -> list[Figure]:
         "roundtrip breakdown (µs/call, medians): "
         f"hop {us['queue hop']:.1f}, pykka {us['pykka ask']:.1f}, validate "
         f"{us['validate']:.1f}, hand-over + facade (ask OFF - batch OFF) "
-        f"{us['ask OFF'] - us['batch OFF']:.1f}, relaystore txn beyond the peer's "
+        f"{us['ask OFF'] - us['batch OFF']:.1f}, from the main thread (ask OFF main - "
+        f"batch OFF) {us['ask OFF main'] - us['batch OFF']:.1f}, relaystore txn beyond the peer's "
         f"(batch FULL - apsw FULL) {us['batch FULL'] - us['apsw FULL']:.1f}, fsync "
         f"(apsw FULL - apsw OFF) {us['apsw FULL'] - us['apsw OFF']:.1f}"
     )
@@ -279,6 +311,11 @@ def run(ctx: Context) -> list[Figure]:
         ("pykka ask", "pykka ask to a trivial actor", "queue hop"),
         ("validate", "validate_message(RecordActivities)", "ask OFF"),
         ("ask OFF", "EventStore.ask(RecordActivities), synchronous=OFF", "batch OFF"),
+        (
+            "ask OFF main",
+            "EventStore.ask(RecordActivities) from the main thread, synchronous=OFF",
+            "ask OFF",
+        ),
         ("batch OFF", "the writer's Batch alone (no actor), synchronous=OFF", "apsw OFF"),
         ("ask FULL", "EventStore.ask(RecordActivities), synchronous=FULL", "apsw FULL"),
         ("batch FULL", "the writer's Batch alone (no actor), synchronous=FULL", "apsw FULL"),
