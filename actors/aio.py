@@ -35,8 +35,9 @@ from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
 from ..domain.errors import StoreClosed
 from ..domain.messages import LoadApiEvents, LoadRawApiEvents, Request
 from .commits import CLOSED_WHILE_WAITING
-from .core import StoreCore, StoreFacts
+from .core import StoreCore
 from .envelope import ExcInfo
+from .facts import StoreFacts
 from .pager import FollowPager
 from .settings import OpenOptions, ask_timeout
 from .store import EventStore

@@ -43,7 +43,6 @@ import threading
 import time
 from collections.abc import Callable
 from itertools import count
-from pathlib import Path
 from typing import Any, TypeVar, Unpack, get_args
 
 import pykka
@@ -89,9 +88,10 @@ from .settings import (
 )
 from .wal_watch import WalWatcher
 from .worker_pool import WorkerPool
-from .writer import WriterActor, WriterPen
+from .writer import WriterActor
+from .writer_pen import WriterPen
 
-__all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore", "StoreFacts"]
+__all__ = ["CLOSED_BEFORE_ANSWER", "StoreCore"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,34 +115,6 @@ _READER_ROUTED: tuple[type[Any], ...] = (
 """What readers answer: the reader messages, and what projectors read back from the store."""
 _NOT_THE_WRITERS: tuple[type[Any], ...] = (*_READER_ROUTED, ObserveRelayEvents, Reproject)
 """What never goes to the writer: the readers' messages, and a session projector's."""
-
-
-class StoreFacts:
-    """What both facades say about the open store, read from the core they share (one
-    wording for :class:`~relaystore.EventStore` and :class:`~relaystore.aio.AsyncEventStore`)."""
-
-    _core: StoreCore
-
-    @property
-    def path(self) -> Path:
-        """The store's file."""
-        return self._core.path
-
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened ``read_only`` (readers only)."""
-        return self._core.read_only
-
-    @property
-    def relay_log(self) -> bool:
-        """Whether the store keeps the relay log (and so keeps lines of kinds this build
-        does not know, holding their session behind, instead of refusing them)."""
-        return self._core.relay_log
-
-    def metrics(self) -> StoreMetrics:
-        """A snapshot of the store's figures; never blocks on an actor, cheap enough to
-        poll every second."""
-        return self._core.metrics()
 
 
 class StoreCore:
@@ -389,7 +361,7 @@ class StoreCore:
         """Hand over a checked (or internal) message and wait for its answer here; asked
         without a timeout from a thread other than the main one, a writer message runs
         in this thread if the writer is idle
-        (:meth:`WriterPen.write_now <relaystore.actors.writer.WriterPen.write_now>`)."""
+        (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`)."""
         pen = self._pen
         if (
             timeout is None

@@ -9,7 +9,7 @@ pins that behaviour. Everything else that looks at an inbox (the writer's group 
 the facade's backpressure check, the projector set's idle check, the metrics) goes
 through :func:`inbox_of`. A :class:`HeldInbox` also counts the messages its actor took
 and has not finished, so that "nothing waits and nothing is in hand" is one atomic check
-(the writer's fast path, :class:`~relaystore.actors.writer.WriterPen`).
+(the writer's fast path, :class:`~relaystore.actors.writer_pen.WriterPen`).
 
 Actor threads are daemon threads (``use_daemon_thread``): a store nobody closed never
 keeps the interpreter from exiting; the facade closes such a store at exit instead (see

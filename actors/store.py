@@ -31,7 +31,8 @@ from ..domain.messages import (
 )
 from ..domain.relay import RelayEvent, RelayLine
 from ..storage.connection import Synchronous
-from .core import StoreCore, StoreFacts
+from .core import StoreCore
+from .facts import StoreFacts
 from .internal import LoadAuditView
 from .pager import FollowPager
 from .settings import OpenOptions

@@ -28,8 +28,8 @@ that fail are logged.
 The fast path. A blocking ``ask`` (no timeout) from a thread other than the main one
 (see below) that finds the writer idle (its inbox empty, no message in its hands) runs
 its message as a batch of its own in the asking thread, sparing the two thread hops of
-the hand-over (:meth:`WriterPen.write_now`). The
-connection still has one user at a time: the writer holds the :class:`WriterPen` from
+the hand-over (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`). The
+connection still has one user at a time: the writer holds the :class:`~relaystore.actors.writer_pen.WriterPen` from
 each message it takes to the end of its batch, and the fast path only try-acquires it;
 "idle" is one check under the inbox's mutex (:class:`~relaystore.actors.inbox.HeldInbox`),
 so a ``tell`` the same thread sent before still runs first. The batch is the writer's
@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,8 +121,9 @@ from .internal import (
     RecoverRequests,
 )
 from .metrics import WriterStats
+from .writer_pen import WriterPen
 
-__all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "WriterPen", "perform"]
+__all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "perform"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,53 +204,6 @@ def perform(
     raise Unanswerable("writer", message)
 
 
-class WriterPen:
-    """Who uses the write connection now: the writer's thread, or one asking thread.
-
-    The writer holds :attr:`lock` while it handles a message (taking it into a batch,
-    committing, answering); :meth:`write_now` runs a message in the caller's thread only
-    when it can take the lock without waiting and the writer's inbox is idle.
-    """
-
-    __slots__ = ("_inbox", "_write", "lock")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._inbox: HeldInbox | None = None
-        self._write: Callable[[Envelope], bool] | None = None
-
-    def attach(self, inbox: HeldInbox, write: Callable[[Envelope], bool]) -> None:
-        """The writer's inbox, and how it runs one message as a batch of its own (False:
-        it would rather wait for company, see :meth:`WriterActor._write_alone`)."""
-        self._inbox, self._write = inbox, write
-
-    def retire(self) -> None:
-        """No more fast path (the writer is closing its connection; hold :attr:`lock`)."""
-        self._write = None
-
-    def write_now(self, envelope: Envelope) -> bool:
-        """Run ``envelope`` as a batch of its own in this thread, answered as the writer
-        answers it, if this is not the main thread and the writer is idle and expects no
-        other sender; False: nothing happened, hand it over.
-
-        Never waits for the writer (only try-acquires the lock). Never runs in the main
-        thread, where signals arrive (see the module). Not for the event loop's thread:
-        the batch commits here, fsync included.
-        """
-        if threading.current_thread() is threading.main_thread():
-            return False  # a signal handler or Ctrl-C could cut into the batch there
-        inbox = self._inbox
-        if inbox is None or isinstance(envelope.message, CompactStore) or not inbox.idle():
-            return False  # busy: leave the pen alone (the writer takes it for each message)
-        if not self.lock.acquire(blocking=False):
-            return False
-        try:  # idle again under the pen: the writer took nothing since
-            write = self._write
-            return write is not None and inbox.idle() and write(envelope)
-        finally:
-            self.lock.release()
-
-
 @dataclass(frozen=True, slots=True)
 class OpenedWriter:
     """A started writer, and what it read from the store as it opened it."""
@@ -263,7 +216,7 @@ class OpenedWriter:
     """Say in the store's lock file that this writer takes maintenance requests (once
     the store's desk runs)."""
     pen: WriterPen
-    """The fast path to this writer (:meth:`WriterPen.write_now`)."""
+    """The fast path to this writer (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`)."""
 
 
 class WriterActor(BoundedActor):
