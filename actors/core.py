@@ -76,7 +76,7 @@ from .maintenance_requests import MaintenanceDesk
 from .metrics import Followers, StoreReadings, WriterStats, store_metrics
 from .pager import FollowPager
 from .projector_wiring import ProjectorWiring
-from .reader import ReaderActor
+from .reader import ReaderActor, ReaderDesk
 from .session_runners import SessionRunners
 from .settings import (
     OpenOptions,
@@ -165,6 +165,7 @@ class StoreCore:
         self.writer: ActorRef[WriterActor] | None = None
         self._pen: WriterPen | None = None  # the fast path (see ask_blocking)
         self._readers: list[ActorRef[ReaderActor]] = []
+        self._desks: list[ReaderDesk] = []  # the read fast path (see ask_blocking)
         self._next_reader = count()
         self._stats = WriterStats()
         self._followers = Followers()
@@ -189,13 +190,14 @@ class StoreCore:
                 started.append(self.writer)
             for _ in range(settings.readers):
                 identify = settings.read_only and not self._readers
-                reader, store_id = ReaderActor.open(
+                opened_reader = ReaderActor.open(
                     settings.path, capacity=settings.capacity, identify=identify
                 )
-                if store_id is not None:
-                    self.store_id = store_id
-                started.append(reader)
-                self._readers.append(reader)
+                if opened_reader.store_id is not None:
+                    self.store_id = opened_reader.store_id
+                started.append(opened_reader.ref)
+                self._readers.append(opened_reader.ref)
+                self._desks.append(opened_reader.desk)
             if settings.read_only:
                 self.commits = CommitWatch(self._read_latest())
                 self._wal = WalWatcher(settings.path, self.commits, self._read_latest)
@@ -359,9 +361,21 @@ class StoreCore:
 
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
         """Hand over a checked (or internal) message and wait for its answer here; asked
-        without a timeout from a thread other than the main one, a writer message runs
-        in this thread if the writer is idle
+        without a timeout from a thread other than the main one, a read is answered in
+        this thread by an idle reader's desk
+        (:meth:`ReaderDesk.read_now <relaystore.actors.reader.ReaderDesk.read_now>`) and
+        a writer message runs in this thread if the writer is idle
         (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`)."""
+        if (
+            timeout is None
+            and isinstance(message, _READER_ROUTED)
+            and threading.current_thread() is not threading.main_thread()
+        ):
+            for _ in self._desks:  # each desk at most once, from the next in turn
+                desk = self._desks[next(self._next_reader) % len(self._desks)]
+                done, value = desk.read_now(message)
+                if done:
+                    return value
         pen = self._pen
         if (
             timeout is None
