@@ -121,10 +121,17 @@ its body only where the store does not know them."""
 _OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 
 
-def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemView]:
-    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything): the
-    stored role and text where the store holds them, else the body's."""
-    view = TranscriptItemView
+_View = TypeVar("_View", TranscriptItemView, RawTranscriptItemView)
+
+
+def _item_views(
+    view: type[_View],
+    rows: list[tuple[Any, ...]],
+    bodies: list[Any],
+    shown: list[tuple[TranscriptRole, str]],
+) -> list[_View]:
+    """The ``view`` of each of transcript ``rows`` (the ``_ITEM_COLUMNS``) with its body
+    and its role and text."""
     return [
         view(
             stable_id=row[0],
@@ -136,9 +143,16 @@ def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemV
             last_changed_at_ms=row[4],
             body=body,
         )
-        for row, body in zip(rows, decode_transcript_bodies(rows, session_id), strict=True)
-        for role, text in (_stored_view(row, body, session_id),)
+        for row, body, (role, text) in zip(rows, bodies, shown, strict=True)
     ]
+
+
+def _views(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItemView]:
+    """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``, then anything): the
+    stored role and text where the store holds them, else the body's."""
+    bodies = decode_transcript_bodies(rows, session_id)
+    shown = [_stored_view(row, body, session_id) for row, body in zip(rows, bodies, strict=True)]
+    return _item_views(TranscriptItemView, rows, bodies, shown)
 
 
 def _stored_view(
@@ -267,9 +281,6 @@ def load_transcript_page(
     )
 
 
-_View = TypeVar("_View", TranscriptItemView, RawTranscriptItemView)
-
-
 def _read_page(
     connection: apsw.Connection,
     session_id: str,
@@ -330,29 +341,17 @@ def _raw_views(rows: list[tuple[Any, ...]], session_id: str) -> list[RawTranscri
             raw_stored(str(row[5]), f"body of transcript item {row[0]!r}", session_id)
             for row in rows
         ]
-    view = RawTranscriptItemView
-    return [
-        view(
-            stable_id=row[0],
-            position=row[1],
-            seq=transcript_seq(row[1], row[2]),
-            role=role,
-            text=text,
-            created_at_ms=row[3],
-            last_changed_at_ms=row[4],
-            body=body,
+    shown = [
+        _stored_view(
+            row,
+            decode_transcript_bodies([row], session_id)[0]
+            if row[6] is None or row[7] is None
+            else None,
+            session_id,
         )
-        for row, body in zip(rows, bodies, strict=True)
-        for role, text in (
-            _stored_view(
-                row,
-                decode_transcript_bodies([row], session_id)[0]
-                if row[6] is None or row[7] is None
-                else None,
-                session_id,
-            ),
-        )
+        for row in rows
     ]
+    return _item_views(RawTranscriptItemView, rows, list(bodies), shown)
 
 
 def _tied_prefix(
