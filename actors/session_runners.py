@@ -19,12 +19,14 @@ Guarantees:
   answered every message they hold.
 * A session holds at most ``capacity`` waiting messages: a full one blocks the sender
   (``wait``) or takes nothing (see :meth:`SessionRunners.take`).
-* At most ``limit`` sessions are live (their projection active in their worker); past
-  that, the least recently used idle one is parked, as is any idle for
-  ``idle_seconds`` (its projection stays in its worker for its next message, see
-  :mod:`~relaystore.actors.worker_pool`). :meth:`SessionRunners.retire` parks one once
-  it finished what it was sent (before ``DeleteSession`` or ``SeedProjection``, after
-  which the store has the pool forget it).
+* At most ``limit`` sessions are live (their projection active in their worker): a
+  session made live parks the least recently used idle one (its projection stays in
+  its worker for its next message, see :mod:`~relaystore.actors.worker_pool`), any
+  idle for ``idle_seconds`` is parked too, and while every live session is busy the
+  sender of a message to another waits (or, not waiting, takes nothing), so a flood of
+  tells to new sessions cannot grow the live set. :meth:`SessionRunners.retire` parks
+  one once it finished what it was sent (before ``DeleteSession`` or
+  ``SeedProjection``, after which the store has the pool forget it).
 
 Owns the entries, the ready queues and the runner threads. Must not: converse with a
 worker (the proxy does), start processes (the pool does) or route messages (the core
@@ -115,39 +117,49 @@ class SessionRunners:
 
     def take(self, session_id: str, envelope: Envelope, *, wait: bool) -> SessionRunners | None:
         """Hand ``envelope`` to the session (made live if needed): waits while its
-        queue is full when ``wait``, else takes nothing and returns None. Returns what
-        :meth:`is_alive` tells a waiting asker.
+        queue is full, or while it is not live and every one of the ``limit`` live
+        sessions is busy, when ``wait``; else takes nothing and returns None. Returns
+        what :meth:`is_alive` tells a waiting asker.
 
         Raises :class:`StoreClosed` once :meth:`stop_all` began.
         """
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise StoreClosed()
-                now = self._clock()
-                entry = self._entries.get(session_id)
-                if entry is None:
-                    entry = _Entry(self._start(session_id), now)
-                    self._entries[session_id] = entry
-                    self.started += 1
-                    if not self._threads:
-                        self._spawn()
-                if len(entry.waiting) < self._capacity:
-                    break
-                if not wait:
-                    return None
-                self._cond.wait()
-            entry.waiting.append(envelope)
-            entry.used = now
-            self._entries.move_to_end(session_id)
-            if not entry.running and len(entry.waiting) == 1:
-                index = entry.proxy.worker_index
-                self._ready[index].append(session_id)
-                self._work[index].notify()
-            parked = self._victims(now)
-        for proxy in parked:
-            proxy.close()
-        return self
+        parked: list[RemoteProjection] = []
+        try:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        raise StoreClosed()
+                    now = self._clock()
+                    entry = self._entries.get(session_id)
+                    if entry is None:
+                        parked += self._victims(now, room=1)
+                        if len(self._entries) >= self._limit:  # every live one is busy
+                            if not wait:
+                                return None
+                            self._cond.wait()
+                            continue
+                        entry = _Entry(self._start(session_id), now)
+                        self._entries[session_id] = entry
+                        self.started += 1
+                        if not self._threads:
+                            self._spawn()
+                    if len(entry.waiting) < self._capacity:
+                        break
+                    if not wait:
+                        return None
+                    self._cond.wait()
+                entry.waiting.append(envelope)
+                entry.used = now
+                self._entries.move_to_end(session_id)
+                if not entry.running and len(entry.waiting) == 1:
+                    index = entry.proxy.worker_index
+                    self._ready[index].append(session_id)
+                    self._work[index].notify()
+                parked += self._victims(now)
+            return self
+        finally:
+            for proxy in parked:
+                proxy.close()
 
     def retire(self, session_id: str) -> None:
         """Park the session once it answered what it was sent (a message being handed
@@ -191,11 +203,12 @@ class SessionRunners:
                 thread.start()
                 self._threads.append(thread)
 
-    def _victims(self, now: float) -> list[RemoteProjection]:
+    def _victims(self, now: float, *, room: int = 0) -> list[RemoteProjection]:
         """Take out the idle sessions to park: idle too long, then the least recently
-        used idle ones while past the limit (the lock held)."""
+        used idle ones while past the limit, less ``room`` for sessions about to be made
+        live (the lock held)."""
         doomed: list[str] = []
-        over = len(self._entries) - self._limit
+        over = len(self._entries) + room - self._limit
         for session_id, entry in self._entries.items():
             if not entry.idle:
                 continue

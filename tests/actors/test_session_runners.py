@@ -46,3 +46,31 @@ def test_a_sessions_told_messages_are_projected_in_order(tmp_path: Path) -> None
             assert stored is not None
             assert stored.frontier is not None
             assert stored.frontier.ordinal == len(events)
+
+
+def test_a_flood_of_tells_to_new_sessions_never_grows_the_live_set(tmp_path: Path) -> None:
+    """Told messages to sixty sessions over two live ones: a sender waits while both are
+    busy, so the live set never passes its limit, and every message is applied."""
+    sessions = [f"s-{n}" for n in range(60)]
+    journal = _journal(2)
+    seen: list[int] = []
+    with EventStore.open(tmp_path / "store.sqlite3", max_projectors=2) as store:
+        for session_id in sessions:
+            store.ask(SaveSession(record=example_session(session_id)))
+        watching = threading.Event()
+
+        def watch() -> None:
+            while not watching.is_set():
+                seen.append(store.metrics().live_projectors)
+                watching.wait(0.0005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        for session_id in sessions:
+            store.tell(ObserveRelayEvents(session_id=session_id, events=journal.events))
+        for session_id in sessions:  # answered after its told message
+            report = store.ask(ObserveRelayEvents(session_id=session_id, events=journal.events))
+            assert report.already_applied == len(journal.events)
+        watching.set()
+        watcher.join()
+    assert max(seen) <= 2
