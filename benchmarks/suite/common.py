@@ -51,6 +51,31 @@ class Figure:
     def ratio(self) -> float:
         return self.value / self.baseline_value if self.baseline_value else math.nan
 
+    @classmethod
+    def against_bare(
+        cls,
+        benchmark: str,
+        name: str,
+        value: float,
+        bare: float,
+        *,
+        most: float | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Figure:
+        """A read's median in µs against the bare apsw ``SELECT``'s median; with
+        ``most``, the aim that the ratio be at most that."""
+        return cls(
+            benchmark=benchmark,
+            name=name,
+            value=value,
+            unit="us",
+            baseline="bare apsw SELECT median",
+            baseline_value=bare,
+            aim="" if most is None else f"ratio <= {most:g}",
+            ok=None if most is None else value <= most * bare,
+            details=details or {},
+        )
+
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["ratio"] = self.ratio

@@ -211,66 +211,41 @@ def run(ctx: Context) -> list[Figure]:
         **{f"{key}_p50_p99_us": value for key, value in stats.items()},
     }
     return [
-        Figure(
-            benchmark=NAME,
-            name=f"transcript page median ({PAGE} items of {items})",
-            value=stats["ask"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
-            aim=f"ratio <= {PAGE_AIM}",
-            ok=stats["ask"][0] <= PAGE_AIM * stats["bare"][0],
+        Figure.against_bare(
+            NAME,
+            f"transcript page median ({PAGE} items of {items})",
+            stats["ask"][0],
+            stats["bare"][0],
+            most=PAGE_AIM,
             details=details,
         ),
-        Figure(
-            benchmark=NAME,
-            name="transcript page median without actor hop",
-            value=stats["direct"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
+        Figure.against_bare(
+            NAME, "transcript page median without actor hop", stats["direct"][0], stats["bare"][0]
         ),
-        Figure(
-            benchmark=NAME,
-            name=f"raw transcript page median ({PAGE} items, bodies as stored: GET .../transcript)",
-            value=stats["raw"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
-            aim=f"ratio <= {PAGE_AIM}",
-            ok=stats["raw"][0] <= PAGE_AIM * stats["bare"][0],
+        Figure.against_bare(
+            NAME,
+            f"raw transcript page median ({PAGE} items, bodies as stored: GET .../transcript)",
+            stats["raw"][0],
+            stats["bare"][0],
+            most=PAGE_AIM,
         ),
-        Figure(
-            benchmark=NAME,
-            name="raw transcript page median without actor hop",
-            value=stats["raw_direct"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
+        Figure.against_bare(
+            NAME,
+            "raw transcript page median without actor hop",
+            stats["raw_direct"][0],
+            stats["bare"][0],
         ),
-        Figure(
-            benchmark=NAME,
-            name="of which: decoding the page's bodies",
-            value=stats["decode"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
+        Figure.against_bare(
+            NAME, "of which: decoding the page's bodies", stats["decode"][0], stats["bare"][0]
         ),
-        Figure(
-            benchmark=NAME,
-            name="of which: flattening the page's text",
-            value=stats["text"][0],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=stats["bare"][0],
+        Figure.against_bare(
+            NAME, "of which: flattening the page's text", stats["text"][0], stats["bare"][0]
         ),
-        Figure(
-            benchmark=NAME,
-            name=f"session list median ({sessions + 1} sessions)",
-            value=list_stats["ask"],
-            unit="us",
-            baseline="bare apsw SELECT median",
-            baseline_value=list_stats["bare"],
+        Figure.against_bare(
+            NAME,
+            f"session list median ({sessions + 1} sessions)",
+            list_stats["ask"],
+            list_stats["bare"],
             details={"sessions_listed": sorted(listed), "rounds": lists},
         ),
     ]

@@ -214,6 +214,7 @@ def load_raw_transcript_page(
     the page's bodies, none decoded, unless ``finished_only`` (an agent item's body
     says whether it is still open: the typed page's bodies are written out again).
     ``None``: no projection of the session."""
+    read: _Read[RawTranscriptItemView] | None
     if finished_only:
         page = load_transcript_page(
             connection, session_id, after_seq, limit, roles, finished_only=True
@@ -227,24 +228,10 @@ def load_raw_transcript_page(
             )
             for item in page.items
         ]
-        return RawTranscriptPage(
-            next_after_seq=page.next_after_seq,
-            session_id=session_id,
-            latest_seq=page.latest_seq,
-            execution=page.execution,
-            items=items,
-        )
-    read = _read_page(connection, session_id, after_seq, limit, roles, _raw_views)
-    if read is None:
-        return None
-    execution, latest_seq, items, next_after_seq = read
-    return RawTranscriptPage(
-        next_after_seq=next_after_seq,
-        session_id=session_id,
-        latest_seq=latest_seq,
-        execution=execution,
-        items=items,
-    )
+        read = (page.execution, page.latest_seq, items, page.next_after_seq)
+    else:
+        read = _read_page(connection, session_id, after_seq, limit, roles, _raw_views)
+    return None if read is None else RawTranscriptPage(**_page_fields(session_id, read))
 
 
 def load_transcript_page(
@@ -269,16 +256,24 @@ def load_transcript_page(
     read = _read_page(
         connection, session_id, after_seq, limit, roles, _views, finished_only=finished_only
     )
-    if read is None:
-        return None
+    return None if read is None else TranscriptPage(**_page_fields(session_id, read))
+
+
+_Read = tuple[MaterializedExecutionState, int, list[_View], int]
+"""What :func:`_read_page` read: the execution state, the latest seq, the items and the
+next cursor."""
+
+
+def _page_fields(session_id: str, read: _Read[Any]) -> dict[str, Any]:
+    """The fields of a transcript page (typed or raw) of what :func:`_read_page` read."""
     execution, latest_seq, items, next_after_seq = read
-    return TranscriptPage(
-        next_after_seq=next_after_seq,
-        session_id=session_id,
-        latest_seq=latest_seq,
-        execution=execution,
-        items=items,
-    )
+    return {
+        "next_after_seq": next_after_seq,
+        "session_id": session_id,
+        "latest_seq": latest_seq,
+        "execution": execution,
+        "items": items,
+    }
 
 
 def _read_page(
@@ -290,7 +285,7 @@ def _read_page(
     views: Callable[[list[tuple[Any, ...]], str], list[_View]],
     *,
     finished_only: bool = False,
-) -> tuple[MaterializedExecutionState, int, list[_View], int] | None:
+) -> _Read[_View] | None:
     """A transcript page's execution state, latest seq, items (made by ``views``; with
     ``finished_only`` typed ones, whose bodies say which agent item is open) and next
     cursor, in one read transaction; ``None``: no projection of the session."""
