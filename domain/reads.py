@@ -105,9 +105,7 @@ class LoadTranscriptPage(Request[TranscriptPage | None], frozen=True, kw_only=Tr
     finished_only: bool = False
 
     def check(self) -> None:
-        _at_least(self, "after_seq", 0)
-        if self.finished_only:
-            finished_only_roles(self.roles)
+        _check_transcript_page(self)
 
 
 class LoadRawTranscriptPage(Request[RawTranscriptPage | None], frozen=True, kw_only=True):
@@ -127,9 +125,14 @@ class LoadRawTranscriptPage(Request[RawTranscriptPage | None], frozen=True, kw_o
     finished_only: bool = False
 
     def check(self) -> None:
-        _at_least(self, "after_seq", 0)
-        if self.finished_only:
-            finished_only_roles(self.roles)
+        _check_transcript_page(self)
+
+
+def _check_transcript_page(message: LoadTranscriptPage | LoadRawTranscriptPage) -> None:
+    """The one check of a transcript page's query, typed or raw."""
+    _at_least(message, "after_seq", 0)
+    if message.finished_only:
+        finished_only_roles(message.roles)
 
 
 class LoadTranscriptHistory(Request[TranscriptHistory | None], frozen=True, kw_only=True):
