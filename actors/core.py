@@ -61,7 +61,7 @@ from ..domain.messages import (
 )
 from ..domain.reports import StoreMetrics
 from .commits import CommitWatch
-from .envelope import Answering, Envelope, OneShotReply, Reply
+from .envelope import Answering, Envelope, OneShotReply, Reply, answers_here
 from .exit_hook import OwningProcess
 from .inbox import inbox_of
 from .internal import (
@@ -366,11 +366,7 @@ class StoreCore:
         (:meth:`ReaderDesk.read_now <relaystore.actors.reader.ReaderDesk.read_now>`) and
         a writer message runs in this thread if the writer is idle
         (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`)."""
-        if (
-            timeout is None
-            and isinstance(message, _READER_ROUTED)
-            and threading.current_thread() is not threading.main_thread()
-        ):
+        if timeout is None and isinstance(message, _READER_ROUTED) and answers_here():
             for _ in self._desks:  # each desk at most once, from the next in turn
                 desk = self._desks[next(self._next_reader) % len(self._desks)]
                 done, value = desk.read_now(message)

@@ -25,6 +25,7 @@ from .inbox import BoundedActor
 
 __all__ = [
     "Answering",
+    "answers_here",
     "Envelope",
     "ExcInfo",
     "OneShotReply",
@@ -44,6 +45,14 @@ class Reply(Protocol):
     def set(self, value: Any | None = None) -> None: ...
 
     def set_exception(self, exc_info: ExcInfo | None = None) -> None: ...
+
+
+def answers_here() -> bool:
+    """Whether a message may be answered in the calling thread instead of being handed
+    over (the writer's and the readers' fast paths): not in the main thread, where
+    Python runs signal handlers and raises ``KeyboardInterrupt``, which could cut into
+    or re-enter the work half done."""
+    return threading.current_thread() is not threading.main_thread()
 
 
 class Answering(Protocol):

@@ -81,7 +81,7 @@ from ..storage.schema import read_store_id
 from ..storage.sessions import load_state
 from ..storage.stats import load_stats
 from ..storage.transaction import Connection
-from .envelope import TellSafeActor, Unanswerable
+from .envelope import TellSafeActor, Unanswerable, answers_here
 from .internal import (
     LoadAuditView,
     LoadIndexEntries,
@@ -125,7 +125,7 @@ class ReaderDesk:
         Ctrl-C arrive, which could cut into a read transaction), while the reader has
         messages waiting or is answering one, or once it closed. A refusal raises here,
         as the ask would raise it. Never waits for the reader."""
-        if threading.current_thread() is threading.main_thread() or self._waiting():
+        if not answers_here() or self._waiting():
             return False, None
         if not self.lock.acquire(blocking=False):
             return False, None

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from ..domain.messages import CompactStore
-from .envelope import Envelope
+from .envelope import Envelope, answers_here
 from .inbox import HeldInbox
 
 __all__ = ["WriterPen"]
@@ -54,8 +54,8 @@ class WriterPen:
         thread, where signals arrive (see the module). Not for the event loop's thread:
         the batch commits here, fsync included.
         """
-        if threading.current_thread() is threading.main_thread():
-            return False  # a signal handler or Ctrl-C could cut into the batch there
+        if not answers_here():
+            return False
         inbox = self._inbox
         if inbox is None or isinstance(envelope.message, CompactStore) or not inbox.idle():
             return False  # busy: leave the pen alone (the writer takes it for each message)

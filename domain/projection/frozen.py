@@ -31,6 +31,7 @@ the one a projector reloading its session would read, so a fetched item is the i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 
 import msgspec
 
@@ -250,7 +251,7 @@ class Transcript:
             behind: Iterable[int] = self._replaced
         else:
             behind = range(self._frozen_upto)
-        for offset in (*behind, *range(self._frozen_upto, len(entries))):
+        for offset in chain(behind, range(self._frozen_upto, len(entries))):
             entry = entries[offset]
             if type(entry) is TranscriptItem:
                 total += DECODED_FACTOR * len(encode(entry))
