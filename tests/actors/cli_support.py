@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
@@ -88,6 +88,16 @@ def start(db: Path, *args: str, stdout: int = subprocess.PIPE) -> subprocess.Pop
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """Kill ``process`` if it still runs, reap it and close its pipes."""
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=TIMEOUT)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def ok(db: Path, *args: str) -> subprocess.CompletedProcess[str]:

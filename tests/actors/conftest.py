@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.actors.cli_support import TIMEOUT
+from tests.actors.cli_support import stop
 
 
 @pytest.fixture
@@ -16,9 +16,4 @@ def spawned() -> Iterator[list[subprocess.Popen[str]]]:
     processes: list[subprocess.Popen[str]] = []
     yield processes
     for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=TIMEOUT)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        stop(process)

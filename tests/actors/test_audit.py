@@ -184,18 +184,7 @@ def test_a_corrupted_projection_field_is_named(
     replayed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _copy(replayed, "damaged.sqlite3")
-    connection = apsw.Connection(str(db))
-    (position,) = connection.execute(
-        "SELECT position FROM materialized_transcript_items WHERE session_id = ? "
-        "AND body_json LIKE '%answer 5.%' ORDER BY position LIMIT 1",
-        (SESSION,),
-    ).fetchone()
-    connection.execute(
-        "UPDATE materialized_transcript_items SET body_json = replace(body_json, "
-        "'answer 5.', 'answer 55.') WHERE session_id = ? AND position = ?",
-        (SESSION, position),
-    )
-    connection.close()
+    _answer_55(db, "body_json")
 
     status, document = _audit(capsys, db, SESSION)
 
@@ -208,22 +197,28 @@ def test_a_corrupted_projection_field_is_named(
     assert f"{SESSION}: diverges from log at projection.transcript[" in capsys.readouterr().out
 
 
-def test_a_damaged_stored_text_is_named_though_the_body_is_intact(
-    replayed: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    db = _copy(replayed, "damaged.sqlite3")
+def _answer_55(db: Path, column: str) -> None:
+    """Edit "answer 5." into "answer 55." in ``column`` of the first transcript item
+    whose ``column`` holds it, as an operator's sqlite3 shell can."""
     connection = apsw.Connection(str(db))
     (stable_id,) = connection.execute(
         "SELECT stable_id FROM materialized_transcript_items WHERE session_id = ? "
-        "AND view_text LIKE '%answer 5.%' ORDER BY position LIMIT 1",
+        f"AND {column} LIKE '%answer 5.%' ORDER BY position LIMIT 1",
         (SESSION,),
     ).fetchone()
-    connection.execute(  # the text alone: the body, and so the trigger, are untouched
-        "UPDATE materialized_transcript_items SET view_text = replace(view_text, "
+    connection.execute(
+        f"UPDATE materialized_transcript_items SET {column} = replace({column}, "
         "'answer 5.', 'answer 55.') WHERE session_id = ? AND stable_id = ?",
         (SESSION, stable_id),
     )
     connection.close()
+
+
+def test_a_damaged_stored_text_is_named_though_the_body_is_intact(
+    replayed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = _copy(replayed, "damaged.sqlite3")
+    _answer_55(db, "view_text")  # the text alone: the body, and so the trigger, untouched
 
     status, document = _audit(capsys, db, SESSION)
 

@@ -35,6 +35,7 @@ from tests.actors.cli_support import (
     events,
     ok,
     start,
+    stop,
 )
 from tests.actors.test_cli_service import Serving, token_of
 
@@ -234,12 +235,7 @@ def _replay_on(
         for pump in pumps:
             pump.join(timeout=TIMEOUT)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=TIMEOUT)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        stop(process)
         os.close(master)
     rest = b"".join(piped[n] for n in sorted(piped)).decode("utf-8", "replace")
     return status, shown.decode("utf-8", "replace"), rest

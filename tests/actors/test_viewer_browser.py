@@ -11,7 +11,6 @@ Set ``RELAYSTORE_VIEWER_SCREENSHOTS`` to a folder to keep a screenshot of each s
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from relaystore import ApiActivityState, EventStore, RecordActivities
 from relaystore.domain.relay import encode_relay_event
 from relaystore.testing import JournalBuilder
-from tests.actors.cli_support import ENV, WORKER_ROOTS, command, replay
+from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -247,15 +246,8 @@ def test_a_transcript_pages_as_the_origins_clients_page_it(
 
 def _replay(db: Path, root: Path) -> None:
     """``relaystore replay`` in its own process, into the store the server reads."""
-    result = subprocess.run(
-        command(
-            db, "replay", str(root), "--session", LIVE, "--projection", "thread", "--no-progress"
-        ),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = cli(
+        db, "replay", str(root), "--session", LIVE, "--projection", "thread", "--no-progress"
     )
     assert result.returncode == 0, result.stderr
 
@@ -345,14 +337,7 @@ def test_the_list_shows_each_sessions_activity_and_a_behind_mark(
     newer = journal.newer_line(FUTURE_LINE)
     path = tmp_path / "newer.jsonl"
     path.write_bytes(journal.to_bytes() + encode_relay_event(newer) + b"\n")
-    result = subprocess.run(
-        command(db, "replay", str(path), "--session", BEHIND, "--projection", "thread"),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = cli(db, "replay", str(path), "--session", BEHIND, "--projection", "thread")
     assert result.returncode == 0, result.stderr
     assert f"warning: session {BEHIND}: " in result.stderr
     _until(browser, lambda b: "badge behind v-behind" in _badges(b, BEHIND))
