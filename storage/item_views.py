@@ -24,18 +24,19 @@ import msgspec
 from ..domain.materialized import TranscriptBody
 from ..domain.roles import TranscriptRole
 from ..domain.transcript_views import item_role, item_text
+from .materialized import TRANSCRIPT_BODY
 
 __all__ = ["VIEW_WRITTEN", "fill_item_views", "stored_view"]
 
-VIEW_WRITTEN = "view_writes = COALESCE(view_writes, 0) + 1"
+VIEW_WRITTEN = "view_writes = COALESCE(view_writes, 0) % 1000000000 + 1"
 """The assignment every write of an item's ``view_role`` and ``view_text`` carries: it
 makes ``view_writes`` differ from the value before, so the store's trigger
 ``materialized_transcript_view_stale`` forgets the view only when an update changed the
-body without it."""
+body without it. It counts modulo a billion, so no value (one edited by hand to the
+largest integer) makes it overflow into a REAL the STRICT column refuses."""
 
 _FILL_BATCH = 1024
 """Items :func:`fill_item_views` flattens per statement."""
-_BODY = msgspec.json.Decoder(TranscriptBody)
 
 
 def stored_view(body: TranscriptBody) -> tuple[TranscriptRole, str]:
@@ -60,7 +61,7 @@ def fill_item_views(connection: apsw.Connection) -> None:
         views: list[tuple[str, str, int]] = []
         for rowid, body_json in rows:
             try:
-                body = _BODY.decode(str(body_json))
+                body = TRANSCRIPT_BODY.decode(str(body_json))
             except msgspec.DecodeError:
                 continue
             role, text = stored_view(body)

@@ -252,3 +252,26 @@ def test_a_body_edited_past_json_fails_the_raw_page_as_the_typed_one(
             errors.append(type(info.value))
             assert info.value.session_id == SESSION
         assert errors[0] is errors[1]
+
+
+@pytest.mark.parametrize("count", [2**63 - 1, -(2**63), 1_000_000_000])
+def test_a_hand_edited_write_count_never_blocks_the_next_write(
+    store_path: Path, count: int
+) -> None:
+    """(Found by a review.) A ``view_writes`` edited to the largest integer made the next
+    write's count overflow into a REAL the STRICT column refuses, so every later page
+    touching the item failed; the count wraps instead, and the view is written."""
+    _store(store_path)
+    with open_writer(store_path) as writer:
+        db = writer.connection
+        db.execute(
+            "UPDATE materialized_transcript_items SET view_writes = ? WHERE stable_id = 'system:1'",
+            (count,),
+        )
+        _write(db, [_item(4, "system:1", SystemBody(text="rewritten"))])
+        role, text, writes = _views(db)["system:1"]
+        assert (role, text) == ("system", "rewritten")
+        assert writes != count
+        page = load_transcript_page(db, SESSION, 0, limit=100)
+        assert page is not None
+        assert [item.text for item in page.items if item.stable_id == "system:1"] == ["rewritten"]
