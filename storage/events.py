@@ -18,7 +18,7 @@ import msgspec
 from ..domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
 from ..domain.errors import InvalidInput, UnknownSession
 from ..domain.wire import encode
-from .transaction import is_foreign_key_violation, store_error, transaction
+from .transaction import is_foreign_key_violation, transaction
 
 __all__ = [
     "api_event_from_row",
@@ -66,26 +66,25 @@ def insert_api_events(
 
     Raises :class:`~relaystore.domain.errors.UnknownSession` naming a session that does not exist.
     """
-    bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
-    if not bodies:
-        return
-    # Joined: one statement, or (several rows) callers that undo a failed step: the
-    # batch's savepoint, or a page commit that raises through it.
-    with transaction(connection, "append API events", join=True):
-        _append(connection, bodies)
+    bodies = _bodies(rows)
+    if bodies:
+        # Joined: one statement, or (several rows) callers that undo a failed step: the
+        # batch's savepoint, or a page commit that raises through it.
+        with transaction(connection, "append API events", join=True):
+            _append(connection, bodies)
 
 
 def append_api_events(cursor: apsw.Cursor, rows: Iterable[tuple[str, int, ApiEventData]]) -> None:
-    """:func:`insert_api_events` for a caller already in a transaction (which undoes a
-    failure), on its cursor: the same rows, the same errors, without a second
-    transaction block (a tenth of an activity write's Python)."""
-    bodies = [(sid, at, encode_event_body(event)) for sid, at, event in rows]
-    if not bodies:
-        return
-    try:
+    """:func:`insert_api_events` inside a caller's :func:`~relaystore.storage.transaction.transaction`
+    block (which undoes a failure and maps SQLite's errors), on its cursor: the same rows,
+    without a second transaction block (a tenth of an activity write's Python)."""
+    bodies = _bodies(rows)
+    if bodies:
         _append(cursor, bodies)
-    except apsw.Error as exc:  # mapped as insert_api_events' joined transaction maps it
-        raise store_error(exc, "append API events", cursor.connection) from exc
+
+
+def _bodies(rows: Iterable[tuple[str, int, ApiEventData]]) -> list[tuple[str, int, str]]:
+    return [(sid, at, encode_event_body(event)) for sid, at, event in rows]
 
 
 def _append(connection: apsw.Connection | apsw.Cursor, bodies: list[tuple[str, int, str]]) -> None:

@@ -58,6 +58,7 @@ from ..domain.wire import JSON
 from .transaction import transaction
 
 __all__ = [
+    "TRANSCRIPT_BODY",
     "IndexEntries",
     "decode_stored",
     "decode_transcript_bodies",
@@ -138,7 +139,8 @@ ORDER BY ordinal
 """
 
 _BODIES: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[TranscriptBody])
-_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
+TRANSCRIPT_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
+"""Decodes one stored transcript item body (``body_json``)."""
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
 _ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
@@ -426,7 +428,7 @@ def decode_transcript_bodies(rows: list[tuple[Any, ...]], session_id: str) -> li
     except msgspec.DecodeError:
         pass
     return [
-        decode_stored(_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id)
+        decode_stored(TRANSCRIPT_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id)
         for r in rows
     ]
 
