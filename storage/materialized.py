@@ -62,6 +62,7 @@ __all__ = [
     "IndexEntries",
     "decode_stored",
     "decode_transcript_bodies",
+    "stored_bodies",
     "load_index_entries",
     "stored_facts",
     "execution_columns",
@@ -409,7 +410,7 @@ def decode_stored(decoder: msgspec.json.Decoder[Any], text: str, what: str, sess
     """``text`` (a stored column) decoded, or :class:`ProjectionError` naming ``what``."""
     try:
         return decoder.decode(text)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # nested past the decoder's depth
         raise ProjectionError(
             f"stored {what} does not decode: {exc}", session_id=session_id
         ) from exc
@@ -418,19 +419,51 @@ def decode_stored(decoder: msgspec.json.Decoder[Any], text: str, what: str, sess
 def decode_transcript_bodies(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptBody]:
     """The decoded bodies of transcript ``rows`` (body JSON in column 5).
 
-    One decoder call for the whole page (far cheaper than one call per row); a page
-    holding a bad body is decoded row by row to name the item.
+    One decoder call for the whole page (far cheaper than one call per row), once
+    :func:`_page_of_bodies` found every row's body exactly where the page puts it; any
+    other page is decoded row by row, to name the item that does not decode.
     """
-    try:
-        bodies: list[TranscriptBody] = _BODIES.decode("[" + ",".join(r[5] for r in rows) + "]")
-        if len(bodies) == len(rows):
+    page = _page_of_bodies(rows)
+    if page is not None:
+        try:
+            bodies: list[TranscriptBody] = _BODIES.decode(page[0])
             return bodies
-    except msgspec.DecodeError:
-        pass
+        except (msgspec.DecodeError, RecursionError):
+            pass
     return [
         decode_stored(TRANSCRIPT_BODY, str(r[5]), f"body of transcript item {r[0]!r}", session_id)
         for r in rows
     ]
+
+
+def stored_bodies(rows: list[tuple[Any, ...]], session_id: str) -> list[msgspec.Raw]:
+    """The bodies of transcript ``rows`` (column 5) as their stored JSON, each checked
+    to be one JSON object, none decoded: one syntax check over the page, else row by row
+    to name the item that is not (:func:`raw_stored`)."""
+    page = _page_of_bodies(rows)
+    if page is not None and all(memoryview(raw)[0] == 0x7B for raw in page[1]):  # "{"
+        return page[1]
+    return [raw_stored(str(r[5]), f"body of transcript item {r[0]!r}", session_id) for r in rows]
+
+
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _page_of_bodies(rows: list[tuple[Any, ...]]) -> tuple[bytes, list[msgspec.Raw]] | None:
+    """The rows' bodies as one JSON array and its elements, or None unless each element
+    is exactly its row's body: the same count and the same lengths, so that no body
+    (edited past the table's CHECK) ends inside the next one and shifts the page."""
+    try:
+        texts = [str(row[5]).encode() for row in rows]
+        joined = b"[" + b",".join(texts) + b"]"
+        raws = _RAWS.decode(joined)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
+    if len(raws) != len(texts) or any(
+        len(raw) != len(text) for raw, text in zip(raws, texts, strict=True)
+    ):
+        return None
+    return joined, raws
 
 
 def raw_stored(text: str, what: str, session_id: str, *, array: bool = False) -> msgspec.Raw:

@@ -12,6 +12,7 @@ apsw error                                 raised
 ``NotADBError``                            :class:`~relaystore.domain.errors.InvalidInput`
 ``ReadOnlyError``                          :class:`~relaystore.domain.errors.InvalidInput`
 ``CorruptError`` (malformed pages)         :class:`~relaystore.domain.errors.InvalidInput` (damaged)
+``UnicodeDecodeError`` (text not UTF-8)    :class:`~relaystore.domain.errors.InvalidInput` (damaged)
 anything else (I/O, full disk)             :class:`~relaystore.domain.errors.StoreError` (the root)
 =========================================  =============================================
 
@@ -34,9 +35,17 @@ Connection = apsw.Connection
 """The connection every storage function takes (layers above storage name it by this)."""
 
 
-def store_error(exc: apsw.Error, action: str, connection: apsw.Connection | None) -> StoreError:
+def store_error(
+    exc: apsw.Error | UnicodeDecodeError, action: str, connection: apsw.Connection | None
+) -> StoreError:
     """The relaystore error for ``exc`` raised while doing ``action`` (see module table)."""
     path = _filename(connection)
+    if isinstance(exc, UnicodeDecodeError):  # a TEXT value written as other bytes
+        return InvalidInput(
+            f"{action}: the store holds text that is not UTF-8 ({exc}); it was edited or "
+            "damaged: restore it from a backup, or run relaystore audit to find where",
+            path=path,
+        )
     if isinstance(exc, apsw.ConstraintError):
         return InvalidInput(f"{action} violates a store constraint: {exc}", path=path)
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
@@ -83,13 +92,13 @@ def transaction(
     if join and connection.in_transaction:
         try:
             yield connection
-        except apsw.Error as exc:
+        except (apsw.Error, UnicodeDecodeError) as exc:
             raise store_error(exc, action, connection) from exc
         return
     try:
         with connection:
             yield connection
-    except apsw.Error as exc:
+    except (apsw.Error, UnicodeDecodeError) as exc:
         raise store_error(exc, action, connection) from exc
 
 

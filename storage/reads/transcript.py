@@ -80,7 +80,7 @@ from ..materialized import (
     load_materialized_session,
     load_transcript_items,
     parse_execution,
-    raw_stored,
+    stored_bodies,
 )
 from ..transaction import transaction
 
@@ -318,24 +318,12 @@ def _read_page(
     return execution, latest_seq, items, next_after_seq
 
 
-_RAW_BODIES = msgspec.json.Decoder(list[msgspec.Raw])
-
-
 def _raw_views(rows: list[tuple[Any, ...]], session_id: str) -> list[RawTranscriptItemView]:
     """The views of transcript ``rows`` (the ``_ITEM_COLUMNS``) with each body its
     stored JSON: one syntax check over the page (a bad body is found row by row and
     refused naming the item); a body is decoded only where the store does not know the
     item's role and text (an older build wrote it)."""
-    try:
-        bodies = _RAW_BODIES.decode("[" + ",".join(row[5] for row in rows) + "]")
-        objects = len(bodies) == len(rows) and all(memoryview(b)[0] == 0x7B for b in bodies)  # "{"
-    except msgspec.DecodeError:
-        objects = False
-    if not objects:
-        bodies = [
-            raw_stored(str(row[5]), f"body of transcript item {row[0]!r}", session_id)
-            for row in rows
-        ]
+    bodies = stored_bodies(rows, session_id)
     shown = [
         _stored_view(
             row,

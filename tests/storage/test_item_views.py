@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from relaystore.domain.errors import ProjectionError
+from relaystore.domain.errors import InvalidInput, ProjectionError
 from relaystore.domain.materialized import (
     AgentBody,
     MaterializedSessionMutation,
@@ -275,3 +275,51 @@ def test_a_hand_edited_write_count_never_blocks_the_next_write(
         page = load_transcript_page(db, SESSION, 0, limit=100)
         assert page is not None
         assert [item.text for item in page.items if item.stable_id == "system:1"] == ["rewritten"]
+
+
+def _edit_bodies(db: apsw.Connection, bodies: dict[str, str | bytes]) -> None:
+    """Write ``bodies`` (by stable id) past the table's CHECK, keeping the stored views
+    (as an operator's sqlite3 shell can)."""
+    db.execute("PRAGMA ignore_check_constraints = ON")
+    for stable_id, body in bodies.items():
+        value = body if isinstance(body, str) else f"CAST(x'{body.hex()}' AS TEXT)"
+        db.execute(
+            f"UPDATE materialized_transcript_items SET body_json = {'?' if isinstance(body, str) else value},"
+            " view_writes = view_writes + 1 WHERE stable_id = ?",
+            (body, stable_id) if isinstance(body, str) else (stable_id,),
+        )
+    db.execute("PRAGMA ignore_check_constraints = OFF")
+
+
+@pytest.mark.parametrize(
+    ("bodies", "refused"),
+    [
+        # Neither is JSON alone; joined with a comma they made a page of two objects.
+        (
+            {
+                "user:1": '{"kind":"user","content":[]},{"kind":"user","content":[],"x":"',
+                "agent:a": '"}',
+            },
+            ProjectionError,
+        ),
+        (
+            {"system:1": '{"kind":"system","text":' + "[" * 100_000 + "]" * 100_000 + "}"},
+            ProjectionError,
+        ),
+        ({"system:1": b'{"kind":"system","text":"\xff"}'}, InvalidInput),
+    ],
+    ids=["bodies-that-join-into-json", "nested-past-the-decoder", "not-utf-8"],
+)
+def test_a_hostile_body_is_refused_by_both_pages(
+    store_path: Path, bodies: dict[str, str | bytes], refused: type[Exception]
+) -> None:
+    """(Found by a hostile probe.) Bodies that are JSON only together, nested past the
+    decoder's depth, or not UTF-8: both the typed and the raw page refuse them with the
+    same relaystore error, never a made-up body, a RecursionError or a UnicodeDecodeError."""
+    _store(store_path)
+    with open_writer(store_path) as writer:
+        db = writer.connection
+        _edit_bodies(db, bodies)
+        for read in (load_transcript_page, load_raw_transcript_page):
+            with pytest.raises(refused):
+                read(db, SESSION, 0, limit=100)
