@@ -15,13 +15,16 @@
   ``CORSMiddleware``: ``GET`` with ``Authorization`` and ``Last-Event-ID``, no cookies).
 
 Guarantees: the token never travels in a URL and never reaches script-readable storage
-(the page posts it in a form; the cookie holds a random sign-in id, not the token, and
+(the page posts it in a form; the cookie holds a signed sign-in, not the token, and
 script cannot read it). Sign-in and sign-out are state-changing requests a cookie could
 be ridden for, so they are refused (403) unless the browser says they come from this
 server's own page: ``Sec-Fetch-Site: same-origin``, or, from a browser that does not send
-it, an ``Origin`` that is this server. Sign-ins live in this process's memory: at most :data:`MAX_SIGN_INS`
-(the oldest is forgotten first), each for :data:`SIGN_IN_SECONDS`; a restart forgets
-them all. The form body is read to at most :data:`MAX_FORM_BYTES`; no message names the
+it, an ``Origin`` that is this server. A sign-in is valid for :data:`SIGN_IN_SECONDS`;
+its cookie is signed with a key derived from the token, so a ``serve`` restarted with
+the same token keeps every browser signed in, and a new token signs them all out. A
+sign-out is remembered in this process's memory (at most :data:`MAX_SIGN_INS`, the oldest
+forgotten first): a restart forgets it, so a copy of a signed-out cookie that a client
+kept reads again until it expires; a new token ends every sign-in. The form body is read to at most :data:`MAX_FORM_BYTES`; no message names the
 token.
 
 Must not: answer anything but the viewer's files and sign-in (the read routes and the feed
@@ -31,6 +34,7 @@ are their own modules; the token check and error bodies are the preamble's,
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -89,36 +93,68 @@ _FORM = "application/x-www-form-urlencoded"
 
 
 class _SignIns:
-    """The sign-ins handed out, by the SHA-256 of their cookie, oldest first."""
+    """Sign-in cookies signed with a key derived from the token, and those signed out.
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    A cookie is ``ISSUED.NONCE.MAC``: its issue time (Unix seconds, hex), a random nonce
+    and an HMAC-SHA256 over both with a key derived from the bearer token (never the
+    token itself). It is valid for :data:`SIGN_IN_SECONDS` from its issue time unless
+    signed out, so a server restarted with the same token accepts the cookies the old one
+    handed out, and one started with another token accepts none. Sign-outs are kept (by
+    the SHA-256 of their cookie, oldest first) until their cookie would expire, at most
+    :data:`MAX_SIGN_INS` (the oldest is forgotten first), in this process's memory.
+    """
+
+    def __init__(self, token: bytes, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._until: dict[bytes, float] = {}
+        self._key = hmac.new(token, b"relaystore viewer sign-in v1", hashlib.sha256).digest()
+        self._ended: dict[bytes, float] = {}
 
-    @staticmethod
-    def _key(cookie: str) -> bytes:
-        return hashlib.sha256(cookie.encode()).digest()
+    def _mac(self, signed: str) -> str:
+        digest = hmac.new(self._key, signed.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
     def start(self) -> str:
-        now = self._clock()
-        # One lifetime for all: insertion order is expiry order, so the expired are in front.
-        while self._until and (
-            len(self._until) >= MAX_SIGN_INS or next(iter(self._until.values())) <= now
-        ):
-            del self._until[next(iter(self._until))]
-        cookie = secrets.token_urlsafe(32)
-        self._until[self._key(cookie)] = now + SIGN_IN_SECONDS
-        return cookie
+        signed = f"{int(self._clock()):x}.{secrets.token_urlsafe(16)}"
+        return f"{signed}.{self._mac(signed)}"
+
+    def _until(self, cookie: str) -> float | None:
+        """When a well-signed ``cookie`` expires; None for any other text."""
+        signed, _, mac = cookie.rpartition(".")
+        issued, _, nonce = signed.partition(".")
+        if not (nonce and mac and 0 < len(issued) <= 12):
+            return None
+        try:
+            issued_at = int(issued, 16)
+        except ValueError:
+            return None
+        if not hmac.compare_digest(mac.encode(), self._mac(signed).encode()):
+            return None
+        return issued_at + SIGN_IN_SECONDS
 
     def valid(self, cookie: str | None) -> bool:
         if not cookie or len(cookie) > 100:
             return False
-        until = self._until.get(self._key(cookie))
-        return until is not None and until > self._clock()
+        until = self._until(cookie)
+        if until is None or until <= self._clock():
+            return False
+        return _digest(cookie) not in self._ended
 
     def end(self, cookie: str | None) -> None:
-        if cookie:
-            self._until.pop(self._key(cookie), None)
+        if not cookie or len(cookie) > 100:
+            return
+        until = self._until(cookie)
+        now = self._clock()
+        if until is None or until <= now:
+            return
+        ended = self._ended
+        while ended and (len(ended) >= MAX_SIGN_INS or next(iter(ended.values())) <= now):
+            del ended[next(iter(ended))]
+        # Kept in sign-out order; expiry order differs, so an expired one may wait its turn.
+        ended[_digest(cookie)] = until
+
+
+def _digest(cookie: str) -> bytes:
+    return hashlib.sha256(cookie.encode()).digest()
 
 
 class Access:
@@ -127,9 +163,9 @@ class Access:
     The one check every route that needs the token calls (:meth:`authorized`).
     """
 
-    def __init__(self, token: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, token: str, *, clock: Callable[[], float] = time.time) -> None:
         self._token = token.encode()
-        self._sign_ins = _SignIns(clock)
+        self._sign_ins = _SignIns(self._token, clock)
 
     def token_matches(self, presented: str) -> bool:
         """Whether ``presented`` is the bearer token (compared in constant time)."""

@@ -239,22 +239,61 @@ def _with_cookie(cookie: str) -> Request:
     return Request({"type": "http", "headers": [(b"cookie", f"{COOKIE}={cookie}".encode())]})
 
 
-def test_sign_ins_are_bounded_and_expire() -> None:
-    now = [1000.0]
+def test_sign_ins_expire_and_sign_outs_are_bounded() -> None:
+    now = [1_700_000_000.0]
     access = Access("the-token", clock=lambda: now[0])
     assert access.sign_in("wrong") is None
     first = access.sign_in(" the-token\n")
     assert first is not None
-    rest = [access.sign_in("the-token") for _ in range(MAX_SIGN_INS - 1)]
-    live = [cookie for cookie in [first, *rest] if cookie is not None]
-    assert len(live) == MAX_SIGN_INS
-    assert all(access.authorized(_with_cookie(cookie)) for cookie in live)
-    # One more: the oldest is forgotten, the others still hold.
-    assert access.sign_in("the-token") is not None
-    assert not access.authorized(_with_cookie(first))
-    assert all(access.authorized(_with_cookie(cookie)) for cookie in live[1:])
+    live = [first, *(access.sign_in("the-token") for _ in range(MAX_SIGN_INS + 1))]
+    cookies = [cookie for cookie in live if cookie is not None]
+    assert len(set(cookies)) == MAX_SIGN_INS + 2
+    assert all(access.authorized(_with_cookie(cookie)) for cookie in cookies)
+    # Signed out: refused; the remembered sign-outs are bounded, the oldest forgotten.
+    for cookie in cookies[:-1]:
+        access.sign_out(_with_cookie(cookie))
+    assert not any(access.authorized(_with_cookie(cookie)) for cookie in cookies[1:-1])
+    assert access.authorized(_with_cookie(cookies[0]))  # the oldest sign-out, forgotten
+    assert access.authorized(_with_cookie(cookies[-1]))
     now[0] += SIGN_IN_SECONDS
-    assert not any(access.authorized(_with_cookie(cookie)) for cookie in live[1:])
+    assert not any(access.authorized(_with_cookie(cookie)) for cookie in cookies)
+
+
+def test_a_sign_in_outlives_a_restart_with_the_same_token_only() -> None:
+    now = [1_700_000_000.0]
+    cookie = Access("the-token", clock=lambda: now[0]).sign_in("the-token")
+    assert cookie is not None
+    assert "the-token" not in cookie
+    restarted = Access("the-token", clock=lambda: now[0] + 60)
+    assert restarted.authorized(_with_cookie(cookie))
+    assert not Access("a-new-token", clock=lambda: now[0]).authorized(_with_cookie(cookie))
+    issued, nonce, mac = cookie.split(".")
+    for forged in (
+        f"{int(issued, 16) + 3600:x}.{nonce}.{mac}",  # a later issue time, same signature
+        f"{issued}.{nonce}x.{mac}",
+        f"{issued}.{nonce}",
+        "the-token",
+        "",
+    ):
+        assert not restarted.authorized(_with_cookie(forged)), forged
+
+
+def test_serve_restarted_with_the_same_token_keeps_the_cookie(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path) as store:
+        store.ask(SaveSession(record=example_session("session-1")))
+    first = start_server(path)
+    try:
+        cookie = _cookie(_sign_in(first, first.token))
+    finally:
+        assert "Traceback" not in stop_server(first)
+    again = start_server(path)
+    try:
+        jar = {"relaystore_signin": cookie}
+        sessions = httpx.get(again.url + "/api/v1/sessions", cookies=jar, timeout=10)
+        assert sessions.status_code == 200, sessions.text
+    finally:
+        assert "Traceback" not in stop_server(again)
 
 
 # -- other origins ------------------------------------------------------------------------
