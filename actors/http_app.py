@@ -68,6 +68,7 @@ def _read_routes(preamble: Preamble) -> list[Route]:
         preamble.route(_SESSION, reads.session_detail),
         preamble.route(_SESSION + "/transcript", reads.transcript),
         preamble.route(_SESSION + "/history", reads.history),
+        preamble.route(_SESSION + "/items", reads.items),
         preamble.route(_SESSION + "/usage", reads.usage),
         preamble.route(_SESSION + "/elicitations", reads.elicitations),
     ]

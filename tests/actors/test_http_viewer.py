@@ -11,6 +11,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -40,8 +41,21 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+LONG = "long-session"
+
+
 @pytest.fixture(scope="module")
-def server(store_path: Path) -> Iterator[Server]:
+def long_session(store_path: Path) -> None:
+    """A session of 3 + 10 x 2 items (a user message and an answer a turn)."""
+    with EventStore.open(store_path) as store:
+        store.ask(SaveSession(record=example_session(LONG)))
+        journal = JournalBuilder()
+        events = [e for n in range(10) for e in journal.prompt_turn(f"turn {n}")]
+        store.ask(ObserveRelayEvents(session_id=LONG, events=events))
+
+
+@pytest.fixture(scope="module")
+def server(store_path: Path, long_session: None) -> Iterator[Server]:
     running = start_server(store_path, "--cors-origin", APP)
     yield running
     assert "Traceback" not in stop_server(running)
@@ -133,6 +147,71 @@ def test_stats_answers_the_stats_commands_object(server: Server, store_path: Pat
 # -- sign-in ------------------------------------------------------------------------------
 
 
+def _window(server: Server, **params: object) -> Any:
+    response = server.get(f"/api/v1/sessions/{LONG}/items", **params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _ids(page: Any) -> list[str]:
+    return [item["stable_id"] for item in page["items"]]
+
+
+def test_the_window_opens_at_the_newest_items_and_pages_both_ways(server: Server) -> None:
+    whole = server.get(f"/api/v1/sessions/{LONG}/transcript", limit=1000).json()
+    in_order = sorted(whole["items"], key=lambda item: (item["position"], item["stable_id"]))
+    every = [item["stable_id"] for item in in_order]
+    assert len(every) > 14
+
+    newest = _window(server, limit=4)
+    assert _ids(newest) == every[-4:]
+    assert newest["total"] == len(every)
+    assert newest["older"] is True
+    assert newest["newer"] is False
+    assert newest["follow_after_seq"] >= whole["latest_seq"]
+    assert newest["items"] == in_order[-4:]  # the /transcript shape
+
+    # Back to the start a page at a time, then forward to the end again.
+    pages, page = [newest], newest
+    while page["older"]:
+        first = page["items"][0]
+        page = _window(
+            server, limit=4, before_position=first["position"], before_id=first["stable_id"]
+        )
+        assert 0 < len(_ids(page)) <= 4
+        assert page["newer"] is True
+        assert "total" not in page
+        pages.insert(0, page)
+    assert [i for p in pages for i in _ids(p)] == every
+    seen, page = _ids(pages[0]), pages[0]
+    while page["newer"]:
+        last = page["items"][-1]
+        page = _window(server, limit=4, after_position=last["position"], after_id=last["stable_id"])
+        seen += _ids(page)
+    assert seen == every
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"before_position": "3"}, "give before_position and before_id together"),
+        ({"after_id": "x"}, "give after_position and after_id together"),
+        (
+            {"before_position": "3", "before_id": "x", "after_position": "1", "after_id": "y"},
+            "not both",
+        ),
+        ({"limit": "-1"}, "limit must be a non-negative integer"),
+    ],
+)
+def test_a_bad_window_cursor_is_a_400_naming_it(
+    server: Server, params: dict[str, str], says: str
+) -> None:
+    response = server.get(f"/api/v1/sessions/{LONG}/items", **params)
+    assert response.status_code == 400
+    assert says in response.json()["error"]
+    assert server.get("/api/v1/sessions/no-such-session/items").status_code == 404
+
+
 def test_sign_in_exchanges_the_token_for_a_cookie_the_api_accepts(server: Server) -> None:
     response = _sign_in(server, server.token)
     cookie = _cookie(response)
@@ -147,7 +226,7 @@ def test_sign_in_exchanges_the_token_for_a_cookie_the_api_accepts(server: Server
     jar = {"relaystore_signin": cookie}
     sessions = httpx.get(server.url + "/api/v1/sessions", cookies=jar, timeout=10)
     assert sessions.status_code == 200
-    assert [s["id"] for s in sessions.json()["sessions"]] == ["session-1"]
+    assert [s["id"] for s in sessions.json()["sessions"]] == [LONG, "session-1"]
     with httpx.stream(
         "GET", server.url + "/api/v1/events?after_seq=0", cookies=jar, timeout=10
     ) as stream:
