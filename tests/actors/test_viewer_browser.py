@@ -130,6 +130,14 @@ def _all(browser: WebDriver, selector: str, attribute: str) -> list[str]:
     return [str(value) for value in found]
 
 
+def _texts(browser: WebDriver, selector: str) -> list[str]:
+    """The text of every element ``selector`` finds, read in one step."""
+    found = browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent)", selector
+    )
+    return [str(value) for value in found]
+
+
 def _click(browser: WebDriver, selector: str) -> None:
     browser.execute_script("document.querySelector(arguments[0]).click()", selector)
 
@@ -215,25 +223,39 @@ def test_signed_in_the_list_renders_and_the_feed_follows(
     browser.save_screenshot(str(screens / "03-sessions-and-feed.png"))
 
 
-def test_a_transcript_pages_as_the_origins_clients_page_it(
+def _in_order(server: Server, session_id: str) -> list[str]:
+    whole = server.get(f"/api/v1/sessions/{session_id}/transcript", limit=1000).json()["items"]
+    return [item["stable_id"] for item in sorted(whole, key=lambda i: (i["position"], i["stable_id"]))]
+
+
+def _contiguous(shown: list[str], every: list[str]) -> bool:
+    """Whether ``shown`` is a run of ``every`` in its order."""
+    if not shown or shown[0] not in every:
+        return False
+    start = every.index(shown[0])
+    return every[start : start + len(shown)] == shown
+
+
+def test_a_transcript_opens_at_its_newest_items_with_its_turns_and_usage(
     browser: WebDriver, server: Server, screens: Path
 ) -> None:
-    whole = server.get(f"/api/v1/sessions/{SESSION}/transcript", limit=1000).json()["items"]
-    in_order = [item["stable_id"] for item in sorted(whole, key=lambda item: item["position"])]
+    in_order = _in_order(server, SESSION)
     assert len(in_order) > 10
 
     _signed_in(browser, server, f"/?page_size=5#session={SESSION}")
-    _until(browser, lambda b: len(_items(b)) == 5)
-    assert _shown(browser, "transcript-next")
-    assert "through seq" in _text(browser, "transcript-status")
-    browser.save_screenshot(str(screens / "04-transcript-first-page.png"))
+    _until(browser, lambda b: len(_items(b)) >= 5)
+    shown = _items(browser)
+    assert shown[-1] == in_order[-1]
+    assert _contiguous(shown, in_order)
+    assert f"of {len(in_order)}" in _text(browser, "tab-transcript-count")
+    assert _text(browser, "transcript-status").startswith("Items ")
+    browser.save_screenshot(str(screens / "04-transcript-newest.png"))
 
-    browser.find_element(By.ID, "transcript-next").click()
-    _until(browser, lambda b: len(_items(b)) == 10)
-    browser.find_element(By.ID, "transcript-rest").click()
-    _until(browser, lambda b: "all caught up" in _text(b, "transcript-status"))
-    assert _items(browser) == in_order
-    assert not _shown(browser, "transcript-next")
+    while _shown(browser, "transcript-older"):
+        before = _items(browser)[0]
+        _click(browser, "#transcript-older")
+        _until(browser, lambda b: _items(b)[0] != before)
+    assert _items(browser) == in_order  # 17 items fit the window (4 pages of 5)
     browser.save_screenshot(str(screens / "05-transcript-whole.png"))
 
     browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="usage"]').click()
@@ -252,6 +274,19 @@ def _replay(db: Path, root: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def _at_end(browser: WebDriver) -> bool:
+    return bool(
+        browser.execute_script(
+            "const b = document.getElementById('transcript-scroll');"
+            "return b.scrollHeight - b.scrollTop - b.clientHeight < 40"
+        )
+    )
+
+
+def _scroll_top(browser: WebDriver) -> int:
+    return int(browser.execute_script("return document.getElementById('transcript-scroll').scrollTop"))
+
+
 def test_a_replay_in_another_process_appears_live(
     browser: WebDriver, server: Server, db: Path, tmp_path: Path, screens: Path
 ) -> None:
@@ -259,28 +294,67 @@ def test_a_replay_in_another_process_appears_live(
     _until(browser, lambda b: _text(b, "feed-state") == "live")
     journal = JournalBuilder()
     journal.prompt_turn("Which tests cover the viewer?", chunks=("The browser ", "tests do."))
-    journal.question("Run them now?", action=None)
+    journal.question("Run them now?", action="accept")
+    journal.question("Delete the screenshots?", action="decline")
+    for n in range(15):
+        journal.prompt_turn(f"Step {n}: and then?", chunks=("Then the next step.",))
+    journal.question("Push the branch?", action=None)
     _replay(db, journal.write_worker_root(tmp_path / "root", LIVE))
 
     _until(browser, lambda b: LIVE in _sessions(b))
     _until(browser, lambda b: f"#session={LIVE}" in _all(b, "#feed .feed-session", "href"))
+    # A session new to the page: the feed names it by its title once the list knows it.
+    title = server.get(f"/api/v1/sessions/{LIVE}").json()["title"]
+    assert title
+    feed_names = f'#feed .feed-session[data-session-id="{LIVE}"]'
+    _until(browser, lambda b: set(_texts(b, feed_names)) == {title})
     browser.save_screenshot(str(screens / "07-replay-appears-live.png"))
 
     _click(browser, f'.session[data-session-id="{LIVE}"]')
-    _until(browser, lambda b: "Which tests cover the viewer?" in _text(b, "transcript"))
-    _until(browser, lambda b: "all caught up" in _text(b, "transcript-status"))
+    _until(browser, lambda b: "Step 14: and then?" in _text(b, "transcript"))
+    _until(browser, lambda b: "following live" in _text(b, "transcript-status"))
+    _until(browser, _at_end)
     shown = len(_items(browser))
 
-    # The session grows while it is on screen: the page follows without a reload.
+    # Scrolled to its end, the transcript follows what the session adds.
     journal.prompt_turn("And the server side?", chunks=("test_http_viewer.py",))
     _replay(db, journal.write_worker_root(tmp_path / "root", LIVE))
     _until(browser, lambda b: "And the server side?" in _text(b, "transcript"))
     assert len(_items(browser)) > shown
-    browser.save_screenshot(str(screens / "08-transcript-grows-live.png"))
+    _until(browser, _at_end)
+    assert not _shown(browser, "transcript-new")
+    browser.save_screenshot(str(screens / "08-transcript-follows-live.png"))
 
+    # Scrolled up, it stays where the reader is and says that new items wait below.
+    browser.execute_script("document.getElementById('transcript-scroll').scrollTop = 0")
+    _until(browser, lambda b: _scroll_top(b) == 0)
+    journal.prompt_turn("One more thing?", chunks=("Yes.",))
+    _replay(db, journal.write_worker_root(tmp_path / "root", LIVE))
+    _until(browser, lambda b: _shown(b, "transcript-new"))
+    assert "new item" in _text(browser, "transcript-new")
+    assert _scroll_top(browser) == 0
+    browser.save_screenshot(str(screens / "09-new-items-marker.png"))
+    _click(browser, "#transcript-new")
+    _until(browser, lambda b: _at_end(b) and not _shown(b, "transcript-new"))
+    assert "One more thing?" in _text(browser, "transcript")
+
+    # Every question in order, each with how it was resolved.
     browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="questions"]').click()
-    _until(browser, lambda b: "Run them now?" in _text(b, "questions"))
-    browser.save_screenshot(str(screens / "09-pending-question.png"))
+    _until(browser, lambda b: len(_all(b, "#questions .question", "class")) == 3)
+    cards = browser.execute_script(
+        "return [...document.querySelectorAll('#questions .question')].map(q => q.innerText)"
+    )
+    assert ["Run them now?" in cards[0], "Delete the screenshots?" in cards[1]] == [True, True]
+    assert "Push the branch?" in cards[2]
+    assert "Answered (accepted)" in cards[0]
+    assert "Declined" in cards[1]
+    assert "Waiting for an answer" in cards[2]
+    assert _all(browser, "#questions .question", "class") == [
+        "question resolved",
+        "question resolved",
+        "question waiting",
+    ]
+    browser.save_screenshot(str(screens / "10-questions-and-answers.png"))
 
 
 def test_sign_out_forgets_the_cookie(browser: WebDriver, server: Server, screens: Path) -> None:
@@ -291,7 +365,7 @@ def test_sign_out_forgets_the_cookie(browser: WebDriver, server: Server, screens
     _until(browser, lambda b: _shown(b, "signin-view"))
     assert browser.get_cookie("relaystore_signin") is None
     assert not _shown(browser, "app")
-    browser.save_screenshot(str(screens / "10-signed-out.png"))
+    browser.save_screenshot(str(screens / "11-signed-out.png"))
     # The server forgot it too: the old value no longer reads.
     stale = httpx.get(
         server.url + "/api/v1/sessions",
@@ -343,11 +417,11 @@ def test_the_list_shows_each_sessions_activity_and_a_behind_mark(
     _until(browser, lambda b: "badge behind v-behind" in _badges(b, BEHIND))
     assert not any("v-behind" in badge for badge in _badges(browser, SESSION))
     assert "1 behind" in _text(browser, "health-figures")
-    browser.save_screenshot(str(screens / "11-activity-and-behind.png"))
+    browser.save_screenshot(str(screens / "12-activity-and-behind.png"))
 
     _click(browser, f'.session[data-session-id="{BEHIND}"]')
     _until(browser, lambda b: _shown(b, "detail-behind"))
     assert _text(browser, "detail-behind").startswith(
         f"Projection behind at ordinal {newer.ordinal} (unknown "
     )
-    browser.save_screenshot(str(screens / "12-behind-detail.png"))
+    browser.save_screenshot(str(screens / "13-behind-detail.png"))

@@ -21,12 +21,19 @@
   const FEED_KEEP = 200; // events kept on screen
   const FEED_BACKLOG = 50; // events shown from before the page opened
   const TEXT_KEEP = 4000; // characters of a tool's output shown before "…"
-  const POLL_MS = 3000; // a caught-up transcript asks for more this often
-  const HEALTH_MS = 10000;
+  const POLL_MS = 3000; // a transcript following live asks for more this often
+  const HEALTH_MS = 10000; // the header asks /healthz this often while it answers
+  const RETRY_MS = 2000; // and this often while it does not
   const STATS_MS = 60000;
+  const WINDOW_PAGES = 4; // pages of a transcript kept in the page at once
+  const EDGE_PX = 400; // scrolled this close to a loaded end, the next page loads
+  const BAD_KINDS = ["rejected", "interrupted", "failed"];
+  // Reasons that mean someone meant to stop the work (domain.outcomes.expected_cancellation).
+  const EXPECTED = ["controller_disconnected", "owner_lost_on_restart", "requested_cancellation"];
 
   const query = new URLSearchParams(location.search);
   const PAGE = Math.min(Math.max(parseInt(query.get("page_size"), 10) || 50, 1), 500);
+  const KEEP = PAGE * WINDOW_PAGES;
 
   const $ = (id) => document.getElementById(id);
 
@@ -39,6 +46,15 @@
 
   function badge(text, kind) {
     return el("span", `badge ${kind || ""} v-${String(text).replace(/[^a-z0-9_-]/gi, "")}`, text);
+  }
+
+  // An error or fault: its own colour and a text marker, never colour alone.
+  function errorBadge(text) {
+    return el("span", "badge error", `⚠ ${text}`);
+  }
+
+  function isBadOutcome(outcome) {
+    return Boolean(outcome) && BAD_KINDS.includes(outcome.kind) && !EXPECTED.includes(outcome.reason);
   }
 
   function when(value) {
@@ -67,13 +83,19 @@
   class SignedOut extends Error {}
 
   async function api(path) {
-    const response = await fetch(path, {
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-      cache: "no-store",
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+        cache: "no-store",
+      });
+    } catch (error) {
+      checkHealthSoon();
+      throw error;
+    }
     if (response.status === 401) {
-      showSignIn();
+      showSignIn(started);
       throw new SignedOut("signed out");
     }
     let body = null;
@@ -107,11 +129,14 @@
   let started = false;
   let feed = null;
 
-  function showSignIn() {
+  function showSignIn(wasSignedIn) {
     if (feed) {
       feed.close();
       feed = null;
     }
+    closeSessionFeed();
+    // Signed in a moment ago and refused now: say why rather than drop the reader silently.
+    if (wasSignedIn) $("signin-expired").hidden = false;
     $("app").hidden = true;
     $("health").hidden = true;
     $("signout").hidden = true;
@@ -130,24 +155,62 @@
 
   // -- health -------------------------------------------------------------------------
 
-  const store = { latest: 0, stats: null };
+  const store = { latest: 0, stats: null, reachable: true };
+  let healthTimer = null;
 
+  // The header's word on the server: "healthy" while /healthz answers ok, "unreachable"
+  // while nothing answers, "unhealthy" when it answers otherwise. A failing check asks
+  // again every RETRY_MS; coming back, the page picks up where it was by itself.
   async function loadHealth() {
     const state = $("health-state");
+    let ok = false;
     try {
       const response = await fetch("/healthz", { cache: "no-store" });
-      const body = await response.json();
-      if (!response.ok || body.status !== "ok") throw new Error(body.error || "unhealthy");
-      store.latest = body.latest_seq;
-      state.textContent = "healthy";
-      state.className = "dot ok";
-      state.title = "GET /healthz answers ok";
-    } catch (error) {
-      state.textContent = "not answering";
-      state.className = "dot bad";
-      state.title = String(error.message || error);
+      const body = await response.json().catch(() => ({}));
+      if (response.ok && body.status === "ok") {
+        ok = true;
+        store.latest = body.latest_seq;
+        state.textContent = "healthy";
+        state.className = "dot ok";
+        state.title = "GET /healthz answers ok";
+      } else {
+        state.textContent = "unhealthy";
+        state.className = "dot bad";
+        state.title = body.error || `GET /healthz answered HTTP ${response.status}`;
+      }
+    } catch (_) {
+      state.textContent = "server unreachable · retrying";
+      state.className = "dot bad unreachable";
+      state.title = "GET /healthz did not answer: relaystore serve is not running or not reachable";
     }
+    const back = ok && !store.reachable;
+    store.reachable = ok;
+    document.body.dataset.server = ok ? "up" : "down";
     renderFigures();
+    scheduleHealth(ok ? HEALTH_MS : RETRY_MS);
+    if (back) recover();
+  }
+
+  function scheduleHealth(delay) {
+    clearTimeout(healthTimer);
+    healthTimer = setTimeout(() => quietly(loadHealth()), delay);
+  }
+
+  function checkHealthSoon() {
+    if (started) scheduleHealth(0);
+  }
+
+  // The server answers again: reload what may have changed; reopen a feed that gave up.
+  function recover() {
+    quietly(loadSessions());
+    quietly(loadStats());
+    if (!feed) follow(store.latest);
+    if (selected) {
+      const id = selected;
+      quietly(loadDetail(id));
+      quietly(followTranscript());
+      if (!sessionFeed) openSessionFeed(id);
+    }
   }
 
   async function loadStats() {
@@ -182,6 +245,7 @@
       (a, b) => String(b.updated_at).localeCompare(String(a.updated_at)) || a.id.localeCompare(b.id),
     );
     renderSessions();
+    renderFeedTitles();
   }
 
   function modelOf(session) {
@@ -210,13 +274,14 @@
       button.type = "button";
       button.dataset.sessionId = session.id;
       if (session.id === selected) button.classList.add("selected");
+      if (session.has_error) button.classList.add("has-error");
       button.append(el("span", "title", session.title || "(untitled)"));
       const badges = el("span", "badges");
       badges.append(badge(session.lifecycle, "lifecycle"), badge(session.chat_phase, "phase"));
       const activity = activityOf(session);
       if (activity) badges.append(badge(activity, "activity"));
       if (behindOf(session.id)) badges.append(badge("behind", "behind"));
-      if (session.has_error) badges.append(badge("error", "error"));
+      if (session.has_error) badges.append(errorBadge("error"));
       button.append(badges);
       const meta = [shortId(session.id), session.harness_kind, modelOf(session), when(session.updated_at)];
       button.append(el("span", "meta", meta.filter(Boolean).join(" · ")));
@@ -230,7 +295,10 @@
 
   // -- one session --------------------------------------------------------------------
 
-  let transcript = null; // { id, items: Map, cursor, latest, caughtUp, busy }
+  // The transcript on screen: a window of at most KEEP items in position order (whole
+  // pages of GET .../items, newest first when a session opens), and the live cursor of
+  // GET .../transcript (items whose seq is above it changed since).
+  let tx = null;
 
   function fromHash() {
     const match = /^#session=(.+)$/.exec(location.hash);
@@ -242,16 +310,22 @@
     renderSessions();
     $("detail-empty").hidden = Boolean(id);
     $("detail").hidden = !id;
-    if (!id) return;
-    transcript = { id, items: new Map(), cursor: 0, latest: 0, caughtUp: false, busy: false };
+    closeSessionFeed();
+    tx = null;
     $("transcript").replaceChildren();
     $("questions").replaceChildren();
     $("usage-rows").replaceChildren();
     $("usage-totals").replaceChildren();
+    marks.badTurns = new Map();
+    marks.faults = new Set();
+    if (!id) return;
+    showPane("detail");
+    $("detail-more").open = window.innerWidth >= 1280 && window.innerHeight >= 850;
     quietly(loadDetail(id));
-    quietly(nextPage());
+    quietly(openTranscript(id));
     quietly(loadUsage(id));
     quietly(loadQuestions(id));
+    openSessionFeed(id);
   }
 
   function fact(dl, name, value) {
@@ -276,6 +350,8 @@
     const activity = activityOf(session);
     if (activity) badges.append(badge(activity, "activity"));
     if (session.activity_state && session.activity_state.waiting_for_input) badges.append(badge("waiting for input", "waiting"));
+    const last = session.last_turn_outcome;
+    if (last && isBadOutcome(last.outcome)) badges.append(errorBadge(`last turn ${outcomeText(last.outcome)}`));
     const dl = $("detail-facts");
     dl.replaceChildren();
     fact(dl, "Session", session.id);
@@ -284,7 +360,6 @@
     fact(dl, "State", session.state);
     fact(dl, "Created", when(session.created_at));
     fact(dl, "Updated", when(session.updated_at));
-    const last = session.last_turn_outcome;
     if (last) fact(dl, "Last turn", `${last.command_id}: ${outcomeText(last.outcome)}`);
     const behind = session.projection_behind;
     $("detail-behind").hidden = !behind;
@@ -293,43 +368,234 @@
         `${behind.kept_ordinal - behind.ordinal + 1} line(s) kept in the relay log until a build that knows the kind catches up.`
       : "";
     $("detail-error").hidden = !session.has_error;
-    $("detail-error").textContent = session.has_error ? session.error || "The session reports an error." : "";
+    $("detail-error").textContent = session.has_error ? `⚠ ${session.error || "The session reports an error."}` : "";
   }
 
-  // The transcript, paged as the origin's clients page it: items with seq > after_seq,
-  // resumed at next_after_seq; an item that changed comes again with a higher seq.
-  async function nextPage() {
-    const page = transcript;
-    if (!page || page.busy) return false;
+  function itemsPath(id, params) {
+    const search = new URLSearchParams({ ...params, limit: String(PAGE) });
+    return `/api/v1/sessions/${encodeURIComponent(id)}/items?${search}`;
+  }
+
+  // Opens the session at its newest page, scrolled to the end, following live.
+  async function openTranscript(id) {
+    const body = await api(itemsPath(id, {}));
+    if (selected !== id) return;
+    tx = {
+      id,
+      order: [], // stable ids on screen, in position order
+      items: new Map(), // stable id -> item on screen
+      nodes: new Map(), // stable id -> its element
+      older: body.older,
+      newer: false,
+      total: body.total,
+      first: body.total - body.items.length, // index of order[0] in the whole transcript
+      maxPosition: 0, // the highest position ever seen: a higher one is a new item
+      cursor: body.follow_after_seq, // GET .../transcript resumes after it
+      busy: false,
+      following: false,
+      stuck: true, // the reader is at the end: the view follows what arrives
+      unseen: 0,
+    };
+    const page = tx;
+    $("transcript").replaceChildren();
+    place(page, body.items, "end");
+    for (const item of body.items) page.maxPosition = Math.max(page.maxPosition, item.position);
+    renderWindow(page);
+    const box = $("transcript-scroll");
+    box.scrollTop = box.scrollHeight;
+    await fillView(page);
+    if (tx === page) box.scrollTop = box.scrollHeight;
+  }
+
+  // Puts a page of items at one end of the window and trims the other end to KEEP.
+  function place(page, items, where) {
+    const box = $("transcript");
+    const fresh = items.filter((item) => !page.items.has(item.stable_id));
+    const nodes = fresh.map((item) => {
+      const node = renderItem(item);
+      page.items.set(item.stable_id, item);
+      page.nodes.set(item.stable_id, node);
+      return node;
+    });
+    const ids = fresh.map((item) => item.stable_id);
+    keepAnchor(() => {
+      if (where === "start") {
+        box.prepend(...nodes);
+        page.order = ids.concat(page.order);
+        page.first -= ids.length;
+        drop(page, page.order.length - KEEP, "end");
+      } else {
+        box.append(...nodes);
+        page.order = page.order.concat(ids);
+        drop(page, page.order.length - KEEP, "start");
+      }
+    });
+  }
+
+  function drop(page, count, where) {
+    if (count <= 0) return;
+    const gone = where === "start" ? page.order.splice(0, count) : page.order.splice(page.order.length - count, count);
+    for (const id of gone) {
+      page.nodes.get(id).remove();
+      page.nodes.delete(id);
+      page.items.delete(id);
+    }
+    if (where === "start") {
+      page.first += count;
+      page.older = true;
+    } else {
+      page.newer = true;
+    }
+  }
+
+  // Keeps the item the reader looks at where it is while items come and go around it.
+  function keepAnchor(change) {
+    const box = $("transcript-scroll");
+    const top = box.scrollTop;
+    const anchor = [...$("transcript").children].find((node) => node.offsetTop + node.offsetHeight > top);
+    const offset = anchor ? anchor.offsetTop - top : 0;
+    change();
+    if (anchor && anchor.isConnected) box.scrollTop = anchor.offsetTop - offset;
+  }
+
+  function atEnd(box) {
+    return box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  }
+
+  async function pageOlder() {
+    const page = tx;
+    if (!page || page.busy || !page.older || !page.order.length) return;
     page.busy = true;
     try {
-      const path = `/api/v1/sessions/${encodeURIComponent(page.id)}/transcript?after_seq=${page.cursor}&limit=${PAGE}`;
-      const body = await api(path);
-      if (transcript !== page) return false;
-      for (const item of body.items) page.items.set(item.stable_id, item);
-      page.cursor = body.next_after_seq;
-      page.latest = body.latest_seq;
-      page.execution = body.execution && body.execution.state;
-      page.caughtUp = body.items.length === 0 || body.next_after_seq >= body.latest_seq;
-      renderTranscript(page, body.items);
-      return body.items.length > 0 && !page.caughtUp;
+      const first = page.items.get(page.order[0]);
+      const body = await api(itemsPath(page.id, { before_position: first.position, before_id: first.stable_id }));
+      if (tx !== page) return;
+      page.older = body.older;
+      place(page, body.items, "start");
+      if (!body.older) page.first = 0;
     } finally {
       page.busy = false;
     }
+    renderWindow(page);
   }
 
-  async function catchUp() {
-    while (await nextPage()) {
-      // each page renders as it arrives
+  async function pageNewer() {
+    const page = tx;
+    if (!page || page.busy || !page.newer || !page.order.length) return;
+    page.busy = true;
+    try {
+      const last = page.items.get(page.order[page.order.length - 1]);
+      const body = await api(itemsPath(page.id, { after_position: last.position, after_id: last.stable_id }));
+      if (tx !== page) return;
+      page.newer = body.newer;
+      place(page, body.items, "end");
+    } finally {
+      page.busy = false;
+    }
+    renderWindow(page);
+  }
+
+  // Loads pages until the view is full or a loaded end is in reach no more.
+  async function fillView(page) {
+    const box = $("transcript-scroll");
+    for (let n = 0; n < WINDOW_PAGES && tx === page; n += 1) {
+      if (page.older && box.scrollTop < EDGE_PX) await pageOlder();
+      else if (page.newer && box.scrollHeight - box.scrollTop - box.clientHeight < EDGE_PX) await pageNewer();
+      else break;
     }
   }
 
+  // What changed since the live cursor (GET .../transcript by seq): items on screen are
+  // replaced in place; new items join the end when the window holds it, and the view
+  // follows them unless the reader scrolled up (then a "new items" marker counts them).
+  async function followTranscript() {
+    const page = tx;
+    if (!page || page.following) return;
+    page.following = true;
+    try {
+      for (let pages = 0; pages < 100 && tx === page; pages += 1) {
+        const path = `/api/v1/sessions/${encodeURIComponent(page.id)}/transcript?after_seq=${page.cursor}&limit=${PAGE}`;
+        const body = await api(path);
+        if (tx !== page) return;
+        page.cursor = body.next_after_seq;
+        page.execution = body.execution && body.execution.state;
+        if (body.items.length) arrive(page, body.items);
+        if (!body.items.length || body.next_after_seq >= body.latest_seq) break;
+      }
+    } finally {
+      page.following = false;
+    }
+    renderWindow(page);
+  }
+
+  function arrive(page, items) {
+    const box = $("transcript-scroll");
+    const stick = !page.newer && page.stuck;
+    const added = [];
+    let fresh = 0;
+    keepAnchor(() => {
+      for (const item of items) {
+        const node = page.nodes.get(item.stable_id);
+        if (node) {
+          const redrawn = renderItem(item);
+          node.replaceWith(redrawn);
+          page.nodes.set(item.stable_id, redrawn);
+          page.items.set(item.stable_id, item);
+        } else if (item.position > page.maxPosition) {
+          fresh += 1;
+          page.total += 1;
+          page.maxPosition = item.position;
+          // The window holds the end: the item joins it, unless that would pass KEEP
+          // while the reader is scrolled up (then the window stops holding the end).
+          if (!page.newer && (stick || page.order.length + added.length < KEEP)) added.push(item);
+          else page.newer = true;
+        }
+      }
+      if (added.length) {
+        const nodes = added.map((item) => {
+          const node = renderItem(item);
+          page.items.set(item.stable_id, item);
+          page.nodes.set(item.stable_id, node);
+          return node;
+        });
+        $("transcript").append(...nodes);
+        page.order = page.order.concat(added.map((item) => item.stable_id));
+        drop(page, page.order.length - KEEP, "start");
+      }
+    });
+    if (stick && !page.newer) box.scrollTop = box.scrollHeight;
+    else page.unseen += fresh;
+  }
+
+  function roleName(role) {
+    return { user: "You", agent: "Agent", thought: "Thinking", tool: "Tool", terminal: "Terminal", plan: "Plan", plan_proposal: "Plan proposal", system: "System" }[role] || role;
+  }
+
+  // Why an item is an error or a fault, or "" when it is none: an interrupted turn's line,
+  // a failed command or tool call, the line of a turn that ended rejected, interrupted or
+  // failed (its completion ordinal is the line's position), a session fault.
+  function errorOf(item) {
+    const id = item.stable_id;
+    const text = String(item.text || "");
+    const call = item.body && item.body.call;
+    if (item.role === "tool" && call && call.status === "failed") return "tool call failed";
+    if (id.startsWith("shell:") && /^Shell · (failed|interrupted|signaled|timed out)/.test(text)) return "command failed";
+    if (id.startsWith("system:work-interrupted:")) return "interrupted";
+    const turn = marks.badTurns.get(item.position);
+    if (item.role === "system" && turn) return outcomeText(turn);
+    if (item.role === "system" && text.startsWith("warning: ") && marks.faults.has(text.slice(9))) return "session fault";
+    return "";
+  }
+
   function renderItem(item) {
-    const article = el("article", `item role-${item.role}`);
+    const problem = errorOf(item);
+    const article = el("article", `item role-${item.role}${problem ? " is-error" : ""}`);
     article.dataset.stableId = item.stable_id;
     article.dataset.seq = String(item.seq);
+    article.dataset.position = String(item.position);
     const head = el("header", "item-head");
     head.append(el("span", "role", roleName(item.role)), el("span", "time", clock(item.created_at_ms)));
+    if (problem) head.append(errorBadge(problem));
     article.append(head);
     const body = item.body || {};
     if (item.role === "tool" && body.call) {
@@ -344,8 +610,17 @@
     return article;
   }
 
-  function roleName(role) {
-    return { user: "You", agent: "Agent", thought: "Thinking", tool: "Tool", terminal: "Terminal", plan: "Plan", plan_proposal: "Plan proposal", system: "System" }[role] || role;
+  // Marks changed (a turn's outcome or a fault arrived): redraw the system lines on screen.
+  function remark() {
+    const page = tx;
+    if (!page) return;
+    for (const id of page.order) {
+      const item = page.items.get(id);
+      if (item.role !== "system" && !id.startsWith("shell:")) continue;
+      const fresh = renderItem(item);
+      page.nodes.get(id).replaceWith(fresh);
+      page.nodes.set(id, fresh);
+    }
   }
 
   function firstLine(text) {
@@ -375,38 +650,62 @@
     return box;
   }
 
-  function renderTranscript(page, changed) {
-    const box = $("transcript");
-    const stick = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
-    for (const item of changed) {
-      const old = box.querySelector(`article[data-stable-id="${CSS.escape(item.stable_id)}"]`);
-      const fresh = renderItem(item);
-      if (old) {
-        old.replaceWith(fresh);
-        continue;
-      }
-      // Keep the items in position order; pages come in seq order.
-      let after = null;
-      for (const node of box.children) {
-        const other = page.items.get(node.dataset.stableId);
-        if (other && other.position > item.position) {
-          after = node;
-          break;
-        }
-      }
-      box.insertBefore(fresh, after);
-    }
-    if (stick && changed.length) box.scrollTop = box.scrollHeight;
-    const count = page.items.size;
-    $("tab-transcript-count").textContent = count ? String(count) : "";
-    const where = page.caughtUp
-      ? `${count} item${count === 1 ? "" : "s"} · all caught up${page.execution ? ` · ${page.execution}` : ""} · following live`
-      : `${count} item${count === 1 ? "" : "s"} · through seq ${page.cursor} of ${page.latest}`;
-    $("transcript-status").textContent = where;
-    $("transcript-next").hidden = page.caughtUp;
-    $("transcript-rest").hidden = page.caughtUp;
-    if (!count && page.caughtUp) $("transcript-status").textContent = "No transcript recorded yet · following live";
+  function renderWindow(page) {
+    if (tx !== page) return;
+    const loaded = page.order.length;
+    const total = Math.max(page.total, loaded);
+    $("tab-transcript-count").textContent = total ? `${loaded.toLocaleString()} of ${total.toLocaleString()}` : "";
+    $("transcript-older").hidden = !page.older;
+    $("transcript-newer").hidden = !page.newer;
+    $("transcript-newest").hidden = !page.newer;
+    const marker = $("transcript-new");
+    marker.hidden = page.unseen === 0;
+    marker.textContent = `↓ ${page.unseen.toLocaleString()} new item${page.unseen === 1 ? "" : "s"}`;
+    let where;
+    if (!total) where = "No transcript recorded yet";
+    else where = `Items ${(page.first + 1).toLocaleString()}–${(page.first + loaded).toLocaleString()} of ${total.toLocaleString()}`;
+    const live = page.newer ? "" : ` · following live${page.execution ? ` · ${page.execution}` : ""}`;
+    $("transcript-status").textContent = where + live;
   }
+
+  function onTranscriptScroll() {
+    const page = tx;
+    if (!page) return;
+    const box = $("transcript-scroll");
+    page.stuck = !page.newer && atEnd(box);
+    if (page.unseen && page.stuck) {
+      page.unseen = 0;
+      renderWindow(page);
+    }
+    if (!page.busy) quietly(fillView(page));
+  }
+
+  // The "new items" marker and "Newest": to the end, reopening the window there if the
+  // reader paged away from it.
+  async function toNewest() {
+    const page = tx;
+    if (!page) return;
+    if (page.newer) {
+      await openTranscript(page.id);
+      return;
+    }
+    page.unseen = 0;
+    page.stuck = true;
+    const box = $("transcript-scroll");
+    box.scrollTop = box.scrollHeight;
+    renderWindow(page);
+  }
+
+  // At the end, the view stays there while the items or the room for them change size.
+  function keepAtEnd() {
+    const page = tx;
+    if (page && page.stuck && !page.newer) {
+      const box = $("transcript-scroll");
+      box.scrollTop = box.scrollHeight;
+    }
+  }
+
+  const marks = { badTurns: new Map(), faults: new Set() }; // completion ordinal -> outcome; fault texts
 
   async function loadUsage(id) {
     const turns = [];
@@ -421,20 +720,31 @@
     if (selected !== id || !body) return;
     const rows = $("usage-rows");
     rows.replaceChildren();
+    let remarked = false;
     turns.forEach((turn, index) => {
-      const tr = el("tr");
       const usage = turn.usage || {};
       const outcome = turn.outcome || {};
+      const bad = isBadOutcome(outcome);
+      const tr = el("tr", bad ? "turn-error" : "");
       const cell = el("td");
-      cell.append(badge(outcome.kind || "open", "outcome"));
-      if (outcome.stop_reason) cell.append(el("span", "fine", ` ${outcome.stop_reason}`));
-      if (outcome.message) cell.title = outcome.message;
+      if (bad) {
+        cell.append(errorBadge(outcome.kind));
+        if (!marks.badTurns.has(turn.completed_ordinal)) {
+          marks.badTurns.set(turn.completed_ordinal, outcome);
+          remarked = true;
+        }
+      } else {
+        cell.append(badge(outcome.kind || "open", "outcome"));
+      }
+      const why = [outcome.stop_reason, outcome.reason, outcome.message].filter(Boolean).join(" · ");
+      if (why) cell.append(el("span", bad ? "why" : "fine", ` ${why}`));
       tr.append(el("td", "num", index + 1), el("td", "mono", turn.command_id), cell, el("td", null, when(turn.completed_at_ms)));
       for (const key of ["total_tokens", "input_tokens", "output_tokens", "cached_read_tokens"]) {
         tr.append(el("td", "num", tokens(usage[key])));
       }
       rows.append(tr);
     });
+    if (remarked) remark();
     if (!turns.length) {
       const tr = el("tr");
       const td = el("td", "empty", "No turns recorded yet.");
@@ -460,18 +770,48 @@
     $("tab-usage-count").textContent = turns.length ? String(turns.length) : "";
   }
 
+  // -- questions ------------------------------------------------------------------------
+
+  // Every question the session asked, in order, with how it was resolved: the session's
+  // own event stream from its start (input_required with the question, input_resolved
+  // with the action), and the pending list for questions asked before the stream knew.
+  let questions = new Map(); // elicitation id -> { request, askedAt, turnId, resolved }
+
   async function loadQuestions(id) {
-    const questions = await api(`/api/v1/sessions/${encodeURIComponent(id)}/elicitations`);
+    const pending = await api(`/api/v1/sessions/${encodeURIComponent(id)}/elicitations`);
     if (selected !== id) return;
+    for (const request of pending) {
+      if (!questions.has(request.id)) questions.set(request.id, { request, askedAt: null, turnId: null, resolved: null });
+    }
+    renderQuestions();
+  }
+
+  const ACTIONS = {
+    accept: "Answered (accepted)",
+    decline: "Declined",
+    cancel: "Cancelled",
+    cleared: "Cleared by the session, never answered",
+  };
+
+  function renderQuestions() {
     const box = $("questions");
     box.replaceChildren();
-    $("tab-questions-count").textContent = questions.length ? String(questions.length) : "";
-    if (!questions.length) {
-      box.append(el("p", "empty", "No question waits for an answer."));
+    const all = [...questions.values()];
+    const waiting = all.filter((q) => !q.resolved).length;
+    $("tab-questions-count").textContent = all.length ? (waiting ? `${waiting} waiting · ${all.length}` : String(all.length)) : "";
+    if (!all.length) {
+      box.append(el("p", "empty", "This session has asked no question."));
       return;
     }
-    for (const question of questions) {
-      const card = el("article", "question");
+    all.forEach((entry, index) => {
+      const question = entry.request;
+      const card = el("article", `question ${entry.resolved ? "resolved" : "waiting"}`);
+      card.dataset.elicitationId = question.id;
+      const head = el("header", "question-head");
+      head.append(el("span", "number", `#${index + 1}`));
+      if (entry.askedAt) head.append(el("span", "fine", `asked ${when(entry.askedAt)}`));
+      if (entry.turnId !== null && entry.turnId !== undefined) head.append(el("span", "fine", `turn ${entry.turnId}`));
+      card.append(head);
       if (question.title) card.append(el("h3", null, question.title));
       card.append(el("p", "text", question.message));
       if (question.description) card.append(el("p", "fine", question.description));
@@ -483,8 +823,66 @@
         if (field.options) li.append(el("span", "fine", ` · ${field.options.map((o) => o.title).join(", ")}`));
         fields.append(li);
       }
-      card.append(fields, el("p", "fine mono", question.id));
+      card.append(fields);
+      const answer = el("p", "answer");
+      if (entry.resolved) {
+        const action = entry.resolved.action;
+        answer.append(el("strong", null, ACTIONS[action] || `Resolved (${action})`));
+        answer.append(el("span", "fine", `${when(entry.resolved.at)} · who answered and what: not recorded (the journal keeps the action only)`));
+      } else {
+        answer.append(el("strong", null, "Waiting for an answer"));
+      }
+      card.append(answer, el("p", "fine mono", question.id));
       box.append(card);
+    });
+  }
+
+  // -- the session's own stream ---------------------------------------------------------
+
+  let sessionFeed = null;
+
+  function openSessionFeed(id) {
+    closeSessionFeed();
+    questions = new Map();
+    const stream = new EventSource(`/api/v1/events?session_id=${encodeURIComponent(id)}&after_seq=0`);
+    sessionFeed = stream;
+    const parse = (message) => {
+      try {
+        return JSON.parse(message.data);
+      } catch (_) {
+        return null;
+      }
+    };
+    stream.addEventListener("input_required", (message) => {
+      const event = parse(message);
+      const request = event && event.data && event.data.request;
+      if (!request || selected !== id) return;
+      const known = questions.get(request.id);
+      questions.set(request.id, { request, askedAt: event.recorded_at_ms, turnId: event.data.turn_id, resolved: known ? known.resolved : null });
+      soon("render-questions", async () => renderQuestions(), 100);
+    });
+    stream.addEventListener("input_resolved", (message) => {
+      const event = parse(message);
+      if (!event || selected !== id) return;
+      const entry = questions.get(event.data.elicitation_id);
+      if (entry) entry.resolved = { action: event.data.action, at: event.recorded_at_ms };
+      soon("render-questions", async () => renderQuestions(), 100);
+    });
+    stream.addEventListener("session_fault", (message) => {
+      const event = parse(message);
+      if (!event || selected !== id) return;
+      marks.faults.add(event.data.message);
+      soon("remark", async () => remark(), 100);
+    });
+    stream.addEventListener("error", () => {
+      if (stream.readyState === EventSource.CLOSED && sessionFeed === stream) sessionFeed = null;
+    });
+  }
+
+  function closeSessionFeed() {
+    if (sessionFeed) {
+      sessionFeed.close();
+      sessionFeed = null;
     }
   }
 
@@ -499,7 +897,7 @@
       case "turn_ended":
         return [turn.command_id, outcomeText(turn.outcome)].filter(Boolean).join(": ");
       case "command_ended":
-        return [data.command_kind || data.command_id, data.outcome].filter(Boolean).join(": ");
+        return [data.command_kind || data.command_id, data.outcome, data.reason, data.message].filter(Boolean).join(": ");
       case "input_required":
         return (data.request && data.request.message) || "";
       case "input_resolved":
@@ -516,9 +914,26 @@
     }
   }
 
-  function titleOf(id) {
-    const session = list.sessions.find((s) => s.id === id);
-    return session ? session.title || shortId(id) : shortId(id);
+  // Whether a feed event reports an error or a fault.
+  function feedError(event) {
+    const data = event.data || {};
+    if (event.type === "session_fault") return "fault";
+    if (event.type === "command_ended" && data.outcome === "failed") return "failed";
+    if (event.type === "turn_ended" && data.turn && isBadOutcome(data.turn.outcome)) return data.turn.outcome.kind;
+    return "";
+  }
+
+  // A session new to the list shows its id until the list knows its title: then every
+  // line of the feed naming it shows the title.
+  function renderFeedTitles() {
+    for (const link of document.querySelectorAll("#feed .feed-session")) nameLink(link);
+  }
+
+  function nameLink(link) {
+    const session = list.sessions.find((s) => s.id === link.dataset.sessionId);
+    const title = session && session.title ? session.title : "";
+    link.textContent = title || shortId(link.dataset.sessionId);
+    link.dataset.title = title;
   }
 
   function onFeedEvent(message) {
@@ -529,13 +944,18 @@
       return;
     }
     const ol = $("feed");
-    const li = el("li", "feed-item");
+    const problem = feedError(event);
+    const li = el("li", `feed-item${problem ? " is-error" : ""}`);
     li.dataset.seq = String(event.seq);
     const head = el("div", "feed-head");
-    head.append(el("span", "seq", `#${event.seq}`), badge(event.type, "type"), el("span", "time", clock(event.recorded_at_ms)));
+    head.append(el("span", "seq", `#${event.seq}`), badge(event.type, "type"));
+    if (problem) head.append(errorBadge(problem));
+    head.append(el("span", "time", clock(event.recorded_at_ms)));
     li.append(head);
-    const link = el("a", "feed-session", titleOf(event.session_id));
+    const link = el("a", "feed-session");
     link.href = `#session=${encodeURIComponent(event.session_id)}`;
+    link.dataset.sessionId = event.session_id;
+    nameLink(link);
     li.append(link);
     const text = summary(event);
     if (text) li.append(el("div", "feed-text", firstLine(text)));
@@ -551,7 +971,7 @@
     if (event.session_id === selected) {
       const id = selected;
       soon("detail", () => loadDetail(id));
-      soon("transcript", () => (transcript && transcript.caughtUp ? catchUp() : Promise.resolve()));
+      soon("transcript", () => followTranscript());
       soon("usage", () => loadUsage(id));
       soon("questions", () => loadQuestions(id));
     }
@@ -559,20 +979,22 @@
 
   function follow(after) {
     const state = $("feed-state");
-    feed = new EventSource(`/api/v1/events?after_seq=${after}`);
-    feed.addEventListener("open", () => {
+    const stream = new EventSource(`/api/v1/events?after_seq=${after}`);
+    feed = stream;
+    stream.addEventListener("open", () => {
       state.textContent = "live";
       state.className = "pill live";
     });
-    feed.addEventListener("error", () => {
+    stream.addEventListener("error", () => {
       state.textContent = "reconnecting";
       state.className = "pill waiting";
-      if (feed && feed.readyState === EventSource.CLOSED) {
+      checkHealthSoon();
+      if (stream.readyState === EventSource.CLOSED && feed === stream) {
         feed = null;
         quietly(api("/api/v1/workspaces")); // shows the sign-in when that is why
       }
     });
-    for (const kind of EVENT_KINDS) feed.addEventListener(kind, onFeedEvent);
+    for (const kind of EVENT_KINDS) stream.addEventListener(kind, onFeedEvent);
   }
 
   // -- start --------------------------------------------------------------------------
@@ -582,12 +1004,25 @@
     for (const body of ["transcript", "usage", "questions"]) $(`tab-${body}`).hidden = body !== name;
   }
 
+  // On a narrow screen one pane shows at a time (the bar of panes chooses it).
+  function showPane(name) {
+    $("app").dataset.pane = name;
+    for (const button of document.querySelectorAll(".pane-button")) button.classList.toggle("active", button.dataset.pane === name);
+  }
+
   async function start() {
     if (query.get("signin") === "refused") $("signin-refused").hidden = false;
     if (query.has("signin")) history.replaceState(null, "", location.pathname + location.hash);
     for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
-    $("transcript-next").addEventListener("click", () => quietly(nextPage()));
-    $("transcript-rest").addEventListener("click", () => quietly(catchUp()));
+    for (const button of document.querySelectorAll(".pane-button")) button.addEventListener("click", () => showPane(button.dataset.pane));
+    $("transcript-older").addEventListener("click", () => quietly(pageOlder()));
+    $("transcript-newer").addEventListener("click", () => quietly(pageNewer()));
+    $("transcript-newest").addEventListener("click", () => quietly(toNewest()));
+    $("transcript-new").addEventListener("click", () => quietly(toNewest()));
+    $("transcript-scroll").addEventListener("scroll", onTranscriptScroll, { passive: true });
+    const resized = new ResizeObserver(keepAtEnd);
+    resized.observe($("transcript-scroll"));
+    resized.observe($("transcript"));
     $("signin").addEventListener("submit", () => {
       $("signin-button").disabled = true;
     });
@@ -607,10 +1042,9 @@
     follow(Math.max(0, store.latest - FEED_BACKLOG));
     select(fromHash());
     window.addEventListener("hashchange", () => select(fromHash()));
-    setInterval(() => quietly(loadHealth()), HEALTH_MS);
     setInterval(() => quietly(loadStats()), STATS_MS);
     setInterval(() => {
-      if (started && transcript && transcript.caughtUp && !document.hidden) quietly(catchUp());
+      if (started && tx && !document.hidden && store.reachable) quietly(followTranscript());
     }, POLL_MS);
   }
 
