@@ -425,3 +425,90 @@ def test_the_list_shows_each_sessions_activity_and_a_behind_mark(
         f"Projection behind at ordinal {newer.ordinal} (unknown "
     )
     browser.save_screenshot(str(screens / "13-behind-detail.png"))
+
+
+# -- every width ------------------------------------------------------------------------
+
+WIDTHS = [(390, 844), (800, 700), (1024, 768), (1440, 900)]
+"""A phone, a small laptop, a laptop, a desktop (CSS pixels)."""
+
+
+@pytest.fixture
+def viewport(browser: WebDriver) -> Iterator[Callable[[int, int], None]]:
+    """Sets the page's viewport exactly (a phone's is a mobile one); undone afterwards."""
+
+    def size(width: int, height: int) -> None:
+        browser.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800},
+        )
+
+    yield size
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+_LAYOUT = """
+const box = (id) => { const r = document.getElementById(id).getBoundingClientRect();
+  return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
+const split = [...document.querySelectorAll('#detail-facts dd')].filter(dd => /^\\w+$/.test(dd.textContent))
+  .filter(dd => { const range = document.createRange(); range.selectNodeContents(dd);
+    return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1; })
+  .map(dd => dd.textContent);
+return {width: innerWidth, height: innerHeight,
+  page: document.documentElement.scrollWidth,
+  scroller: box('transcript-scroll'), signout: box('signout'), tabs: box('tab-transcript-count'),
+  split: split};
+"""
+
+
+def _layout(browser: WebDriver) -> dict[str, Any]:
+    found: dict[str, Any] = browser.execute_script(_LAYOUT)
+    return found
+
+
+@pytest.mark.parametrize(("width", "height"), WIDTHS, ids=[f"{w}x{h}" for w, h in WIDTHS])
+def test_at_every_width_the_transcript_is_reachable_and_readable(
+    browser: WebDriver,
+    server: Server,
+    screens: Path,
+    viewport: Callable[[int, int], None],
+    width: int,
+    height: int,
+) -> None:
+    viewport(width, height)
+    _signed_in(browser, server, f"/#session={SESSION}")
+    _until(browser, lambda b: len(_items(b)) > 0 and _shown(b, "transcript-scroll"))
+    _click(browser, "#detail-more summary")  # the facts, opened
+    _until(browser, lambda b: len(_all(b, "#detail-facts dd", "class")) > 3)
+    layout = _layout(browser)
+    assert layout["width"] == width
+    assert layout["page"] <= width, "the page is wider than the screen"
+    signout = layout["signout"]
+    assert 0 <= signout["left"] and signout["right"] <= width and signout["bottom"] <= height
+    tabs = layout["tabs"]
+    assert tabs["right"] <= width and tabs["bottom"] <= height, "the tabs are out of reach"
+    assert layout["split"] == [], "a fact breaks in the middle of a word"
+    _click(browser, "#detail-more summary")  # closed again: the room goes to the transcript
+    _until(browser, lambda b: _layout(b)["scroller"]["height"] >= 0.4 * height)
+    scroller = _layout(browser)["scroller"]
+    assert 0 <= scroller["left"] and scroller["right"] <= width and scroller["bottom"] <= height
+    browser.save_screenshot(str(screens / f"20-width-{width}.png"))
+
+    # Its first item can be scrolled to and read.
+    browser.execute_script("document.getElementById('transcript-scroll').scrollTop = 0")
+    first = browser.find_element(By.CSS_SELECTOR, "#transcript article")
+    top = first.rect["y"]
+    assert scroller["top"] <= top < scroller["bottom"]
+    assert first.is_displayed()
+
+    if width < 800:  # one pane at a time: the bar of panes reaches the others
+        _click(browser, '.pane-button[data-pane="sessions"]')
+        _until(browser, lambda b: _shown(b, "session-list") and not _shown(b, "transcript-scroll"))
+        browser.save_screenshot(str(screens / f"21-width-{width}-sessions.png"))
+        _click(browser, f'.session[data-session-id="{SESSION}"]')
+        _until(browser, lambda b: _shown(b, "transcript-scroll") and not _shown(b, "session-list"))
+        _click(browser, '.pane-button[data-pane="feed"]')
+        _until(browser, lambda b: _shown(b, "feed") and not _shown(b, "transcript-scroll"))
+    else:
+        assert _shown(browser, "session-list")
+        assert _shown(browser, "feed")

@@ -286,7 +286,8 @@
       const meta = [shortId(session.id), session.harness_kind, modelOf(session), when(session.updated_at)];
       button.append(el("span", "meta", meta.filter(Boolean).join(" · ")));
       button.addEventListener("click", () => {
-        location.hash = `session=${encodeURIComponent(session.id)}`;
+        if (fromHash() === session.id) showPane("detail"); // already open: just show it
+        else location.hash = `session=${encodeURIComponent(session.id)}`;
       });
       li.append(button);
       ul.append(li);
