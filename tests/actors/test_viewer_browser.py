@@ -25,9 +25,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from relaystore import ApiActivityState, EventStore, RecordActivities
+from relaystore import (
+    ApiActivityState,
+    EventStore,
+    ObserveRelayEvents,
+    RecordActivities,
+    SaveSession,
+)
 from relaystore.domain.relay import encode_relay_event
-from relaystore.testing import JournalBuilder
+from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
 
@@ -512,3 +518,77 @@ def test_at_every_width_the_transcript_is_reachable_and_readable(
     else:
         assert _shown(browser, "session-list")
         assert _shown(browser, "feed")
+
+
+# -- long transcripts -------------------------------------------------------------------
+
+LONG = "long-session"
+
+
+def _long_session(db: Path, session_id: str, turns: int) -> None:
+    """A session of ``turns`` prompt turns (a user message and an answer each), recorded
+    through the embedding store in this process."""
+    with EventStore.open(db, projection="thread", synchronous="OFF") as store:
+        store.ask(SaveSession(record=example_session(session_id)))
+        journal = JournalBuilder()
+        batch: list[Any] = []
+        for turn in range(turns):
+            batch += journal.prompt_turn(f"question {turn}?", chunks=(f"answer {turn}.",))
+            if len(batch) >= 2048:
+                store.ask(ObserveRelayEvents(session_id=session_id, events=batch))
+                batch = []
+        if batch:
+            store.ask(ObserveRelayEvents(session_id=session_id, events=batch))
+
+
+def _window_holds(browser: WebDriver, every: list[str], most: int) -> list[str]:
+    shown = _items(browser)
+    assert 0 < len(shown) <= most, f"{len(shown)} items on the page, at most {most} wanted"
+    assert _contiguous(shown, every)
+    return shown
+
+
+def test_a_long_transcript_opens_at_its_newest_and_pages_both_ways_in_a_bounded_window(
+    browser: WebDriver, server: Server, db: Path, screens: Path
+) -> None:
+    _long_session(db, LONG, 100)
+    every = _in_order(server, LONG)
+    assert len(every) >= 200
+    page = 10
+    most = 4 * page  # the window: four pages
+
+    _signed_in(browser, server, f"/?page_size={page}#session={LONG}")
+    _until(browser, lambda b: every[-1] in _items(b))
+    _until(browser, _at_end)
+    _window_holds(browser, every, most)
+    assert _text(browser, "tab-transcript-count").endswith(f"of {len(every)}")
+    assert "following live" in _text(browser, "transcript-status")
+    browser.save_screenshot(str(screens / "14-long-transcript-newest.png"))
+
+    # Scrolling up to the top loads the page before it by itself.
+    first = _items(browser)[0]
+    browser.execute_script("document.getElementById('transcript-scroll').scrollTop = 0")
+    _until(browser, lambda b: _items(b)[0] != first)
+    _window_holds(browser, every, most)
+
+    # Back to the oldest item a page at a time; the page never holds more than the window.
+    while _shown(browser, "transcript-older"):
+        first = _items(browser)[0]
+        _click(browser, "#transcript-older")
+        _until(browser, lambda b: _items(b)[0] != first)
+        _window_holds(browser, every, most)
+    assert _items(browser)[0] == every[0]
+    assert _text(browser, "transcript-status").startswith(f"Items 1–{len(_items(browser))} of")
+    assert _shown(browser, "transcript-newer")
+    count = _text(browser, "tab-transcript-count")
+    assert count == f"{len(_items(browser))} of {len(every)}"
+    browser.save_screenshot(str(screens / "15-long-transcript-oldest.png"))
+
+    # And forward again to the newest.
+    while _shown(browser, "transcript-newer"):
+        last = _items(browser)[-1]
+        _click(browser, "#transcript-newer")
+        _until(browser, lambda b: _items(b)[-1] != last)
+        _window_holds(browser, every, most)
+    assert _items(browser)[-1] == every[-1]
+    _until(browser, lambda b: "following live" in _text(b, "transcript-status"))

@@ -457,6 +457,7 @@
     const offset = anchor ? anchor.offsetTop - top : 0;
     change();
     if (anchor && anchor.isConnected) box.scrollTop = anchor.offsetTop - offset;
+    if (tx) tx.lastTop = box.scrollTop; // a move of ours, not the reader's
   }
 
   function atEnd(box) {
@@ -496,12 +497,13 @@
     renderWindow(page);
   }
 
-  // Loads pages until the view is full or a loaded end is in reach no more.
-  async function fillView(page) {
+  // Loads pages while the reader is within EDGE_PX of a loaded end, towards which the
+  // reader scrolls (``way``: -1 up, 1 down), or both when the view is not full yet.
+  async function fillView(page, way = 0) {
     const box = $("transcript-scroll");
     for (let n = 0; n < WINDOW_PAGES && tx === page; n += 1) {
-      if (page.older && box.scrollTop < EDGE_PX) await pageOlder();
-      else if (page.newer && box.scrollHeight - box.scrollTop - box.clientHeight < EDGE_PX) await pageNewer();
+      if (way <= 0 && page.older && box.scrollTop < EDGE_PX) await pageOlder();
+      else if (way >= 0 && page.newer && box.scrollHeight - box.scrollTop - box.clientHeight < EDGE_PX) await pageNewer();
       else break;
     }
   }
@@ -678,7 +680,9 @@
       page.unseen = 0;
       renderWindow(page);
     }
-    if (!page.busy) quietly(fillView(page));
+    const way = Math.sign(box.scrollTop - (page.lastTop || 0));
+    page.lastTop = box.scrollTop;
+    if (way && !page.busy) quietly(fillView(page, way));
   }
 
   // The "new items" marker and "Newest": to the end, reopening the window there if the
