@@ -35,10 +35,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(db: Path, *extra: str) -> Server:
-    """Serve ``db`` read-only (``extra``: more ``serve`` options); returns once ``/healthz``
-    answers."""
-    port = _free_port()
+def start_server(db: Path, *extra: str, port: int | None = None) -> Server:
+    """Serve ``db`` read-only (``extra``: more ``serve`` options) on ``port`` (default: a
+    free one); returns once ``/healthz`` answers."""
+    port = port or _free_port()
     process = subprocess.Popen(
         [
             sys.executable,

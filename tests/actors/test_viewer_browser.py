@@ -32,7 +32,15 @@ from relaystore import (
     RecordActivities,
     SaveSession,
 )
-from relaystore.domain.relay import encode_relay_event
+from relaystore.domain.outcomes import OutcomeReason
+from relaystore.domain.relay import (
+    CommandInterrupted,
+    CommandRejected,
+    PromptCommand,
+    RelayCommandKind,
+    SessionFault,
+    encode_relay_event,
+)
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
@@ -229,9 +237,18 @@ def test_signed_in_the_list_renders_and_the_feed_follows(
     browser.save_screenshot(str(screens / "03-sessions-and-feed.png"))
 
 
+def _page(browser: WebDriver, button: str, end: int) -> None:
+    """Click ``button`` and wait until the item at ``end`` of the window changes."""
+    seen = _items(browser)[end]
+    _click(browser, button)
+    _until(browser, lambda b: _items(b)[end] != seen)
+
+
 def _in_order(server: Server, session_id: str) -> list[str]:
     whole = server.get(f"/api/v1/sessions/{session_id}/transcript", limit=1000).json()["items"]
-    return [item["stable_id"] for item in sorted(whole, key=lambda i: (i["position"], i["stable_id"]))]
+    return [
+        item["stable_id"] for item in sorted(whole, key=lambda i: (i["position"], i["stable_id"]))
+    ]
 
 
 def _contiguous(shown: list[str], every: list[str]) -> bool:
@@ -258,9 +275,7 @@ def test_a_transcript_opens_at_its_newest_items_with_its_turns_and_usage(
     browser.save_screenshot(str(screens / "04-transcript-newest.png"))
 
     while _shown(browser, "transcript-older"):
-        before = _items(browser)[0]
-        _click(browser, "#transcript-older")
-        _until(browser, lambda b: _items(b)[0] != before)
+        _page(browser, "#transcript-older", 0)
     assert _items(browser) == in_order  # 17 items fit the window (4 pages of 5)
     browser.save_screenshot(str(screens / "05-transcript-whole.png"))
 
@@ -290,7 +305,9 @@ def _at_end(browser: WebDriver) -> bool:
 
 
 def _scroll_top(browser: WebDriver) -> int:
-    return int(browser.execute_script("return document.getElementById('transcript-scroll').scrollTop"))
+    return int(
+        browser.execute_script("return document.getElementById('transcript-scroll').scrollTop")
+    )
 
 
 def test_a_replay_in_another_process_appears_live(
@@ -490,15 +507,20 @@ def test_at_every_width_the_transcript_is_reachable_and_readable(
     assert layout["width"] == width
     assert layout["page"] <= width, "the page is wider than the screen"
     signout = layout["signout"]
-    assert 0 <= signout["left"] and signout["right"] <= width and signout["bottom"] <= height
+    assert signout["left"] >= 0
+    assert signout["right"] <= width
+    assert signout["bottom"] <= height
     tabs = layout["tabs"]
-    assert tabs["right"] <= width and tabs["bottom"] <= height, "the tabs are out of reach"
+    assert tabs["right"] <= width, "the tabs are out of reach"
+    assert tabs["bottom"] <= height, "the tabs are out of reach"
     assert layout["split"] == [], "a fact breaks in the middle of a word"
     _click(browser, "#detail-more summary")  # closed again: the room goes to the transcript
     _until(browser, lambda b: _layout(b)["scroller"]["height"] >= 0.4 * height)
     scroller = _layout(browser)["scroller"]
-    assert 0 <= scroller["left"] and scroller["right"] <= width and scroller["bottom"] <= height
-    browser.save_screenshot(str(screens / f"20-width-{width}.png"))
+    assert scroller["left"] >= 0
+    assert scroller["right"] <= width
+    assert scroller["bottom"] <= height
+    browser.save_screenshot(str(screens / f"23-width-{width}.png"))
 
     # Its first item can be scrolled to and read.
     browser.execute_script("document.getElementById('transcript-scroll').scrollTop = 0")
@@ -510,7 +532,7 @@ def test_at_every_width_the_transcript_is_reachable_and_readable(
     if width < 800:  # one pane at a time: the bar of panes reaches the others
         _click(browser, '.pane-button[data-pane="sessions"]')
         _until(browser, lambda b: _shown(b, "session-list") and not _shown(b, "transcript-scroll"))
-        browser.save_screenshot(str(screens / f"21-width-{width}-sessions.png"))
+        browser.save_screenshot(str(screens / f"24-width-{width}-sessions.png"))
         _click(browser, f'.session[data-session-id="{SESSION}"]')
         _until(browser, lambda b: _shown(b, "transcript-scroll") and not _shown(b, "session-list"))
         _click(browser, '.pane-button[data-pane="feed"]')
@@ -573,12 +595,12 @@ def test_a_long_transcript_opens_at_its_newest_and_pages_both_ways_in_a_bounded_
 
     # Back to the oldest item a page at a time; the page never holds more than the window.
     while _shown(browser, "transcript-older"):
-        first = _items(browser)[0]
-        _click(browser, "#transcript-older")
-        _until(browser, lambda b: _items(b)[0] != first)
+        _page(browser, "#transcript-older", 0)
         _window_holds(browser, every, most)
     assert _items(browser)[0] == every[0]
-    assert _text(browser, "transcript-status").startswith(f"Items 1–{len(_items(browser))} of")
+    assert _text(browser, "transcript-status").startswith(
+        f"Items 1\N{EN DASH}{len(_items(browser))} of"
+    )
     assert _shown(browser, "transcript-newer")
     count = _text(browser, "tab-transcript-count")
     assert count == f"{len(_items(browser))} of {len(every)}"
@@ -586,9 +608,151 @@ def test_a_long_transcript_opens_at_its_newest_and_pages_both_ways_in_a_bounded_
 
     # And forward again to the newest.
     while _shown(browser, "transcript-newer"):
-        last = _items(browser)[-1]
-        _click(browser, "#transcript-newer")
-        _until(browser, lambda b: _items(b)[-1] != last)
+        _page(browser, "#transcript-newer", -1)
         _window_holds(browser, every, most)
     assert _items(browser)[-1] == every[-1]
     _until(browser, lambda b: "following live" in _text(b, "transcript-status"))
+
+
+# -- errors and faults ------------------------------------------------------------------
+
+ERRORS = "errors-session"
+
+
+def _troubled_journal() -> JournalBuilder:
+    """A session with one of each trouble: a prompt rejected for quota, a turn interrupted
+    by the provider, a session fault, a failed command; and one good turn."""
+    journal = JournalBuilder()
+    journal.prompt_turn("A good turn first", chunks=("Fine.",))
+    rejected = journal.command(PromptCommand.of(prompt=[{"type": "text", "text": "Over quota"}]))
+    prompt_id = rejected[0].command_id
+    journal.add(
+        CommandRejected.of(
+            reason=OutcomeReason.QUOTA_LIMIT,
+            command_id=prompt_id,
+            command=RelayCommandKind.PROMPT,
+            message="quota exhausted until 14:00",
+        ),
+        command_id=prompt_id,
+    )
+    started = journal.start_prompt("Interrupted by the provider")
+    cut_id = started[0].command_id
+    journal.say("Half an ans")
+    journal.add(
+        CommandInterrupted.of(
+            reason=OutcomeReason.PROVIDER_FAILURE,
+            command_id=cut_id,
+            command=RelayCommandKind.PROMPT,
+            message="the provider answered 502",
+        ),
+        command_id=cut_id,
+    )
+    journal.add(
+        SessionFault.of(reason=OutcomeReason.RUNTIME_FAILURE, message="the runtime lost its socket")
+    )
+    journal.shell_command("make lint", stderr="lint: 3 problems", exit_code=2)
+    return journal
+
+
+def test_errors_and_faults_stand_out_in_the_transcript_the_turns_and_the_feed(
+    browser: WebDriver, server: Server, db: Path, tmp_path: Path, screens: Path
+) -> None:
+    _signed_in(browser, server)
+    _until(browser, lambda b: _text(b, "feed-state") == "live")
+    root = _troubled_journal().write_worker_root(tmp_path / "root", ERRORS)
+    result = cli(
+        db, "replay", str(root), "--session", ERRORS, "--projection", "thread", "--no-progress"
+    )
+    assert result.returncode == 0, result.stderr
+    _until(browser, lambda b: ERRORS in _sessions(b))
+
+    # The feed: the fault, the failed command and the two bad turns, each marked in words.
+    feed_errors = f'#feed .feed-item.is-error .feed-session[data-session-id="{ERRORS}"]'
+    _until(browser, lambda b: len(_all(b, feed_errors, "href")) == 4)
+    marked = _texts(browser, "#feed .feed-item.is-error .badge.alarm")
+    assert all(text.startswith("⚠ ") for text in marked)
+    assert not _all(browser, "#feed .feed-item:not(.is-error) .badge.alarm", "class")
+
+    _click(browser, f'.session[data-session-id="{ERRORS}"]')
+    _until(browser, lambda b: "make lint" in _text(b, "transcript"))
+    lines = {
+        "quota exhausted until 14:00": "rejected",
+        "the provider answered 502": "interrupted",
+        "the runtime lost its socket": "session fault",
+        "make lint": "command failed",
+    }
+
+    def marks(b: WebDriver) -> dict[str, str]:
+        found = b.execute_script(
+            "return [...document.querySelectorAll('#transcript article.is-error')]"
+            ".map(a => [a.querySelector('.text, .tool').textContent, a.querySelector('.badge.alarm').textContent])"
+        )
+        return dict(found)
+
+    def marked_all(b: WebDriver) -> bool:
+        found = marks(b)
+        return all(
+            any(line in text and word in badge for text, badge in found.items())
+            for line, word in lines.items()
+        )
+
+    _until(browser, marked_all)
+    assert len(marks(browser)) == len(lines)  # and nothing else: the good turn is plain
+    assert all(badge.startswith("⚠ ") for badge in marks(browser).values())
+    browser.save_screenshot(str(screens / "16-errors-in-the-transcript.png"))
+
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="usage"]').click()
+    _until(browser, lambda b: len(_all(b, "#usage-rows tr.turn-error", "class")) == 2)
+    rows = _texts(browser, "#usage-rows tr.turn-error")
+    assert any("⚠ rejected" in row and "quota_limit" in row for row in rows)
+    assert any("⚠ interrupted" in row and "provider_failure" in row for row in rows)
+    assert len(_all(browser, "#usage-rows tr:not(.turn-error)", "class")) == 1
+    browser.save_screenshot(str(screens / "17-errors-in-the-turns.png"))
+
+
+# -- the server goes away and comes back ------------------------------------------------
+
+
+def test_the_header_says_when_serve_is_down_and_a_restart_keeps_the_sign_in(
+    browser: WebDriver, tmp_path: Path, screens: Path
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    replay(path, WORKER_ROOTS[0])
+    first = start_server(path)
+    port = int(first.url.rsplit(":", 1)[1])
+    try:
+        _signed_in(browser, first)
+        _until(browser, lambda b: _text(b, "health-state") == "healthy")
+        _until(browser, lambda b: _text(b, "feed-state") == "live")
+    finally:
+        assert "Traceback" not in stop_server(first)
+
+    # Down: the header says so (in words, not a colour alone) and keeps asking.
+    _until(browser, lambda b: "unreachable" in _text(b, "health-state"))
+    assert _shown(browser, "app")
+    browser.save_screenshot(str(screens / "18-server-unreachable.png"))
+
+    # Back with the same token: healthy again by itself, still signed in, the feed live.
+    again = start_server(path, port=port)
+    try:
+        assert again.token == first.token
+        _until(browser, lambda b: _text(b, "health-state") == "healthy")
+        _until(browser, lambda b: _text(b, "feed-state") == "live")
+        assert _shown(browser, "app")
+        assert not _shown(browser, "signin-view")
+        assert _sessions(browser) == [SESSION]
+        browser.save_screenshot(str(screens / "19-server-back.png"))
+    finally:
+        assert "Traceback" not in stop_server(again)
+
+    # Back with a new token: the page says why it asks for the token again.
+    Path(f"{path}.api-token").unlink()
+    renewed = start_server(path, port=port)
+    try:
+        assert renewed.token != first.token
+        _until(browser, lambda b: _shown(b, "signin-view"))
+        assert _shown(browser, "signin-expired")
+        assert "another token" in _text(browser, "signin-expired")
+        browser.save_screenshot(str(screens / "22-server-new-token.png"))
+    finally:
+        assert "Traceback" not in stop_server(renewed)

@@ -50,7 +50,7 @@
 
   // An error or fault: its own colour and a text marker, never colour alone.
   function errorBadge(text) {
-    return el("span", "badge error", `⚠ ${text}`);
+    return el("span", "badge alarm", `⚠ ${text}`);
   }
 
   function isBadOutcome(outcome) {
@@ -204,12 +204,12 @@
   function recover() {
     quietly(loadSessions());
     quietly(loadStats());
-    if (!feed) follow(store.latest);
+    if (!feed) follow(feedSeq);
     if (selected) {
       const id = selected;
       quietly(loadDetail(id));
       quietly(followTranscript());
-      if (!sessionFeed) openSessionFeed(id);
+      if (!sessionFeed) openSessionFeed(id, sessionSeq);
     }
   }
 
@@ -845,15 +845,19 @@
   // -- the session's own stream ---------------------------------------------------------
 
   let sessionFeed = null;
+  let sessionSeq = 0; // the last event the session's stream delivered
 
-  function openSessionFeed(id) {
+  function openSessionFeed(id, after = 0) {
     closeSessionFeed();
-    questions = new Map();
-    const stream = new EventSource(`/api/v1/events?session_id=${encodeURIComponent(id)}&after_seq=0`);
+    if (!after) questions = new Map();
+    sessionSeq = after;
+    const stream = new EventSource(`/api/v1/events?session_id=${encodeURIComponent(id)}&after_seq=${after}`);
     sessionFeed = stream;
     const parse = (message) => {
       try {
-        return JSON.parse(message.data);
+        const event = JSON.parse(message.data);
+        sessionSeq = Math.max(sessionSeq, event.seq);
+        return event;
       } catch (_) {
         return null;
       }
@@ -880,7 +884,11 @@
       soon("remark", async () => remark(), 100);
     });
     stream.addEventListener("error", () => {
-      if (stream.readyState === EventSource.CLOSED && sessionFeed === stream) sessionFeed = null;
+      if (stream.readyState !== EventSource.CLOSED || sessionFeed !== stream) return;
+      sessionFeed = null;
+      setTimeout(() => {
+        if (!sessionFeed && selected === id && store.reachable) openSessionFeed(id, sessionSeq);
+      }, RETRY_MS);
     });
   }
 
@@ -948,6 +956,7 @@
     } catch (_) {
       return;
     }
+    feedSeq = Math.max(feedSeq, event.seq);
     const ol = $("feed");
     const problem = feedError(event);
     const li = el("li", `feed-item${problem ? " is-error" : ""}`);
@@ -982,10 +991,16 @@
     }
   }
 
+  // The feed. A browser's EventSource resumes by itself with Last-Event-ID on the URL it
+  // was opened with, whose after_seq then disagrees (the server answers 400 and the
+  // stream closes): a closed stream is reopened after the last event it delivered.
+  let feedSeq = 0;
+
   function follow(after) {
     const state = $("feed-state");
     const stream = new EventSource(`/api/v1/events?after_seq=${after}`);
     feed = stream;
+    feedSeq = after;
     stream.addEventListener("open", () => {
       state.textContent = "live";
       state.className = "pill live";
@@ -996,7 +1011,10 @@
       checkHealthSoon();
       if (stream.readyState === EventSource.CLOSED && feed === stream) {
         feed = null;
-        quietly(api("/api/v1/workspaces")); // shows the sign-in when that is why
+        // Shows the sign-in when that is why; an unreachable server is the health check's.
+        quietly(api("/api/v1/workspaces").then(() => {
+          if (!feed && started) setTimeout(() => feed || follow(feedSeq), RETRY_MS);
+        }));
       }
     });
     for (const kind of EVENT_KINDS) stream.addEventListener(kind, onFeedEvent);
