@@ -245,7 +245,15 @@ def _page(browser: WebDriver, button: str, end: int) -> None:
 
 
 def _in_order(server: Server, session_id: str) -> list[str]:
-    whole = server.get(f"/api/v1/sessions/{session_id}/transcript", limit=1000).json()["items"]
+    whole: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = server.get(f"/api/v1/sessions/{session_id}/transcript", after_seq=after, limit=1000)
+        body = page.json()
+        whole += body["items"]
+        if not body["items"] or body["next_after_seq"] >= body["latest_seq"]:
+            break
+        after = body["next_after_seq"]
     return [
         item["stable_id"] for item in sorted(whole, key=lambda i: (i["position"], i["stable_id"]))
     ]
@@ -756,3 +764,82 @@ def test_the_header_says_when_serve_is_down_and_a_restart_keeps_the_sign_in(
         browser.save_screenshot(str(screens / "22-server-new-token.png"))
     finally:
         assert "Traceback" not in stop_server(renewed)
+
+
+# -- the long-transcript figure (slow) ----------------------------------------------------
+
+_PAGE_TIMED = """
+const [button, end] = [arguments[0], arguments[1]];
+const done = arguments[arguments.length - 1];
+const box = document.getElementById('transcript');
+const at = () => (end === 0 ? box.firstElementChild : box.lastElementChild).dataset.stableId;
+const seen = at();
+const started = performance.now();
+const watch = new MutationObserver(() => {
+  if (at() !== seen) { watch.disconnect(); done(performance.now() - started); }
+});
+watch.observe(box, {childList: true});
+document.getElementById(button).click();
+"""
+_OPEN_TIMED = """
+const [hash, newest] = [arguments[0], arguments[1]];
+const done = arguments[arguments.length - 1];
+const box = document.getElementById('transcript');
+const started = performance.now();
+const watch = new MutationObserver(() => {
+  const last = box.lastElementChild;
+  if (last && last.dataset.stableId === newest) { watch.disconnect(); done(performance.now() - started); }
+});
+watch.observe(box, {childList: true});
+location.hash = hash;
+"""
+
+
+@pytest.mark.slow
+def test_a_20000_item_session_opens_in_under_a_second_and_pages_at_a_flat_rate(
+    browser: WebDriver, tmp_path: Path, screens: Path
+) -> None:
+    """Prints the figure of benchmarks/README.md's viewer line (``-m slow -s``)."""
+    path = tmp_path / "long.sqlite3"
+    started = time.perf_counter()
+    _long_session(path, LONG, 10_000)
+    built = time.perf_counter() - started
+    running = start_server(path)
+    try:
+        every = _in_order(running, LONG)
+        assert len(every) == 20_000
+        _signed_in(browser, running)
+        browser.set_script_timeout(60)
+        opened = float(browser.execute_async_script(_OPEN_TIMED, f"#session={LONG}", every[-1]))
+        _until(browser, _at_end)
+        assert _text(browser, "tab-transcript-count").endswith("of 20,000")
+        back = [
+            float(browser.execute_async_script(_PAGE_TIMED, "transcript-older", 0))
+            for _ in range(len(every) // 50 - 1)
+            if _shown(browser, "transcript-older")
+        ]
+        assert _items(browser)[0] == every[0]
+        kept = len(_items(browser))
+        forth = [
+            float(browser.execute_async_script(_PAGE_TIMED, "transcript-newer", -1))
+            for _ in range(len(every) // 50 - 1)
+            if _shown(browser, "transcript-newer")
+        ]
+        assert _items(browser)[-1] == every[-1]
+        heap = browser.execute_script("return performance.memory.usedJSHeapSize") / 2**20
+        browser.save_screenshot(str(screens / "25-20000-items.png"))
+    finally:
+        assert "Traceback" not in stop_server(running)
+
+    def rate(ms: float) -> str:
+        return f"{50 / ms * 1000:,.0f}"
+
+    print(
+        f"\nviewer: 20,000-item session (built in {built:.0f} s): opened at its newest in "
+        f"{opened:.0f} ms; {len(back)} pages back, items/s first {rate(back[0])}, "
+        f"last {rate(back[-1])}, median {rate(sorted(back)[len(back) // 2])}; "
+        f"{len(forth)} pages forward, first {rate(forth[0])}, last {rate(forth[-1])}; "
+        f"{kept} items kept on the page; JS heap {heap:.0f} MiB"
+    )
+    assert opened < 1000
+    assert kept <= 200
