@@ -323,10 +323,13 @@
     showPane("detail");
     $("detail-more").open = window.innerWidth >= 1280 && window.innerHeight >= 850;
     quietly(loadDetail(id));
-    quietly(openTranscript(id));
-    quietly(loadUsage(id));
-    quietly(loadQuestions(id));
-    openSessionFeed(id);
+    // The transcript first: the turns and the session's stream wait until it shows.
+    quietly(openTranscript(id).finally(() => {
+      if (selected !== id) return;
+      quietly(loadUsage(id));
+      quietly(loadQuestions(id));
+      openSessionFeed(id);
+    }));
   }
 
   function fact(dl, name, value) {
