@@ -789,7 +789,7 @@
     const pending = await api(`/api/v1/sessions/${encodeURIComponent(id)}/elicitations`);
     if (selected !== id) return;
     for (const request of pending) {
-      if (!questions.has(request.id)) questions.set(request.id, { request, askedAt: null, turnId: null, resolved: null });
+      if (!questions.has(request.id)) questions.set(request.id, { request, seq: Infinity, askedAt: null, turnId: null, resolved: null });
     }
     renderQuestions();
   }
@@ -804,7 +804,7 @@
   function renderQuestions() {
     const box = $("questions");
     box.replaceChildren();
-    const all = [...questions.values()];
+    const all = [...questions.values()].sort((a, b) => a.seq - b.seq); // in the order asked
     const waiting = all.filter((q) => !q.resolved).length;
     $("tab-questions-count").textContent = all.length ? (waiting ? `${waiting} waiting · ${all.length}` : String(all.length)) : "";
     if (!all.length) {
@@ -870,7 +870,13 @@
       const request = event && event.data && event.data.request;
       if (!request || selected !== id) return;
       const known = questions.get(request.id);
-      questions.set(request.id, { request, askedAt: event.recorded_at_ms, turnId: event.data.turn_id, resolved: known ? known.resolved : null });
+      questions.set(request.id, {
+        request,
+        seq: event.seq,
+        askedAt: event.recorded_at_ms,
+        turnId: event.data.turn_id,
+        resolved: known ? known.resolved : null,
+      });
       soon("render-questions", async () => renderQuestions(), 100);
     });
     stream.addEventListener("input_resolved", (message) => {
