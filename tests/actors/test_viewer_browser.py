@@ -460,8 +460,8 @@ def test_the_list_shows_each_sessions_activity_and_a_behind_mark(
 
 # -- every width ------------------------------------------------------------------------
 
-WIDTHS = [(390, 844), (800, 700), (1024, 768), (1440, 900)]
-"""A phone, a small laptop, a laptop, a desktop (CSS pixels)."""
+WIDTHS = [(360, 640), (390, 844), (800, 700), (1024, 768), (1440, 900)]
+"""Two phones, a small laptop, a laptop, a desktop (CSS pixels)."""
 
 
 @pytest.fixture
@@ -487,7 +487,9 @@ const split = [...document.querySelectorAll('#detail-facts dd')].filter(dd => /^
   .map(dd => dd.textContent);
 return {width: innerWidth, height: innerHeight,
   page: document.documentElement.scrollWidth,
-  scroller: box('transcript-scroll'), signout: box('signout'), tabs: box('tab-transcript-count'),
+  scroller: box('transcript-scroll'), signout: box('signout'),
+  tabs: [...document.querySelectorAll('.tab')].map(t => t.getBoundingClientRect())
+    .reduce((a, r) => ({right: Math.max(a.right, r.right), bottom: Math.max(a.bottom, r.bottom)}), {right: 0, bottom: 0}),
   split: split};
 """
 
@@ -507,7 +509,7 @@ def test_at_every_width_the_transcript_is_reachable_and_readable(
     height: int,
 ) -> None:
     viewport(width, height)
-    _signed_in(browser, server, f"/#session={SESSION}")
+    _signed_in(browser, server, f"/?width={width}#session={SESSION}")  # a page of its own
     _until(browser, lambda b: len(_items(b)) > 0 and _shown(b, "transcript-scroll"))
     _click(browser, "#detail-more summary")  # the facts, opened
     _until(browser, lambda b: len(_all(b, "#detail-facts dd", "class")) > 3)
