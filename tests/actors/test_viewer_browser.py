@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
@@ -41,6 +42,7 @@ from relaystore.domain.relay import (
     SessionFault,
     encode_relay_event,
 )
+from relaystore.domain.sessions import SessionState
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
@@ -627,6 +629,7 @@ def test_a_long_transcript_opens_at_its_newest_and_pages_both_ways_in_a_bounded_
 # -- errors and faults ------------------------------------------------------------------
 
 ERRORS = "errors-session"
+FAILED = "failed-session"
 
 
 def _troubled_journal() -> JournalBuilder:
@@ -718,6 +721,19 @@ def test_errors_and_faults_stand_out_in_the_transcript_the_turns_and_the_feed(
     assert any("⚠ interrupted" in row and "provider_failure" in row for row in rows)
     assert len(_all(browser, "#usage-rows tr:not(.turn-error)", "class")) == 1
     browser.save_screenshot(str(screens / "17-errors-in-the-turns.png"))
+
+    # A session in error: marked in the list (a border and a word) and in its detail.
+    record = msgspec.structs.replace(
+        example_session(FAILED), state=SessionState.ERROR, last_error="the sandbox did not start"
+    )
+    with EventStore.open(db, projection="thread") as store:
+        store.ask(SaveSession(record=record))
+    _signed_in(browser, server, f"/?reopened=1#session={FAILED}")  # a page of its own
+    failed = f'.session[data-session-id="{FAILED}"]'
+    _until(browser, lambda b: _all(b, failed, "class") == ["session selected has-error"])
+    assert _texts(browser, f"{failed} .badge.alarm") == ["⚠ error"]
+    assert not _all(browser, f'.session.has-error:not([data-session-id="{FAILED}"])', "class")
+    _until(browser, lambda b: _text(b, "detail-error") == "⚠ the sandbox did not start")
 
 
 # -- the server goes away and comes back ------------------------------------------------
