@@ -19,7 +19,10 @@ Guarantees:
   prune-log's pages and events, delete's session, checkpoint's archive); and ``error``
   / ``error_type`` (null unless it was refused as a whole).
 * Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
-* ``-o text`` of the follow commands prints one human line per event or item.
+* ``-o text`` of the follow commands prints one human line per event or item; a line
+  of an error or fault (:mod:`relaystore.domain.faults`: a failed or interrupted turn,
+  a session fault, a failed command, a failed tool call or shell command) starts with
+  ``!`` and names it (``ERROR ...``, ``FAULT ...``).
 * A follow that waits notices a reader that went away (``relaystore events --follow |
   head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
 
@@ -37,10 +40,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
+from ...domain.faults import FAULT_MARK, event_fault, item_fault
 from ...domain.redaction import redact
 
 __all__ = [
     "READER_POLL_SECONDS",
+    "clock",
     "event_text",
     "fail",
     "follow_options",
@@ -118,7 +123,8 @@ def reader_gone(stream: Any = None) -> bool:
         return False
 
 
-def _clock(at_ms: object) -> str:
+def clock(at_ms: object) -> str:
+    """A time in milliseconds as ``YYYY-MM-DD HH:MM:SS`` (UTC); ``-`` for none."""
     if not isinstance(at_ms, int):
         return "-"
     try:
@@ -148,22 +154,32 @@ def _fields(data: object) -> str:
 
 
 def event_text(raw: bytes) -> str:
-    """One API event (its wire JSON) as a human line: seq, time, session, type, fields."""
+    """One API event (its wire JSON) as a human line: seq, time, session, type, fields.
+    An error or fault (:func:`~relaystore.domain.faults.event_fault`) starts with
+    ``!`` and says what failed (``ERROR ...``, ``FAULT ...``) before the fields."""
     event = json.loads(raw)
+    fault = event_fault(event) if isinstance(event, Mapping) else None
+    mark = f"{FAULT_MARK} " if fault else ""
+    said = f"{_short(fault)}  " if fault else ""
     return (
-        f"{event.get('seq')}  {_clock(event.get('recorded_at_ms'))}  "
-        f"{event.get('session_id')}  {event.get('type')}  {_fields(event.get('data'))}"
+        f"{mark}{event.get('seq')}  {clock(event.get('recorded_at_ms'))}  "
+        f"{event.get('session_id')}  {event.get('type')}  {said}{_fields(event.get('data'))}"
     ).rstrip()
 
 
 def item_text(item: Mapping[str, Any]) -> str:
-    """One transcript item (its JSON) as a human line: seq, time, role, its text."""
+    """One transcript item (its JSON) as a human line: seq, time, role, its text. An
+    item showing an error (:func:`~relaystore.domain.faults.item_fault`) starts with
+    ``!`` and says so (``ERROR ...``) before its text."""
     body = item.get("body")
     streaming = isinstance(body, Mapping) and body.get("streaming") is True
     text = _short(str(item.get("text") or ""))
+    fault = item_fault(item)
+    mark = f"{FAULT_MARK} " if fault else ""
+    said = f"{fault} · " if fault else ""
     return (
-        f"{item.get('seq')}  {_clock(item.get('last_changed_at_ms'))}  {item.get('role')}"
-        f"{' (streaming)' if streaming else ''}: {text}"
+        f"{mark}{item.get('seq')}  {clock(item.get('last_changed_at_ms'))}  {item.get('role')}"
+        f"{' (streaming)' if streaming else ''}: {said}{text}"
     ).rstrip()
 
 
