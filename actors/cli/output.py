@@ -3,7 +3,7 @@
 Guarantees:
 
 * ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
-  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``,
+  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``, ``search``,
   ``replay``, ``fleet events``); a report is one JSON object (:func:`print_object`:
   ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``,
   ``new-store-id``, and
