@@ -46,7 +46,8 @@ def test_both_facades_answer_the_same_page_and_refuse_a_bad_query(tmp_path: Path
         _fill(store)
         page = store.ask(SearchTranscripts(query="linker"))
         assert _where(page) == [(SESSION, "user")]
-        assert page.hits[0].parts[1].text == "linker" and page.hits[0].parts[1].match
+        assert page.hits[0].parts[1].text == "linker"
+        assert page.hits[0].parts[1].match
         assert _where(store.ask(SearchTranscripts(query="debug", role="agent"))) == [
             (SESSION, "agent")
         ]
