@@ -22,7 +22,9 @@ Guarantees:
 * ``-o text`` of the follow commands prints one human line per event or item; a line
   of an error or fault (:mod:`relaystore.domain.faults`: a failed or interrupted turn,
   a session fault, a failed command, a failed tool call or shell command) starts with
-  ``!`` and names it (``ERROR ...``, ``FAULT ...``).
+  ``!`` and names it (``ERROR ...``, ``FAULT ...``); ``transcript -o text`` also
+  shows the faults the feed holds for its session (:func:`fault_text`: a failed turn at
+  the seq it ended, a session fault) among its items.
 * A follow that waits notices a reader that went away (``relaystore events --follow |
   head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
 
@@ -48,6 +50,7 @@ __all__ = [
     "clock",
     "event_text",
     "fail",
+    "fault_text",
     "follow_options",
     "is_tty",
     "item_text",
@@ -165,6 +168,25 @@ def event_text(raw: bytes) -> str:
         f"{mark}{event.get('seq')}  {clock(event.get('recorded_at_ms'))}  "
         f"{event.get('session_id')}  {event.get('type')}  {said}{_fields(event.get('data'))}"
     ).rstrip()
+
+
+def fault_text(event: Mapping[str, Any]) -> tuple[int | None, str] | None:
+    """The transcript's text line of an API event (its wire JSON) that reports a fault,
+    with the ordinal it belongs at (a turn's completed ordinal; None for a fault of no
+    turn); None when the event reports none."""
+    fault = event_fault(event)
+    if fault is None:
+        return None
+    data = event.get("data")
+    turn = data.get("turn") if isinstance(data, Mapping) else None
+    ordinal = turn.get("completed_ordinal") if isinstance(turn, Mapping) else None
+    ordinal = ordinal if isinstance(ordinal, int) else None
+    where = ordinal if ordinal is not None else "-"
+    kind = {"turn_ended": "turn", "command_ended": "command"}.get(str(event.get("type")), "session")
+    return (
+        ordinal,
+        f"{FAULT_MARK} {where}  {clock(event.get('recorded_at_ms'))}  {kind}: {_short(fault)}",
+    )
 
 
 def item_text(item: Mapping[str, Any]) -> str:

@@ -129,9 +129,19 @@ def test_events_and_transcript_text_mark_errors_and_faults(db: Path) -> None:
 
     code, out, err = _run(db, "transcript", SESSION, "-o", "text")
     assert code == 0, err
-    marked = [line for line in out.splitlines() if line.startswith("! ")]
-    assert len(marked) == 1
-    assert "system: ERROR shell command failed (exit 1) · Shell · failed" in marked[0]
+    lines = out.splitlines()
+    marked = [line for line in lines if line.startswith("! ")]
+    assert len(marked) == 4
+    assert marked[0].startswith("! 4  ")  # where the turn ended: after its reply
+    assert "turn: ERROR turn failed (quota_limit)" in marked[0]
+    assert lines.index(marked[0]) == 2  # after the prompt (seq 2) and the reply (seq 3)
+    assert "turn: ERROR turn interrupted (worker_restarted)" in marked[1]
+    assert "system: ERROR shell command failed (exit 1) · Shell · failed" in marked[2]
+    assert "command: ERROR run_user_shell failed (nonzero_exit)" in marked[3]
+    code, out, err = _run(db, "transcript", SESSION, "-o", "text", "--limit", "2")
+    assert [line.split()[0] for line in out.splitlines()] == ["2", "3"]  # nothing past it
+    code, out, err = _run(db, "transcript", "s2", "-o", "text")
+    assert "session: FAULT session fault (startup_failed): could not start" in out
 
 
 class _Page(HTMLParser):
