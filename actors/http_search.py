@@ -1,9 +1,10 @@
 """``GET /api/v1/search``: the viewer's search box, over the full-text index.
 
-``GET /api/v1/search?q=QUERY[&session_id=&role=&limit=&cursor=]`` answers
+``GET /api/v1/search?q=QUERY[&session_id=&role=&limit=&cursor=&plain=true]`` answers
 :class:`~relaystore.domain.search.SearchTranscripts`: a
 :class:`~relaystore.domain.search.SearchPage` (``query``, ``hits``, ``next_cursor``) as
-JSON. Each parameter at most once; ``q`` is required. A bad value is the preamble's
+JSON. Each parameter at most once; ``q`` is required; ``plain=true`` takes ``q`` as the
+words a person typed (what a search box sends), not FTS5 syntax. A bad value is the preamble's
 400 whose ``error`` names the parameter (``q: ...``, ``limit must be ...``); unknown
 parameters are refused, so a misspelt filter never widens a search silently. The token
 and the error bodies are the preamble's (:mod:`relaystore.actors.http_preamble`), the
@@ -32,6 +33,7 @@ _PARAMETERS = {
     "role": "role",
     "limit": "limit",
     "cursor": "cursor",
+    "plain": "plain",
 }
 """Each query parameter and the message field it fills."""
 
@@ -49,9 +51,18 @@ def _message(request: Request) -> SearchTranscripts:
         role=query_text(request, "role"),  # type: ignore[arg-type]
         limit=query_integer("limit", query_text(request, "limit"), DEFAULT_SEARCH_LIMIT) or 0,
         cursor=query_integer("cursor", query_text(request, "cursor")),
+        plain=_flag(query_text(request, "plain")),
     )
     validate_message(message)
     return message
+
+
+def _flag(raw: str | None) -> bool:
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise InvalidInput(f"plain must be true or false, got {raw[:40]!r}")
 
 
 async def search(request: Request, store: AsyncEventStore) -> Response:

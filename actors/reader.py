@@ -254,6 +254,7 @@ def answer(connection: Connection, message: Any) -> Any:
                 message.role,
                 message.limit,
                 message.cursor,
+                message.plain,
             )
         # -- the store's own reads (domain.messages, actors.internal)
         case LoadTranscriptItem(session_id=session_id, stable_id=stable_id):

@@ -10,12 +10,14 @@ The query is SQLite FTS5's syntax: words (all must match), ``"a phrase"``, ``wor
 (a prefix), ``OR``, ``NOT``, parentheses, ``NEAR(a b, 5)``; matching ignores case and
 diacritics. A query FTS5 cannot parse is refused with
 :class:`~relaystore.domain.errors.InvalidInput` naming the field
-(``SearchTranscripts.query``), never with SQLite's error.
+(``SearchTranscripts.query``), never with SQLite's error. With ``plain`` the query is
+words as a person types them into a search box (``cargo-test``, ``don't``): every word
+must match, as written, no operator (:func:`match_expression`).
 
 Owns the limits (:data:`MAX_QUERY_CHARS`, :data:`DEFAULT_SEARCH_LIMIT`,
 :data:`MAX_SEARCH_LIMIT`), the snippet markers storage asks SQLite for and how a marked
 snippet becomes parts (:func:`snippet_parts`), and the wording of a refused query
-(:func:`bad_query`). Pure: storage runs the query (:mod:`relaystore.storage.reads.search`).
+(:func:`bad_query`), and the FTS5 expression of a plain query (:func:`match_expression`). Pure: storage runs the query (:mod:`relaystore.storage.reads.search`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "SearchTranscripts",
     "SnippetPart",
     "bad_query",
+    "match_expression",
     "search_limit",
     "snippet_parts",
 ]
@@ -96,6 +99,9 @@ class SearchTranscripts(Request[SearchPage], frozen=True, kw_only=True):
     doc), newest first: of one session (``session_id``) or every session, of one
     ``role`` or every role.
 
+    ``plain``: ``query`` is plain words, each to match as written (no FTS5 operators;
+    nothing is refused for its syntax).
+
     ``limit`` (1 or more; above :data:`MAX_SEARCH_LIMIT` gives that many) bounds the
     page; ``cursor``, a page's ``next_cursor``, asks for the hits after that page. Each
     hit is one item as it is now: an item whose text changed since is found by its
@@ -107,6 +113,7 @@ class SearchTranscripts(Request[SearchPage], frozen=True, kw_only=True):
     role: TranscriptRole | None = None
     limit: int = DEFAULT_SEARCH_LIMIT
     cursor: int | None = None
+    plain: bool = False
 
     def check(self) -> None:
         name = type(self).__name__
@@ -159,6 +166,15 @@ def snippet_parts(marked: str) -> list[SnippetPart]:
             piece.append(char)
     flush()
     return parts
+
+
+def match_expression(query: str, plain: bool) -> str:
+    """The FTS5 expression to run: ``query`` itself, or with ``plain`` each of its
+    whitespace-separated words as an FTS5 string (``"..."``, inner quotes doubled), so
+    every word must match as written and nothing in it is an operator."""
+    if not plain:
+        return query
+    return " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
 
 
 def bad_query(query: str, why: str) -> InvalidInput:

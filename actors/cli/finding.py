@@ -44,6 +44,11 @@ def register(commands: Commands) -> None:
         _search,
     )
     search.add_argument("query", help='what to find; quote words ("...") to find them as they are')
+    search.add_argument(
+        "--plain",
+        action="store_true",
+        help="QUERY is plain words, each to match as written (no FTS5 syntax)",
+    )
     search.add_argument("--session", type=checked_id("session"), help="only this session's items")
     search.add_argument("--role", choices=get_args(TranscriptRole), help="only items of this role")
     search.add_argument(
@@ -86,6 +91,7 @@ def _search(args: argparse.Namespace) -> int:
                 role=args.role,
                 limit=args.limit,
                 cursor=args.cursor,
+                plain=args.plain,
             )
         )
     for hit in page.hits:

@@ -25,6 +25,7 @@ from ...domain.search import (
     SearchHit,
     SearchPage,
     bad_query,
+    match_expression,
     search_limit,
     snippet_parts,
 )
@@ -60,6 +61,7 @@ def search_transcripts(
     role: TranscriptRole | None = None,
     limit: int = 50,
     cursor: int | None = None,
+    plain: bool = False,
 ) -> SearchPage:
     """The page of items whose text matches ``query`` (see
     :class:`~relaystore.domain.search.SearchTranscripts`).
@@ -73,7 +75,13 @@ def search_transcripts(
         try:
             rows = connection.execute(
                 _SEARCH,
-                (query, cursor or _NO_CURSOR, session_id, role, wanted + 1),
+                (
+                    match_expression(query, plain),
+                    cursor or _NO_CURSOR,
+                    session_id,
+                    role,
+                    wanted + 1,
+                ),
             ).fetchall()
         except apsw.SQLError as exc:  # the query's syntax, a column it names
             raise bad_query(query, str(exc).removeprefix("SQLError: ")) from exc

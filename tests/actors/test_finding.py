@@ -95,6 +95,9 @@ def test_the_search_route_answers_the_page_and_names_a_bad_parameter(server: Ser
     assert [(h["session_id"], h["role"]) for h in page["hits"]] == [(SESSION, "agent")]
     assert page["query"] == "linker"
     assert httpx.get(server.url + "/api/v1/search?q=linker").status_code == 401
+    typed = server.get("/api/v1/search", q="linker's fail", plain="true")
+    assert typed.status_code == 200, typed.text
+    assert [hit["role"] for hit in typed.json()["hits"]] == ["user"]
     for params, named in [
         ({"q": '"open'}, "q: "),
         ({}, "q: "),
@@ -103,6 +106,7 @@ def test_the_search_route_answers_the_page_and_names_a_bad_parameter(server: Ser
         ({"q": "x", "role": "boss"}, "role: "),
         ({"q": "x", "session_id": "../x"}, "session_id"),
         ({"q": "x", "sesion_id": "s1"}, "unknown query parameter 'sesion_id'"),
+        ({"q": "x", "plain": "yes"}, "plain must be true or false"),
     ]:
         refused = server.get("/api/v1/search", **params)
         assert refused.status_code == 400, (params, refused.text)

@@ -254,3 +254,22 @@ def test_a_revision_12_store_is_indexed_when_migrated(
         assert search_transcripts(reader, "crate").hits[0].stable_id == "agent:1"
     finally:
         reader.close()
+
+
+def test_a_plain_query_matches_its_words_as_written_and_is_never_refused(
+    searched: WriterConnection,
+) -> None:
+    """What a person types into a search box (``cargo-build``, ``it's``, a stray
+    quote or operator) is words, not FTS5 syntax."""
+    connection = searched.connection
+    _write(connection, SESSION, [_item(4, "user:2", _text("don't run cargo-build AND stop"))])
+    for query in ("cargo-build", "don't", 'AND "stop', "NOT", "a:b", "-", "'"):
+        search_transcripts(connection, query, plain=True)  # never refused
+    assert _found(connection, "cargo-build", plain=True) == [  # the phrase "cargo build"
+        (SESSION, "user:2"),
+        (SESSION, "tool:1"),
+    ]
+    assert _found(connection, "don't STOP", plain=True) == [(SESSION, "user:2")]
+    assert _found(connection, "don't missing", plain=True) == []  # every word must match
+    with pytest.raises(InvalidInput):
+        search_transcripts(connection, "don't")
