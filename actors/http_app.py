@@ -6,7 +6,8 @@ ends every stream). Each route below goes through the
 (the token unless marked, the store, the failures, the 404), ``page`` for what a browser
 loads before signing in (the failures only). What each route answers is its topic
 module's: the feed :mod:`relaystore.actors.http_events`, the reads
-:mod:`relaystore.actors.http_reads`, the viewer :mod:`relaystore.actors.http_viewer`.
+:mod:`relaystore.actors.http_reads` and :mod:`relaystore.actors.http_search`, the viewer
+:mod:`relaystore.actors.http_viewer`.
 
 Around every response, the envelope:
 
@@ -42,6 +43,7 @@ from . import http_reads as reads
 from .aio import AsyncEventStore
 from .http_events import KEEPALIVE_SECONDS, events
 from .http_preamble import Preamble, error
+from .http_search import search
 from .http_viewer import SECURITY_HEADERS, Access, OriginGuard, sign_in, sign_out, viewer_files
 
 __all__ = ["API_VERSION", "KEEPALIVE_SECONDS", "create_app", "read_routes"]
@@ -71,6 +73,7 @@ def _read_routes(preamble: Preamble) -> list[Route]:
         preamble.route(_SESSION + "/items", reads.items),
         preamble.route(_SESSION + "/usage", reads.usage),
         preamble.route(_SESSION + "/elicitations", reads.elicitations),
+        preamble.route("/api/v1/search", search),
     ]
 
 

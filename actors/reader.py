@@ -50,6 +50,7 @@ from ..domain.reads import (
     LoadTurnSummary,
     LoadUsagePage,
 )
+from ..domain.search import SearchTranscripts
 from ..storage.audit import load_audit_view
 from ..storage.changes import load_replication_round
 from ..storage.connection import open_reader
@@ -65,6 +66,7 @@ from ..storage.paging import (
     load_runtime_receipt,
 )
 from ..storage.reads.elicitations import load_elicitations, load_raw_elicitations
+from ..storage.reads.search import search_transcripts
 from ..storage.reads.sessions import list_sessions, list_workspaces, load_session_detail
 from ..storage.reads.transcript import (
     load_projection_tail,
@@ -244,6 +246,16 @@ def answer(connection: Connection, message: Any) -> Any:
             return load_elicitations(connection, session_id)
         case LoadRawElicitations(session_id=session_id):
             return load_raw_elicitations(connection, session_id)
+        case SearchTranscripts():
+            return search_transcripts(
+                connection,
+                message.query,
+                message.session_id,
+                message.role,
+                message.limit,
+                message.cursor,
+                message.plain,
+            )
         # -- the store's own reads (domain.messages, actors.internal)
         case LoadTranscriptItem(session_id=session_id, stable_id=stable_id):
             return load_transcript_item(connection, session_id, stable_id)

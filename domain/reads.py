@@ -13,7 +13,8 @@ an unknown session. It holds no rules and no reply shapes; those live by topic:
 * seq, roles, text, turns, titles: :mod:`relaystore.domain.transcript_views`;
 * lifecycle, chat phase and the session view: :mod:`relaystore.domain.session_views`;
 * usage coverage and totals: :mod:`relaystore.domain.usage`;
-* limits and cursors: :mod:`relaystore.domain.paging`.
+* limits and cursors: :mod:`relaystore.domain.paging`;
+* searching transcript text (its message too): :mod:`relaystore.domain.search`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .read_replies import (
 )
 from .request import Request
 from .roles import TranscriptRole
+from .search import SearchTranscripts
 from .transcript_views import (
     finished_only_roles,
 )
@@ -270,8 +272,10 @@ ReadMessage = (
     | LoadElicitations
     | LoadRawUsagePage
     | LoadRawElicitations
+    | SearchTranscripts
 )
-"""The reads of this module (all reader messages)."""
+"""The reads of this module and :class:`~relaystore.domain.search.SearchTranscripts`
+(all reader messages)."""
 
 
 def unknown_session_text(session_id: str) -> str:

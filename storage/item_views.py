@@ -7,8 +7,10 @@ hold and how they are written: :func:`stored_view` (the domain's
 :func:`~relaystore.domain.transcript_views.item_role` and
 :func:`~relaystore.domain.transcript_views.item_text` of a body: the rule stays in the
 domain, every write takes it from here), :data:`VIEW_WRITTEN` (the assignment that tells
-this build's writes from an older build's) and :func:`fill_item_views` (the revision-12
-step's backfill).
+this build's writes from an older build's), :func:`fill_item_views` (the revision-12
+step's backfill) and :func:`fill_search_index` (the revision-13 step's: the full-text
+index of ``view_text``, which the store's triggers keep from then on, see
+:data:`~relaystore.storage.schema_ddl.SEARCH_DDL`).
 
 Guarantees: a write that stores a body stores its view in the same statement; a body
 changed without its view (an older build's write) has it forgotten by the store's
@@ -26,7 +28,7 @@ from ..domain.roles import TranscriptRole
 from ..domain.transcript_views import item_role, item_text
 from .materialized import TRANSCRIPT_BODY
 
-__all__ = ["VIEW_WRITTEN", "fill_item_views", "stored_view"]
+__all__ = ["VIEW_WRITTEN", "fill_item_views", "fill_search_index", "stored_view"]
 
 VIEW_WRITTEN = "view_writes = COALESCE(view_writes, 0) % 1000000000 + 1"
 """The assignment every write of an item's ``view_role`` and ``view_text`` carries: it
@@ -72,3 +74,16 @@ def fill_item_views(connection: apsw.Connection) -> None:
             views,
         )
         after = int(rows[-1][0])  # type: ignore[arg-type]
+
+
+def fill_search_index(connection: apsw.Connection) -> None:
+    """Index every stored item whose text is known, inside the caller's transaction (the
+    revision-13 step): number them in the order they were created, then have FTS5 read
+    their text through its content view (``'rebuild'``). From then on the store's
+    triggers keep the index with every write."""
+    connection.execute(
+        "INSERT OR IGNORE INTO transcript_search_keys(session_id, stable_id)"
+        " SELECT session_id, stable_id FROM materialized_transcript_items"
+        " WHERE view_text IS NOT NULL ORDER BY created_at_ms, rowid"
+    )
+    connection.execute("INSERT INTO transcript_search(transcript_search) VALUES ('rebuild')")

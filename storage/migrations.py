@@ -6,7 +6,8 @@ so it matches a migrated store); an older store climbs one step per revision. Ea
 is one ``BEGIN IMMEDIATE`` transaction that changes the schema, raises the floor when it
 must, adds its ledger row and sets ``user_version``; a failure rolls the step back and
 leaves the store exactly as it was. Step 2 rewrites legacy event bodies; step 4 widens
-the ``sessions`` CHECKs in place; step 12 flattens the stored transcript items' text.
+the ``sessions`` CHECKs in place; step 12 flattens the stored transcript items' text;
+step 13 indexes that text for search.
 
 What each revision means is :mod:`.schema`'s notes; the SQL is :mod:`.schema_ddl`'s.
 Only the writer runs this: it must not be reached from a reader.
@@ -29,7 +30,7 @@ from ..domain.sessions import SessionState
 from ..domain.wire import decode_json
 from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
 from .events import encode_event_body
-from .item_views import fill_item_views
+from .item_views import fill_item_views, fill_search_index
 from .schema import (
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
@@ -39,6 +40,7 @@ from .schema import (
     RELAY_LOG_REVISION,
     REQUESTS_REVISION,
     SCHEMA_VERSION,
+    SEARCH_REVISION,
     ensure_supported,
     read_schema_state,
     schema_mismatch,
@@ -54,6 +56,7 @@ from .schema_ddl import (
     MAINTENANCE_REQUESTS_DDL,
     NEW_STORE_ID,
     RELAY_LOG_DDL,
+    SEARCH_DDL,
     STORE_IDENTITY_DDL,
     TRANSCRIPT_SEQ_INDEX_DDL,
     tables_ddl,
@@ -123,6 +126,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(MAINTENANCE_REQUESTS_DDL)
         connection.execute(CHANGES_DDL + REPLICA_DDL)
         connection.execute(ITEM_VIEW_DDL)
+        connection.execute(SEARCH_DDL)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -225,6 +229,17 @@ def _add_item_views(connection: apsw.Connection) -> None:
         _record_revision(connection, ITEM_VIEW_REVISION)
 
 
+def _add_search_index(connection: apsw.Connection) -> None:
+    """Revision 13: the full-text search index of transcript text, filled for every item
+    whose text is known (additive; see the module doc)."""
+    with _step(connection, f"migrate the relaystore schema to revision {SEARCH_REVISION}"):
+        if int(connection.pragma("user_version")) != SEARCH_REVISION - 1:
+            return
+        connection.execute(SEARCH_DDL)
+        fill_search_index(connection)
+        _record_revision(connection, SEARCH_REVISION)
+
+
 _SESSION_CHECKS = (
     ("harness_kind", tuple(kind.value for kind in HarnessKind)),
     ("state", tuple(state.value for state in SessionState)),
@@ -325,6 +340,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     REQUESTS_REVISION: _add_maintenance_requests,
     CHANGES_REVISION: _add_changes,
     ITEM_VIEW_REVISION: _add_item_views,
+    SEARCH_REVISION: _add_search_index,
 }
 
 

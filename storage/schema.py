@@ -67,7 +67,7 @@ Revisions (relaystore's own numbering):
    ``replica_sources``/``replica_sessions`` (:data:`~relaystore.storage.changes.REPLICA_DDL`)
    for a store filled from a stream. Additive, so the floor stays: an older build's
    writes still fire the triggers (they live in the file).
-12. *Current* (:data:`SCHEMA_VERSION`). ``materialized_transcript_items.view_role``,
+12. ``materialized_transcript_items.view_role``,
    ``view_text`` and ``view_writes``
    (:data:`~relaystore.storage.schema_ddl.ITEM_VIEW_DDL`): each item's role and flattened
    text (:func:`~relaystore.domain.transcript_views.item_role`,
@@ -81,6 +81,17 @@ Revisions (relaystore's own numbering):
    (:func:`~relaystore.storage.item_views.fill_item_views`), so a migrated store answers
    as it did.
    Additive, so the floor stays.
+13. *Current* (:data:`SCHEMA_VERSION`). The full-text search index of transcript text
+   (:data:`~relaystore.storage.schema_ddl.SEARCH_DDL`): ``transcript_search_keys``
+   numbers each item whose ``view_text`` is known, the FTS5 table ``transcript_search``
+   indexes that text (its content is the items' own column, read through the view
+   ``transcript_search_text``), and three triggers on ``materialized_transcript_items``
+   keep it in the transaction of every write of an item's text. The step indexes the
+   items the store holds (:func:`~relaystore.storage.item_views.fill_search_index`).
+   Additive, so the floor stays: the triggers live in the file, so an older build's
+   writes keep the index too (an item an older build writes without its view is not
+   indexed until its text is known). The step's number is :data:`SEARCH_REVISION`,
+   the one place to renumber it.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -119,6 +130,7 @@ __all__ = [
     "ITEM_VIEW_REVISION",
     "RELAY_LOG_REVISION",
     "REQUESTS_REVISION",
+    "SEARCH_REVISION",
     "SCHEMA_VERSION",
     "SchemaState",
     "check_writer_schema",
@@ -148,7 +160,10 @@ CHANGES_REVISION = 11
 ITEM_VIEW_REVISION = 12
 """The revision that keeps each transcript item's role and text (renumber here only)."""
 
-SCHEMA_VERSION = ITEM_VIEW_REVISION
+SEARCH_REVISION = 13
+"""The revision that adds the full-text search index of transcript text (renumber here only)."""
+
+SCHEMA_VERSION = SEARCH_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

@@ -26,6 +26,7 @@ __all__ = [
     "NEW_STORE_ID",
     "RANDOM_STORE_ID",
     "RELAY_LOG_DDL",
+    "SEARCH_DDL",
     "STORE_IDENTITY_DDL",
     "TRANSCRIPT_SEQ_INDEX_DDL",
     "tables_ddl",
@@ -116,6 +117,69 @@ END;
 """
 """Revision 12: each item's role and flattened text, forgotten when its body changes
 without them (this build counts its writes in ``view_writes``, an older build does not)."""
+
+SEARCH_DDL = """
+CREATE TABLE IF NOT EXISTS transcript_search_keys (
+    search_id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    stable_id TEXT NOT NULL,
+    UNIQUE(session_id, stable_id)
+) STRICT;
+CREATE VIEW IF NOT EXISTS transcript_search_text AS
+    SELECT keys.search_id AS search_id, items.view_text AS text
+    FROM transcript_search_keys AS keys JOIN materialized_transcript_items AS items
+    ON items.session_id = keys.session_id AND items.stable_id = keys.stable_id;
+CREATE VIRTUAL TABLE IF NOT EXISTS transcript_search USING fts5(
+    text, content='transcript_search_text', content_rowid='search_id',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS transcript_search_added
+AFTER INSERT ON materialized_transcript_items
+WHEN NEW.view_text IS NOT NULL
+BEGIN
+    INSERT OR IGNORE INTO transcript_search_keys(session_id, stable_id)
+    VALUES (NEW.session_id, NEW.stable_id);
+    INSERT INTO transcript_search(rowid, text)
+    SELECT search_id, NEW.view_text FROM transcript_search_keys
+    WHERE session_id = NEW.session_id AND stable_id = NEW.stable_id;
+END;
+CREATE TRIGGER IF NOT EXISTS transcript_search_changed
+AFTER UPDATE OF view_text ON materialized_transcript_items
+WHEN NEW.view_text IS NOT OLD.view_text
+BEGIN
+    INSERT INTO transcript_search(transcript_search, rowid, text)
+    SELECT 'delete', search_id, OLD.view_text FROM transcript_search_keys
+    WHERE OLD.view_text IS NOT NULL
+        AND session_id = OLD.session_id AND stable_id = OLD.stable_id;
+    DELETE FROM transcript_search_keys
+    WHERE NEW.view_text IS NULL AND session_id = OLD.session_id AND stable_id = OLD.stable_id;
+    INSERT OR IGNORE INTO transcript_search_keys(session_id, stable_id)
+    SELECT NEW.session_id, NEW.stable_id WHERE NEW.view_text IS NOT NULL;
+    INSERT INTO transcript_search(rowid, text)
+    SELECT search_id, NEW.view_text FROM transcript_search_keys
+    WHERE NEW.view_text IS NOT NULL
+        AND session_id = NEW.session_id AND stable_id = NEW.stable_id;
+END;
+CREATE TRIGGER IF NOT EXISTS transcript_search_removed
+AFTER DELETE ON materialized_transcript_items
+WHEN OLD.view_text IS NOT NULL
+BEGIN
+    INSERT INTO transcript_search(transcript_search, rowid, text)
+    SELECT 'delete', search_id, OLD.view_text FROM transcript_search_keys
+    WHERE session_id = OLD.session_id AND stable_id = OLD.stable_id;
+    DELETE FROM transcript_search_keys
+    WHERE session_id = OLD.session_id AND stable_id = OLD.stable_id;
+END;
+"""
+"""The search index of transcript text (full-text, SQLite FTS5): one row per item whose
+``view_text`` is known. ``transcript_search_keys`` numbers the indexed items
+(``search_id``, an INTEGER PRIMARY KEY, so ``VACUUM`` keeps it: an item's implicit rowid
+it does not); ``transcript_search`` indexes their text without a copy of it (its content
+is the view ``transcript_search_text``, the items' own ``view_text``). The triggers keep
+it in the transaction of every write of an item's text, whichever build writes it, and
+whatever writes it (a page, retention, a reprojection, a deletion's cascade, the stale
+trigger forgetting a view): an item is indexed exactly while its ``view_text`` is known,
+under the same ``search_id`` while it stays known."""
 
 MAINTENANCE_REQUESTS_DDL = """
 CREATE TABLE IF NOT EXISTS maintenance_requests (

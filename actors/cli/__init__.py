@@ -16,6 +16,7 @@ parses and calls the handler the parser chose. The command groups, one module ea
 * :mod:`.journals`: ``replay``, ``verify``;
 * :mod:`.feed`: ``events``, ``show``, ``stats``;
 * :mod:`.reads`: ``sessions``, ``transcript``, ``history``, ``usage``;
+* :mod:`.finding`: ``search``, ``export``;
 * :mod:`.serve`: ``serve``;
 * :mod:`.keeping`: ``backup``, ``vacuum``, ``new-store-id``, ``reproject``, ``audit``,
   ``prune-log``, ``compact``, ``delete``, ``checkpoint``;
@@ -36,7 +37,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ...domain.errors import StoreError
-from . import completion, feed, fleet, journals, keeping, reads, serve
+from . import completion, feed, finding, fleet, journals, keeping, reads, serve
 from .config import COMMANDS as CONFIGURED_COMMANDS, configure
 from .options import Parser, file_argument, path
 from .output import fail
@@ -49,7 +50,7 @@ _DEBUG_ENV = "RELAYSTORE_DEBUG"  # set to 1 to see the traceback of an unexpecte
 Handler = Callable[[argparse.Namespace], int]
 """A command's handler: runs the parsed command, returns its exit status."""
 
-_GROUPS = (journals, feed, reads, serve, keeping, fleet, completion)
+_GROUPS = (journals, feed, reads, finding, serve, keeping, fleet, completion)
 """The command modules, in the order ``--help`` lists their commands."""
 
 

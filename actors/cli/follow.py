@@ -10,7 +10,9 @@ Guarantees:
 * ``--follow`` prints what commits in this or another process until interrupted, and
   ends (exit 0) within :data:`~relaystore.actors.cli.output.READER_POLL_SECONDS` of its
   reader going away, even while nothing new commits (``events --follow | head``).
-* ``-o text`` prints one human line per event or item instead of its JSON line.
+* ``-o text`` prints one human line per event or item instead of its JSON line; the
+  transcript's text also shows the session's failed turns and faults among its items
+  (:mod:`.fault_lines`), every error line starting with ``!``.
 
 Must not: write the store (it is opened read-only), or import the store and its
 messages at module level: they are imported inside the functions, so ``--help`` loads no
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ...domain.errors import InvalidInput
 from ...domain.paging import MAX_PAGE_LIMIT
+from .fault_lines import FaultLines
 from .output import READER_POLL_SECONDS, event_text, item_text, reader_gone
 
 if TYPE_CHECKING:
@@ -137,6 +140,7 @@ def transcript_command(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     with open_read_only(args.db) as store:
         await_session(store, args.db, args.session, wait=args.wait)
+        faults = FaultLines(store, args.session, after) if text else None
         while remaining is None or remaining > 0:
             page = store.ask(
                 LoadTranscriptPage(
@@ -150,13 +154,15 @@ def transcript_command(args: argparse.Namespace) -> int:
             if page is None:
                 raise no_session(args.db, args.session)  # deleted while followed
             items = page.items if remaining is None else page.items[:remaining]
-            if items:
-                lines = [
-                    item_text(msgspec.to_builtins(item)).encode()
-                    if text
-                    else msgspec.json.encode(item)
-                    for item in items
-                ]
+            more = bool(page.items) and page.next_after_seq != after
+            if faults is not None:  # -o text: the session's faults among its items
+                shown = [(item.seq, item_text(msgspec.to_builtins(item))) for item in items]
+                through = items[-1].seq if more and items else None
+                written = faults.merge(shown, through=through)
+                if written:
+                    out.write("\n".join(written).encode() + b"\n")
+            elif items:
+                lines = [msgspec.json.encode(item) for item in items]
                 out.write(b"\n".join(lines) + b"\n")
             out.flush()
             if remaining is not None:

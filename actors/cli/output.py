@@ -3,7 +3,7 @@
 Guarantees:
 
 * ``--json``: a list or a stream is JSON lines, one compact object per line, flushed as
-  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``,
+  it is printed (:func:`print_line`: ``events``, ``transcript``, ``sessions``, ``search``,
   ``replay``, ``fleet events``); a report is one JSON object (:func:`print_object`:
   ``verify``, ``stats``, ``audit``, ``show``, ``history``, ``usage``, ``backup``,
   ``new-store-id``, and
@@ -19,7 +19,12 @@ Guarantees:
   prune-log's pages and events, delete's session, checkpoint's archive); and ``error``
   / ``error_type`` (null unless it was refused as a whole).
 * Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
-* ``-o text`` of the follow commands prints one human line per event or item.
+* ``-o text`` of the follow commands prints one human line per event or item; a line
+  of an error or fault (:mod:`relaystore.domain.faults`: a failed or interrupted turn,
+  a session fault, a failed command, a failed tool call or shell command) starts with
+  ``!`` and names it (``ERROR ...``, ``FAULT ...``); ``transcript -o text`` also
+  shows the faults the feed holds for its session (:func:`fault_text`: a failed turn at
+  the seq it ended, a session fault) among its items.
 * A follow that waits notices a reader that went away (``relaystore events --follow |
   head``) within :data:`READER_POLL_SECONDS`, even when nothing is printed meanwhile.
 
@@ -37,12 +42,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
+from ...domain.faults import FAULT_MARK, event_fault, item_fault
 from ...domain.redaction import redact
 
 __all__ = [
     "READER_POLL_SECONDS",
+    "clock",
     "event_text",
     "fail",
+    "fault_text",
     "follow_options",
     "is_tty",
     "item_text",
@@ -118,7 +126,8 @@ def reader_gone(stream: Any = None) -> bool:
         return False
 
 
-def _clock(at_ms: object) -> str:
+def clock(at_ms: object) -> str:
+    """A time in milliseconds as ``YYYY-MM-DD HH:MM:SS`` (UTC); ``-`` for none."""
     if not isinstance(at_ms, int):
         return "-"
     try:
@@ -148,22 +157,51 @@ def _fields(data: object) -> str:
 
 
 def event_text(raw: bytes) -> str:
-    """One API event (its wire JSON) as a human line: seq, time, session, type, fields."""
+    """One API event (its wire JSON) as a human line: seq, time, session, type, fields.
+    An error or fault (:func:`~relaystore.domain.faults.event_fault`) starts with
+    ``!`` and says what failed (``ERROR ...``, ``FAULT ...``) before the fields."""
     event = json.loads(raw)
+    fault = event_fault(event) if isinstance(event, Mapping) else None
+    mark = f"{FAULT_MARK} " if fault else ""
+    said = f"{_short(fault)}  " if fault else ""
     return (
-        f"{event.get('seq')}  {_clock(event.get('recorded_at_ms'))}  "
-        f"{event.get('session_id')}  {event.get('type')}  {_fields(event.get('data'))}"
+        f"{mark}{event.get('seq')}  {clock(event.get('recorded_at_ms'))}  "
+        f"{event.get('session_id')}  {event.get('type')}  {said}{_fields(event.get('data'))}"
     ).rstrip()
 
 
+def fault_text(event: Mapping[str, Any]) -> tuple[int | None, str] | None:
+    """The transcript's text line of an API event (its wire JSON) that reports a fault,
+    with the ordinal it belongs at (a turn's completed ordinal; None for a fault of no
+    turn); None when the event reports none."""
+    fault = event_fault(event)
+    if fault is None:
+        return None
+    data = event.get("data")
+    turn = data.get("turn") if isinstance(data, Mapping) else None
+    ordinal = turn.get("completed_ordinal") if isinstance(turn, Mapping) else None
+    ordinal = ordinal if isinstance(ordinal, int) else None
+    where = ordinal if ordinal is not None else "-"
+    kind = {"turn_ended": "turn", "command_ended": "command"}.get(str(event.get("type")), "session")
+    return (
+        ordinal,
+        f"{FAULT_MARK} {where}  {clock(event.get('recorded_at_ms'))}  {kind}: {_short(fault)}",
+    )
+
+
 def item_text(item: Mapping[str, Any]) -> str:
-    """One transcript item (its JSON) as a human line: seq, time, role, its text."""
+    """One transcript item (its JSON) as a human line: seq, time, role, its text. An
+    item showing an error (:func:`~relaystore.domain.faults.item_fault`) starts with
+    ``!`` and says so (``ERROR ...``) before its text."""
     body = item.get("body")
     streaming = isinstance(body, Mapping) and body.get("streaming") is True
     text = _short(str(item.get("text") or ""))
+    fault = item_fault(item)
+    mark = f"{FAULT_MARK} " if fault else ""
+    said = f"{fault} · " if fault else ""
     return (
-        f"{item.get('seq')}  {_clock(item.get('last_changed_at_ms'))}  {item.get('role')}"
-        f"{' (streaming)' if streaming else ''}: {text}"
+        f"{mark}{item.get('seq')}  {clock(item.get('last_changed_at_ms'))}  {item.get('role')}"
+        f"{' (streaming)' if streaming else ''}: {said}{text}"
     ).rstrip()
 
 

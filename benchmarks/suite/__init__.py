@@ -26,6 +26,7 @@ BENCHMARKS = {
     "pages": "suite.pages",
     "nats": "suite.nats",
     "relaylog": "suite.relaylog",
+    "search": "suite.search",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 

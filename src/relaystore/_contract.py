@@ -123,6 +123,12 @@ from .domain.runtime import (
     HarnessKind as HarnessKind,
     RuntimeReceipt as RuntimeReceipt,
 )
+from .domain.search import (
+    SearchHit as SearchHit,
+    SearchPage as SearchPage,
+    SearchTranscripts as SearchTranscripts,
+    SnippetPart as SnippetPart,
+)
 from .domain.session_provisioning import (
     ManagedCheckoutKind as ManagedCheckoutKind,
     MountAccess as MountAccess,

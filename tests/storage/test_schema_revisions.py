@@ -31,6 +31,7 @@ from relaystore.storage.schema import (
     RELAY_LOG_REVISION,
     REQUESTS_REVISION,
     SCHEMA_VERSION,
+    SEARCH_REVISION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
@@ -51,6 +52,8 @@ from tests.storage.legacy import (
     step_back_to_revision_7,
     step_back_to_revision_8,
     step_back_to_revision_9,
+    step_back_to_revision_11,
+    step_back_to_revision_12,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -124,7 +127,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == ITEM_VIEW_REVISION
+        assert writer.revision == SCHEMA_VERSION == SEARCH_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -171,7 +174,24 @@ def test_reopening_a_current_store_changes_nothing(store_path: Path) -> None:
 
 # -- migrating older revisions ---------------------------------------------------------
 
-OLDER_STORES = {1: create_legacy_store, 2: create_revision_2_store, 3: create_revision_3_store}
+
+def _stepped_back(step_back: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A builder of a store of an earlier revision: a fresh store, stepped back."""
+
+    def create(path: Path) -> None:
+        open_writer(path).close()
+        step_back(path)
+
+    return create
+
+
+OLDER_STORES = {
+    1: create_legacy_store,
+    2: create_revision_2_store,
+    3: create_revision_3_store,
+    11: _stepped_back(step_back_to_revision_11),
+    12: _stepped_back(step_back_to_revision_12),
+}
 
 
 @pytest.mark.parametrize(
@@ -228,6 +248,16 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "maintenance_requests_open",
         "maintenance_requests_state",
         "materialized_transcript_view_stale",  # revision 12: items' role and text
+        "transcript_search_keys",  # revision 13: the search index
+        "transcript_search_text",
+        "transcript_search",
+        "transcript_search_added",
+        "transcript_search_changed",
+        "transcript_search_removed",
+        "transcript_search_config",  # (the FTS5 table's own tables)
+        "transcript_search_data",
+        "transcript_search_docsize",
+        "transcript_search_idx",
     }
 
 
@@ -847,6 +877,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             REQUESTS_REVISION,
             CHANGES_REVISION,
             ITEM_VIEW_REVISION,
+            SEARCH_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -880,6 +911,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
             REQUESTS_REVISION,
             CHANGES_REVISION,
             ITEM_VIEW_REVISION,
+            SEARCH_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -906,7 +938,13 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "maintenance" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [INDEX_FACTS_REVISION, REQUESTS_REVISION, CHANGES_REVISION, ITEM_VIEW_REVISION],
+        [
+            INDEX_FACTS_REVISION,
+            REQUESTS_REVISION,
+            CHANGES_REVISION,
+            ITEM_VIEW_REVISION,
+            SEARCH_REVISION,
+        ],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -943,4 +981,4 @@ def test_a_revision_9_store_numbers_what_it_holds_and_then_every_change(
     assert {o for o in schema_objects(store_path) if o[0] == "trigger"} == {
         o for o in schema_objects(fresh) if o[0] == "trigger"
     }
-    assert metadata(store_path)[0] == ITEM_VIEW_REVISION
+    assert metadata(store_path)[0] == SCHEMA_VERSION
