@@ -165,6 +165,7 @@ class Publisher:
         log_interval: float = 10.0,
         once: bool = False,
         connect_attempts: int | None = None,
+        remove_foreign: int | None = None,
     ) -> None:
         require_nats("the NATS publisher")
         if not isinstance(store, AsyncEventStore):
@@ -190,6 +191,11 @@ class Publisher:
         self._connect_attempts = (
             CONNECT_ATTEMPTS_ONCE if connect_attempts is None and once else connect_attempts
         )
+        if remove_foreign is not None and (
+            type(remove_foreign) is not int or not 1 <= remove_foreign < 2**63
+        ):
+            raise InvalidInput("Publisher: remove_foreign must be a stream seq (an int >= 1)")
+        self._remove_foreign = remove_foreign
         self._store = store
         self._store_id = validate_store_id(store.metrics().store_id)
         self._max_outstanding = max_outstanding
@@ -317,6 +323,9 @@ class Publisher:
         try:
             self._connected = True
             await self._target.ensure(nc, logger)
+            if self._remove_foreign is not None:
+                await self._target.remove_foreign(nc, self._remove_foreign, logger)
+                self._remove_foreign = None
             after = await self._target.last_event(nc, self._store)
             after_change = await self._target.last_change(nc, self._store)
             for what, refused, stored in (

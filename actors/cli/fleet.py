@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from ...domain.redaction import redact
 from ..nats_common import require_nats
 from .follow import require_store
-from .options import checked_id, config_option, count, nats_name, nats_options, store_id
+from .options import (
+    checked_id,
+    config_option,
+    count,
+    nats_name,
+    nats_options,
+    store_id,
+)
 
 if TYPE_CHECKING:
     from . import Commands
@@ -53,6 +60,13 @@ def register(commands: Commands) -> None:
         metavar="N",
         help="give up (exit 1) after N attempts in a row that reach no server (default 5 "
         "with --once, no bound without)",
+    )
+    publish.add_argument(
+        "--remove-foreign",
+        type=count,
+        metavar="STREAM_SEQ",
+        help="first delete the message at this stream seq, which publish named as one "
+        "relaystore did not publish for this store (it refuses any other message)",
     )
 
     restore = commands.add(
@@ -171,6 +185,7 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
                 subject_prefix=args.subject_prefix,
                 once=args.once,
                 connect_attempts=args.connect_attempts,
+                remove_foreign=args.remove_foreign,
             )
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, publisher.stop)
