@@ -167,3 +167,84 @@ def test_a_forged_change_with_a_store_header_but_no_number_is_named(
     assert f"on {subject} (stream seq {forged})" in refused.stderr.splitlines()[-1]
     assert publish_once(db, url, "--remove-foreign", str(forged)).returncode == 0
     assert publish_once(db, url).returncode == 0
+
+
+# -- D: the stream lost what the store published --------------------------------------
+
+
+async def _purge(url: str, subject: str | None) -> None:
+    import nats
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        await nc.jsm().purge_stream(STREAM, subject=subject)
+    finally:
+        await nc.close()
+
+
+async def _make_stream(url: str, duplicate_window: float) -> None:
+    import nats
+    from nats.js import api
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        await nc.jsm().add_stream(
+            api.StreamConfig(
+                name=STREAM, subjects=["relaystore.>"], duplicate_window=duplicate_window
+            )
+        )
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("subject", ["store", None], ids=["store-subjects", "whole-stream"])
+def test_a_purged_stream_is_not_published_again_unless_told(
+    tmp_path: Path, nats_server: NatsServer, subject: str | None
+) -> None:
+    url = nats_server.url
+    # A short duplicate window: --republish waits until the server forgot the ids of
+    # what it lost (within it, the server drops them as repeats: nothing would be stored).
+    asyncio.run(_make_stream(url, 10.0))
+    db = new_store(tmp_path)  # 20 events
+    assert publish_once(db, url).returncode == 0
+    sid = store_id(db)
+    changes = stream_messages(url, STREAM, f"relaystore.{sid}.*.*.*")
+    newest_change = max(m.change for m in changes)
+    asyncio.run(_purge(url, f"relaystore.{sid}.>" if subject else None))
+    run(db, "replay", str(journal_root(tmp_path / "more", "more", 5)))  # 30 events
+
+    refused = publish_once(db, url)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        f"relaystore: stream {STREAM} holds store {sid}'s events up to seq 0 and changes up "
+        f"to 0, but the store published events up to seq 20 and changes up to "
+        f"{newest_change} to it: the stream was purged or its limits (max_age, max_msgs, "
+        "max_bytes) removed them; refusing to publish them again from seq 1 unless told "
+        "to with --republish"
+    )
+    assert store_stream(url, sid) == []  # nothing was sent
+
+    again = publish_once(db, url, "--republish")
+    assert again.returncode == 0, again.stderr
+    assert "publishing them again (--republish)" in again.stderr
+    assert store_stream(url, sid) == run(db, "events").stdout.splitlines()
+    assert latest_seq(db) == 30
+    # What was published again is recorded: the next run resumes as usual.
+    assert publish_once(db, url).returncode == 0
+    assert store_stream(url, sid) == run(db, "events").stdout.splitlines()
+
+
+def test_a_store_whose_newest_events_were_deleted_keeps_publishing(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """Events skipped because their session was deleted are not counted as published:
+    the record never passes what the stream holds."""
+    url = nats_server.url
+    db = new_store(tmp_path)
+    run(db, "replay", str(journal_root(tmp_path / "gone", "gone", 5)))
+    run(db, "delete", "gone")
+    assert publish_once(db, url).returncode == 0
+    run(db, "replay", str(journal_root(tmp_path / "more", "more", 5)))
+    result = publish_once(db, url)
+    assert result.returncode == 0, result.stderr
+    assert store_stream(url, store_id(db)) == run(db, "events").stdout.splitlines()
