@@ -80,11 +80,6 @@ class AckWindow:
         """The lowest change the server refused (until a connection resumes)."""
         self.acked = 0
         self.acked_change = 0
-        self.stored = 0
-        """The last event seq the stream acknowledged (the publisher moves ``acked`` past
-        events it skipped; this never passes what the stream holds)."""
-        self.stored_change = 0
-        """The last change the stream acknowledged."""
         self.published = 0
         self.duplicates = 0
         self.changes_published = 0
@@ -173,10 +168,10 @@ class AckWindow:
                     self.duplicates += 1
                 else:
                     self.published += 1
-                self.acked = self.stored = number
+                self.acked = number
             elif kind == "c":
                 self.changes_published += not result
-                self.acked_change = self.stored_change = number
+                self.acked_change = number
             else:
                 self.markers += not result
         self._progress.set()

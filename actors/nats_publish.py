@@ -29,12 +29,6 @@ Guarantees, and why they hold:
   refused with :class:`~relaystore.domain.errors.StoreForked` before anything is sent
   (the rule: :mod:`relaystore.domain.publishing`); ``relaystore new-store-id`` gives
   it a new id, under which it publishes as a new store.
-* **What the stream lost is not published again unasked.** What the stream acknowledged
-  is recorded beside it (:class:`~relaystore.actors.nats_stream.PublishedRecord`); a
-  stream whose last message for the store is behind that record (purged, or its limits
-  removed the store's messages) is refused with a
-  :class:`~relaystore.domain.errors.StoreError` naming the store and what it published,
-  unless ``republish`` says to publish the rest again from where the stream ends.
 * **Order.** Events are sent in ``seq`` order and changes in their number's order on
   one connection, so each store's messages are in that order in the stream; a commit
   marker follows only what a whole snapshot held.
@@ -94,7 +88,7 @@ from .nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
-from .nats_stream import RECORD_INTERVAL, PublishedRecord, StreamTarget, SubjectCache
+from .nats_stream import StreamTarget, SubjectCache
 from .replication import (
     Outgoing,
     change_message,
@@ -172,7 +166,6 @@ class Publisher:
         once: bool = False,
         connect_attempts: int | None = None,
         remove_foreign: int | None = None,
-        republish: bool = False,
     ) -> None:
         require_nats("the NATS publisher")
         if not isinstance(store, AsyncEventStore):
@@ -203,9 +196,6 @@ class Publisher:
         ):
             raise InvalidInput("Publisher: remove_foreign must be a stream seq (an int >= 1)")
         self._remove_foreign = remove_foreign
-        self._republish = bool(republish)
-        self._record: PublishedRecord | None = None
-        self._recorded_at = 0.0
         self._store = store
         self._store_id = validate_store_id(store.metrics().store_id)
         self._max_outstanding = max_outstanding
@@ -347,19 +337,11 @@ class Publisher:
                         f"the NATS server refused {what} {refused} of store "
                         f"{self._store_id} ({self._last_error}) but stored {what} {stored} "
                         f"after it: stream {self._stream} has a gap; fix the server's limits, "
-                        "purge this store's subjects and publish again with --republish"
+                        "purge this store's subjects and publish again"
                     )
             acks.refused = acks.refused_change = None
-            self._record = await PublishedRecord.open(nc, self._target)
-            wait = await self._record.check(after, after_change, self._republish, logger)
-            if wait is not None:  # republish, once the server forgot the lost ids
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), wait)
-                if self._stopping.is_set():
-                    return
-                await self._record.write(after, after_change)
-            self._resumed = acks.acked = acks.stored = self._sent_seq = after
-            acks.acked_change = acks.stored_change = after_change
+            self._resumed = acks.acked = self._sent_seq = after
+            acks.acked_change = after_change
             logger.info(
                 "publishing store %s to stream %s on %s after seq %d",
                 self._store_id,
@@ -421,7 +403,6 @@ class Publisher:
             await acks.settle()
             acks.acked = max(acks.acked, cursor)  # skipped or deleted events included
             acks.acked_change = max(acks.acked_change, changes)
-            await self._write_record(force=self._once)
             if self._once:
                 return
             while not self._stopping.is_set():
@@ -434,16 +415,6 @@ class Publisher:
                 if await self._changed_since(changes):
                     break
         await acks.settle()
-        await self._write_record(force=True)
-
-    async def _write_record(self, *, force: bool) -> None:
-        """Record what the stream acknowledged, at most once per :data:`RECORD_INTERVAL`
-        unless ``force``."""
-        now = time.monotonic()
-        if self._record is None or not (force or now - self._recorded_at >= RECORD_INTERVAL):
-            return
-        await self._record.write(self._acks.stored, self._acks.stored_change)
-        self._recorded_at = now
 
     def _marker(self, changes: int, cursor: int) -> Outgoing:
         return marker_message(self._prefix, self._store_id, changes, cursor)

@@ -11,9 +11,6 @@ store's history in it ends, and which subject each event goes to.
   :mod:`relaystore.domain.publishing`) and that the message is relaystore's.
 * :meth:`StreamTarget.remove_foreign` deletes one message on this store's subjects
   that relaystore did not publish for it (``publish --remove-foreign``), and nothing else.
-* :class:`PublishedRecord` keeps, beside the stream, what the store's publisher saw the
-  stream acknowledge, so that a stream that lost the store's messages is told apart from
-  one that never had them.
 * :class:`SubjectCache` names each event's subject from its session's workspace, asking
   the store once per session it has not seen (a deleted session: no subject, the event
   is skipped).
@@ -26,17 +23,16 @@ given (the publisher's, which ``relaystore publish`` shows).
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..domain.api_events import RawApiEvent
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.messages import LoadRawApiEvents, LoadState
-from ..domain.publishing import fork_from_changes, fork_from_stream, vanished_from_stream
+from ..domain.publishing import fork_from_changes, fork_from_stream
 from .aio import AsyncEventStore
 from .nats_common import DUPLICATE_WINDOW_SECONDS, HEADER_SEQ, HEADER_STORE, store_subjects
 from .replication import (
@@ -53,14 +49,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client
     from nats.js.api import RawStreamMsg
 
-__all__ = [
-    "PUBLISHED_BUCKET",
-    "RECORD_INTERVAL",
-    "SUBJECT_CACHE",
-    "PublishedRecord",
-    "StreamTarget",
-    "SubjectCache",
-]
+__all__ = ["SUBJECT_CACHE", "StreamTarget", "SubjectCache"]
 
 SUBJECT_CACHE = 4096
 """How many sessions' subjects the publisher keeps (a miss asks the store once)."""
@@ -237,131 +226,6 @@ class StreamTarget:
             stream_seq,
             self.stream,
         )
-
-
-PUBLISHED_BUCKET = "{stream}_published"
-"""The key-value bucket beside a stream where each store's publisher records what the
-stream acknowledged (key ``PREFIX.STORE_ID``, value ``{"seq": N, "change": M}``)."""
-
-RECORD_INTERVAL = 1.0
-"""At most one record write a second while publishing (and one when a publisher stops
-or a ``once`` round ends): the record may lag the stream, never pass it."""
-
-
-class _Published(msgspec.Struct):
-    seq: int = 0
-    change: int = 0
-    at_ms: int = 0
-    """When it was written (the publisher's wall clock)."""
-
-
-_PUBLISHED = msgspec.json.Decoder(_Published)
-
-
-class PublishedRecord:
-    """What one store's publisher recorded as acknowledged by the stream, kept in the
-    :data:`PUBLISHED_BUCKET` beside it (created with the stream's replicas when absent):
-    the publisher finds out from it that the stream lost the store's messages
-    (:func:`~relaystore.domain.publishing.vanished_from_stream`)."""
-
-    def __init__(
-        self, nc: Client, kv: Any, target: StreamTarget, key: str, found: _Published
-    ) -> None:
-        self._nc = nc
-        self._kv = kv
-        self._target = target
-        self._key = key
-        self.seq = found.seq
-        self.change = found.change
-        self._at_ms = found.at_ms
-
-    @classmethod
-    async def open(cls, nc: Client, target: StreamTarget) -> PublishedRecord:
-        """The record of ``target``'s store (0 and 0 when it has none yet)."""
-        import nats.js.errors
-        from nats.js import api
-
-        bucket = PUBLISHED_BUCKET.format(stream=target.stream)
-        js = nc.jetstream(timeout=target.timeout)
-        try:
-            kv = await js.key_value(bucket)
-        except nats.js.errors.BucketNotFoundError:
-            info = await nc.jsm(timeout=target.timeout).stream_info(target.stream)
-            kv = await js.create_key_value(
-                bucket=bucket,
-                history=1,
-                storage=api.StorageType.FILE,
-                replicas=info.config.num_replicas or 1,
-                description=f"what each store published to stream {target.stream}",
-            )
-        key = f"{target.prefix}.{target.store_id}"
-        try:
-            entry = await kv.get(key)
-            found = _PUBLISHED.decode(entry.value or b"{}")
-        except nats.js.errors.KeyNotFoundError:
-            found = _Published()
-        except msgspec.DecodeError:
-            raise StoreError(
-                f"the record of store {target.store_id} in bucket {bucket} (key {key}) is not "
-                "relaystore's; delete that key and publish again"
-            ) from None
-        return cls(nc, kv, target, key, found)
-
-    async def check(
-        self, after: int, after_change: int, republish: bool, log: logging.Logger
-    ) -> float | None:
-        """Refuse when the stream, whose last event and change of the store are
-        ``after`` and ``after_change``, lost messages the store published to it
-        (:func:`vanished_from_stream`); with ``republish`` log it and return how many
-        seconds to wait before the publisher records where the stream ends
-        (:meth:`write`) and goes on from there (None: nothing was lost). A server keeps the ids of the messages it lost
-        for its duplicate window (a purge does not forget them) and would drop them
-        again as repeats, so a republish waits until the window has passed since the
-        record was last written (which was after those messages were stored)."""
-        vanished = vanished_from_stream(
-            store_id=self._target.store_id,
-            stream=self._target.stream,
-            stream_seq=after,
-            stream_change=after_change,
-            published_seq=self.seq,
-            published_change=self.change,
-        )
-        if vanished is None:
-            return None
-        if not republish:
-            raise vanished
-        info = await self._nc.jsm(timeout=self._target.timeout).stream_info(self._target.stream)
-        window = float(info.config.duplicate_window or 0)
-        wait = max(0.0, self._at_ms / 1000 + window - time.time())
-        log.warning(
-            "stream %s lost store %s's messages after seq %d and change %d (it had "
-            "published up to seq %d and change %d): publishing them again (--republish)",
-            self._target.stream,
-            self._target.store_id,
-            after,
-            after_change,
-            self.seq,
-            self.change,
-        )
-        if wait > 0:
-            log.warning(
-                "waiting %.0f s first: stream %s's duplicate window (%g s) still holds the "
-                "ids of the messages it lost, and would drop them as repeats",
-                wait,
-                self._target.stream,
-                window,
-            )
-        return wait
-
-    async def write(self, seq: int, change: int) -> None:
-        """Record that the stream acknowledged events up to ``seq`` and changes up to
-        ``change`` (nothing is sent when the record says so already)."""
-        if (seq, change) == (self.seq, self.change):
-            return
-        at_ms = int(time.time() * 1000)
-        value = _Published(seq=seq, change=change, at_ms=at_ms)
-        await self._kv.put(self._key, msgspec.json.encode(value))
-        self.seq, self.change, self._at_ms = seq, change, at_ms
 
 
 class SubjectCache:

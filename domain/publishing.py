@@ -21,15 +21,6 @@ The same rule holds for the store's numbered changes (:func:`fork_from_changes`)
 stream's last change ``N`` for the id against the store's newest change number and its
 change ``N`` (what changed: kind and session).
 
-A stream can also lose what a store published to it: purged, or its limits (``max_age``,
-``max_msgs``, ``max_bytes``) removed the store's messages. Limits remove the oldest
-first, so a stream that still holds any message of the store holds its newest; what the
-store published is recorded beside the stream (the publisher's record, written after
-the acks). Rule (:func:`vanished_from_stream`): the stream's last event (or change) of
-the store is below the one recorded: the stream lost the store's newest messages, and
-publishing would silently repeat its history from there; it is refused unless the
-operator asks to publish again (``relaystore publish --republish``).
-
 A forked store is refused, never published: it takes a new id
 (``relaystore new-store-id``) and then publishes its whole history as a new store,
 while the stream keeps the old id's history as it was.
@@ -37,9 +28,9 @@ while the stream keeps the old id's history as it was.
 
 from __future__ import annotations
 
-from .errors import StoreError, StoreForked
+from .errors import StoreForked
 
-__all__ = ["fork_from_changes", "fork_from_stream", "vanished_from_stream"]
+__all__ = ["fork_from_changes", "fork_from_stream"]
 
 
 def fork_from_stream(
@@ -122,27 +113,4 @@ def _forked(store_id: str, stream_seq: int, why: str) -> StoreForked:
         "`relaystore new-store-id` and publish it again as a new store",
         store_id=store_id,
         stream_seq=stream_seq,
-    )
-
-
-def vanished_from_stream(
-    *,
-    store_id: str,
-    stream: str,
-    stream_seq: int,
-    stream_change: int,
-    published_seq: int,
-    published_change: int,
-) -> StoreError | None:
-    """The refusal when ``stream`` lost messages this store published to it (its last
-    event ``stream_seq`` or change ``stream_change`` is below what the publisher recorded
-    as acknowledged: ``published_seq``, ``published_change``), or None."""
-    if stream_seq >= published_seq and stream_change >= published_change:
-        return None
-    return StoreError(
-        f"stream {stream} holds store {store_id}'s events up to seq {stream_seq} and "
-        f"changes up to {stream_change}, but the store published events up to seq "
-        f"{published_seq} and changes up to {published_change} to it: the stream was "
-        "purged or its limits (max_age, max_msgs, max_bytes) removed them; refusing to "
-        f"publish them again from seq {stream_seq + 1} unless told to with --republish"
     )

@@ -62,12 +62,6 @@ def register(commands: Commands) -> None:
         "with --once, no bound without)",
     )
     publish.add_argument(
-        "--republish",
-        action="store_true",
-        help="publish again what the stream lost of this store (purged, or removed by its "
-        "limits), from where the stream ends; without it publish refuses",
-    )
-    publish.add_argument(
         "--remove-foreign",
         type=count,
         metavar="STREAM_SEQ",
@@ -192,7 +186,6 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
                 once=args.once,
                 connect_attempts=args.connect_attempts,
                 remove_foreign=args.remove_foreign,
-                republish=args.republish,
             )
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, publisher.stop)
