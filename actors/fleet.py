@@ -17,9 +17,13 @@ acknowledged floor, so the repeat comes first and in order. One reader per durab
 away) and starts at the stream's first message. Within one feed an event already
 yielded for its store (a redelivery) is not yielded again.
 
-Without ``follow`` the feed ends once it delivered everything the consumer had pending;
-with it, it waits for more. nats-py reconnects on its own here (a consumer, unlike the
-publisher, has nothing to resend).
+Without ``follow`` the feed ends once it delivered the last message its filter selects
+as the stream's leader has it when the feed starts (re-read whenever a wait brings
+nothing: a message deleted meanwhile ends it sooner), never on a consumer's own count of
+what is pending, which in a cluster is one replica's and may lag
+(:func:`~relaystore.actors.nats_common.last_stream_seq`); with it, it waits for more.
+nats-py reconnects on its own here (a consumer, unlike the publisher, has nothing to
+resend).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .nats_common import (
     connect,
     filter_subject,
     is_transient,
+    last_stream_seq,
     require_nats,
     require_stream,
     shown_servers,
@@ -176,6 +181,11 @@ class FleetFeed:
         )
         try:
             subscription = await self._consumer(nc)
+            # Without follow the feed ends at the stream's end as its leader has it (a
+            # consumer's num_pending is only its replica's: see last_stream_seq).
+            end = 0 if self._follow else await self._end(nc)
+            if not self._follow and end == 0:
+                return
             newest: dict[str, int] = {}
             while True:
                 await self._ack()
@@ -190,8 +200,11 @@ class FleetFeed:
                     _reraise_a_swallowed_cancel()
                     if self._follow:
                         continue
+                    # Nothing came: the consumer's replica may still be catching up,
+                    # or the messages up to the end were deleted meanwhile.
+                    end = min(end, await self._end(nc))
                     info = await subscription.consumer_info()
-                    if info.num_pending == 0:
+                    if info.delivered.stream_seq >= end:
                         return
                     continue
                 for message in messages:
@@ -201,11 +214,14 @@ class FleetFeed:
                         continue  # redelivered within this feed
                     newest[event.store] = event.seq
                     yield event
-                last = messages[-1].metadata.num_pending if messages else 1
-                if not self._follow and last == 0:
+                if not self._follow and messages[-1].metadata.sequence.stream >= end:
                     return
         finally:
             await self.close()
+
+    async def _end(self, nc: Client) -> int:
+        """The stream sequence of the last message the feed's filter selects (0: none)."""
+        return await last_stream_seq(nc, self._stream, self._subject, self._connect_timeout * 2)
 
     async def _consumer(self, nc: Client) -> Any:
         import nats.js.errors

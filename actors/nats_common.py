@@ -40,6 +40,7 @@ __all__ = [
     "require_stream",
     "filter_subject",
     "is_transient",
+    "last_stream_seq",
     "require_nats",
     "shown_servers",
     "store_subjects",
@@ -250,3 +251,23 @@ async def require_stream(
         await nc.jsm(timeout=timeout).stream_info(stream)
     except nats.js.errors.NotFoundError:
         raise InvalidInput(f"no stream {stream} on {shown_servers(servers)}; {hint}") from None
+
+
+async def last_stream_seq(nc: Client, stream: str, subject: str, timeout: float) -> int:
+    """The stream sequence of ``stream``'s last message on ``subject`` (a filter), 0
+    when it holds none, as the stream's leader has it.
+
+    Where a read of the stream ends. A consumer's own ``num_pending`` is no end: in a
+    cluster an ephemeral consumer of a limits stream is one replica, placed on any peer
+    of the stream (nats-server's ``createGroupForConsumer``), and a peer that was down
+    and is still catching up counts only what it holds, so its ``num_pending`` reaches
+    0 before the stream's end. A message get that is not a direct get is answered by the
+    stream's leader alone, which holds everything the stream acknowledged. A failure to
+    ask raises what nats-py raises."""
+    import nats.js.errors
+
+    try:
+        message = await nc.jsm(timeout=timeout).get_last_msg(stream, subject, direct=False)
+    except nats.js.errors.NotFoundError:
+        return 0
+    return int(message.seq or 0)

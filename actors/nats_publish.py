@@ -39,6 +39,10 @@ Guarantees, and why they hold:
 * **Bounded.** At most ``max_outstanding`` messages wait for their ack: a slow server
   slows the publisher (backpressure), and no ack for ``ack_timeout`` seconds ends the
   connection. Reconnects back off exponentially (with jitter) up to ``backoff_max``.
+  After ``connect_attempts`` attempts in a row that reach no server (default
+  :data:`CONNECT_ATTEMPTS_ONCE` with ``once``, no bound without) :meth:`Publisher.run`
+  raises a :class:`~relaystore.domain.errors.StoreError` naming the servers, their
+  credentials masked.
 
 Events of a session deleted before they were sent are skipped (``relaystore events``
 no longer shows them either); events sent before the delete stay in the stream.
@@ -96,7 +100,12 @@ from .replication import (
 if TYPE_CHECKING:
     from nats.aio.client import Client
 
-__all__ = ["Publisher", "PublisherMetrics"]
+__all__ = ["CONNECT_ATTEMPTS_ONCE", "Publisher", "PublisherMetrics"]
+
+CONNECT_ATTEMPTS_ONCE = 5
+"""How many attempts in a row that reach no server a ``once`` publisher makes before it
+gives up (unless told otherwise): each tries every server at most twice, each try
+bounded by ``connect_timeout``, with the reconnect backoff between attempts."""
 
 logger = logging.getLogger(__name__)
 """The publisher's log (``relaystore publish`` shows it on stderr)."""
@@ -155,6 +164,8 @@ class Publisher:
         backoff_max: float = 5.0,
         log_interval: float = 10.0,
         once: bool = False,
+        connect_attempts: int | None = None,
+        remove_foreign: int | None = None,
     ) -> None:
         require_nats("the NATS publisher")
         if not isinstance(store, AsyncEventStore):
@@ -173,6 +184,18 @@ class Publisher:
         ):
             if type(value) not in (int, float) or not 0 < value < 1e6:
                 raise InvalidInput(f"Publisher: {name} must be a number of seconds > 0")
+        if connect_attempts is not None and (
+            type(connect_attempts) is not int or not 1 <= connect_attempts <= 1_000_000
+        ):
+            raise InvalidInput("Publisher: connect_attempts must be an int from 1 to 1000000")
+        self._connect_attempts = (
+            CONNECT_ATTEMPTS_ONCE if connect_attempts is None and once else connect_attempts
+        )
+        if remove_foreign is not None and (
+            type(remove_foreign) is not int or not 1 <= remove_foreign < 2**63
+        ):
+            raise InvalidInput("Publisher: remove_foreign must be a stream seq (an int >= 1)")
+        self._remove_foreign = remove_foreign
         self._store = store
         self._store_id = validate_store_id(store.metrics().store_id)
         self._max_outstanding = max_outstanding
@@ -199,6 +222,7 @@ class Publisher:
         self._reconnects = 0
         self._last_error: str | None = None
         self._latest_change = 0
+        self._reached = False
 
     @property
     def store_id(self) -> str:
@@ -247,8 +271,10 @@ class Publisher:
         while storing a later one.
         """
         backoff = self._backoff[0]
+        unreached = 0  # attempts in a row that reached no server
         while not self._stopping.is_set():
             started = time.monotonic()
+            self._reached = False
             try:
                 await self._connection()
                 return
@@ -261,6 +287,13 @@ class Publisher:
                     raise
                 self._reconnects += 1
                 self._last_error = _describe(exc)
+                unreached = 0 if self._reached else unreached + 1
+                if self._connect_attempts is not None and unreached >= self._connect_attempts:
+                    raise StoreError(
+                        f"cannot reach a NATS server at {shown_servers(self._servers)} after "
+                        f"{unreached} attempt{'s' if unreached > 1 else ''} "
+                        f"({self._last_error}); is it running, and is --nats right?"
+                    ) from None
                 if time.monotonic() - started > 30:
                     backoff = self._backoff[0]
                 pause = backoff * random.uniform(0.5, 1.0)
@@ -284,11 +317,15 @@ class Publisher:
             connect_timeout=self._connect_timeout,
             reconnect=False,
         )
+        self._reached = True
         acks = self._acks
         acks.reset()
         try:
             self._connected = True
             await self._target.ensure(nc, logger)
+            if self._remove_foreign is not None:
+                await self._target.remove_foreign(nc, self._remove_foreign, logger)
+                self._remove_foreign = None
             after = await self._target.last_event(nc, self._store)
             after_change = await self._target.last_change(nc, self._store)
             for what, refused, stored in (

@@ -9,6 +9,8 @@ store's history in it ends, and which subject each event goes to.
   last-by-subject lookup): where a connection resumes. Each first checks that the store
   holds the history the stream holds under its id (the fork rules of
   :mod:`relaystore.domain.publishing`) and that the message is relaystore's.
+* :meth:`StreamTarget.remove_foreign` deletes one message on this store's subjects
+  that relaystore did not publish for it (``publish --remove-foreign``), and nothing else.
 * :class:`SubjectCache` names each event's subject from its session's workspace, asking
   the store once per session it has not seen (a deleted session: no subject, the event
   is skipped).
@@ -170,18 +172,60 @@ class StreamTarget:
 
     def _number(self, message: RawStreamMsg, header: str) -> int:
         """The number in ``header`` of a message relaystore published for this store;
-        :class:`StoreError` for any other message."""
-        headers = message.headers or {}
-        number = headers.get(header)
-        if headers.get(HEADER_STORE) != self.store_id or not (
-            isinstance(number, str) and number.isdigit()
-        ):
+        :class:`StoreError` for any other message, naming it and the remedy."""
+        number = self._ours(message, header)
+        if number is None:
             raise StoreError(
                 f"stream {self.stream} holds a message on {message.subject} (stream seq "
                 f"{message.seq}) that relaystore did not publish for store {self.store_id}; "
-                "remove it, or publish under another --subject-prefix"
+                f"remove it with `relaystore publish --remove-foreign {message.seq}` (or "
+                f"`nats stream rmm {self.stream} {message.seq}`) and publish again"
             )
-        return int(number)
+        return number
+
+    def _ours(self, message: RawStreamMsg, *headers: str) -> int | None:
+        """The number in the first of ``headers`` a message relaystore published for
+        this store carries; None for a message relaystore did not publish for it."""
+        held = message.headers or {}
+        if held.get(HEADER_STORE) != self.store_id:
+            return None
+        for header in headers:
+            number = held.get(header)
+            if isinstance(number, str) and number.isdigit():
+                return int(number)
+        return None
+
+    async def remove_foreign(self, nc: Client, stream_seq: int, log: logging.Logger) -> None:
+        """Delete the message at ``stream_seq`` when it is on this store's subjects and
+        relaystore did not publish it for this store; :class:`InvalidInput` for any
+        other message (nothing is deleted). A message already gone is logged."""
+        import nats.js.errors
+
+        jsm = nc.jsm(timeout=self.timeout)
+        try:
+            message = await jsm.get_msg(self.stream, stream_seq, direct=False)
+        except nats.js.errors.NotFoundError:
+            log.info("stream %s holds no message at stream seq %d", self.stream, stream_seq)
+            return
+        subject = message.subject or ""
+        mine = store_subjects(self.prefix, self.store_id)
+        if not subject.startswith(mine[:-1]):
+            raise InvalidInput(
+                f"--remove-foreign {stream_seq}: that message of stream {self.stream} is on "
+                f"{subject}, not on this store's subjects {mine}; nothing removed"
+            )
+        if self._ours(message, HEADER_SEQ, HEADER_CHANGE) is not None:
+            raise InvalidInput(
+                f"--remove-foreign {stream_seq}: the message on {subject} is one relaystore "
+                f"published for store {self.store_id}; nothing removed"
+            )
+        await jsm.delete_msg(self.stream, stream_seq)
+        log.warning(
+            "removed the foreign message on %s (stream seq %d) from stream %s",
+            subject,
+            stream_seq,
+            self.stream,
+        )
 
 
 class SubjectCache:

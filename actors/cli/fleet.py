@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from ...domain.redaction import redact
 from ..nats_common import require_nats
 from .follow import require_store
-from .options import checked_id, config_option, nats_name, nats_options, store_id
+from .options import (
+    checked_id,
+    config_option,
+    count,
+    nats_name,
+    nats_options,
+    store_id,
+)
 
 if TYPE_CHECKING:
     from . import Commands
@@ -46,6 +53,20 @@ def register(commands: Commands) -> None:
     config_option(publish)
     publish.add_argument(
         "--once", action="store_true", help="publish what is committed now, then exit"
+    )
+    publish.add_argument(
+        "--connect-attempts",
+        type=_attempts,
+        metavar="N",
+        help="give up (exit 1) after N attempts in a row that reach no server (default 5 "
+        "with --once, no bound without)",
+    )
+    publish.add_argument(
+        "--remove-foreign",
+        type=count,
+        metavar="STREAM_SEQ",
+        help="first delete the message at this stream seq, which publish named as one "
+        "relaystore did not publish for this store (it refuses any other message)",
     )
 
     restore = commands.add(
@@ -110,6 +131,14 @@ def register(commands: Commands) -> None:
     fleet_events.add_argument("--follow", action="store_true", help="keep printing new events")
 
 
+def _attempts(text: str) -> int:
+    """``--connect-attempts``: 1 to 1000000."""
+    value = count(text)
+    if value > 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be 1 to 1000000, got {text}")
+    return value
+
+
 def _publish(args: argparse.Namespace) -> int:
     require_nats("publish")
     require_store(args.db)
@@ -155,6 +184,8 @@ async def _publish_until_stopped(args: argparse.Namespace) -> int:
                 stream=args.stream,
                 subject_prefix=args.subject_prefix,
                 once=args.once,
+                connect_attempts=args.connect_attempts,
+                remove_foreign=args.remove_foreign,
             )
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, publisher.stop)

@@ -347,11 +347,18 @@ class StreamMessage:
 
 async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
     import nats
-    import nats.errors
     from nats.js import api
+
+    from relaystore.actors.nats_common import last_stream_seq
 
     nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:
+        # The end as the stream's leader has it: the consumer below is one replica,
+        # which may still be catching up after a restart (its num_pending would end
+        # the read early).
+        end = await last_stream_seq(nc, stream, subject, 5)
+        if end == 0:
+            return []
         jsm = nc.jsm()
         info = await jsm.add_consumer(
             stream,
@@ -361,12 +368,14 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
                 inactive_threshold=30,
             ),
         )
-        if info.num_pending == 0:
-            return []
         subscription = await nc.jetstream().pull_subscribe_bind(info.name, stream)
         found: list[StreamMessage] = []
-        while True:
-            batch = await subscription.fetch(1000, timeout=5)
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                batch = await subscription.fetch(1000, timeout=5)
+            except TimeoutError:
+                continue  # the consumer's replica is still catching up
             for message in batch:
                 headers = message.headers or {}
                 found.append(
@@ -381,8 +390,9 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
                     )
                 )
             await batch[-1].ack()
-            if batch[-1].metadata.num_pending == 0:
+            if batch[-1].metadata.sequence.stream >= end:
                 return found
+        raise AssertionError(f"read {len(found)} messages of {subject}, not up to seq {end}")
     finally:
         await nc.close()
 

@@ -1,0 +1,169 @@
+"""relaystore publish against hostile conditions (issue 47): an unreachable server with
+``--once``, a forged message in a store's subjects, a store's subjects emptied under it.
+
+Each case runs the real command against a real ``nats-server -js`` on a loopback port
+(or none at all), and reads the stream back with nats-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.actors.cli_support import ENV, TIMEOUT, command
+from tests.actors.nats_support import (
+    NatsServer,
+    attempt,
+    journal_root,
+    latest_seq,
+    run,
+    running_server,
+    store_id,
+    stream_messages,
+)
+
+STREAM = "RELAYSTORE"
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    with running_server(tmp_path) as server:
+        yield server
+
+
+def new_store(tmp_path: Path, name: str = "store", turns: int = 10) -> Path:
+    db = tmp_path / f"{name}.sqlite3"
+    run(db, "replay", str(journal_root(tmp_path / f"{name}-roots", f"{name}-s", turns)))
+    return db
+
+
+def publish_once(db: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return attempt(db, "publish", "--nats", url, "--once", *extra)
+
+
+# -- B: --once against a server nobody answers on ---------------------------------------
+
+
+def test_publish_once_gives_up_on_an_unreachable_server_in_one_line(tmp_path: Path) -> None:
+    db = new_store(tmp_path)
+    url = "nats://publisher:s3cret-word@127.0.0.1:1"
+    started = time.monotonic()
+    result = subprocess.run(
+        command(db, "publish", "--nats", url, "--once", "--connect-attempts", "3"),
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - started < TIMEOUT
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(
+        "relaystore: cannot reach a NATS server at nats://publisher:***@127.0.0.1:1 after "
+        "3 attempts ("
+    ), result.stderr
+    assert last.endswith("); is it running, and is --nats right?")
+    assert "s3cret" not in result.stderr
+    # The default bound of --once: it ends by itself.
+    default = publish_once(db, url)
+    assert default.returncode == 1
+    assert "after 5 attempts" in default.stderr.splitlines()[-1]
+    assert "s3cret" not in default.stderr
+
+
+def test_connect_attempts_is_checked_as_a_usage_error(tmp_path: Path) -> None:
+    db = new_store(tmp_path)
+    for bad in ("0", "-1", "x", "1000001"):
+        result = publish_once(db, "nats://127.0.0.1:1", "--connect-attempts", bad)
+        assert result.returncode == 2, result.stderr
+        assert "--connect-attempts" in result.stderr
+
+
+# -- C: a forged message in a store's subjects ----------------------------------------
+
+
+async def _forge(url: str, subject: str, headers: dict[str, str] | None) -> int:
+    """Publish one message nobody's publisher sent; its stream seq."""
+    import nats
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        ack = await nc.jetstream().publish(subject, b'{"forged": true}', headers=headers)
+    finally:
+        await nc.close()
+    return ack.seq
+
+
+def forge(url: str, subject: str, headers: dict[str, str] | None = None) -> int:
+    return asyncio.run(_forge(url, subject, headers))
+
+
+def store_stream(url: str, sid: str) -> list[bytes]:
+    """The events the stream holds for store ``sid``, in stream order."""
+    return [m.data for m in stream_messages(url, STREAM, f"relaystore.{sid}.*.*")]
+
+
+def test_a_forged_message_is_named_and_removed_with_remove_foreign(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    url = nats_server.url
+    db = new_store(tmp_path)
+    assert publish_once(db, url).returncode == 0
+    sid = store_id(db)
+    subject = f"relaystore.{sid}.default.store-s"
+    forged = forge(url, subject)
+    run(db, "replay", str(journal_root(tmp_path / "more", "more", 5)))
+
+    refused = publish_once(db, url)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        f"relaystore: stream {STREAM} holds a message on {subject} (stream seq {forged}) "
+        f"that relaystore did not publish for store {sid}; remove it with `relaystore "
+        f"publish --remove-foreign {forged}` (or `nats stream rmm {STREAM} {forged}`) and "
+        "publish again"
+    )
+
+    # A message relaystore published is never removed, nor another store's.
+    mine = publish_once(db, url, "--remove-foreign", "1")
+    assert mine.returncode == 1
+    line = mine.stderr.splitlines()[-1]
+    assert line.startswith(f"relaystore: --remove-foreign 1: the message on relaystore.{sid}.")
+    assert line.endswith(f" is one relaystore published for store {sid}; nothing removed")
+    elsewhere = forge(url, "relaystore.0123456789abcdef0123456789abcdef.w.s")
+    other = publish_once(db, url, "--remove-foreign", str(elsewhere))
+    assert other.returncode == 1
+    assert "not on this store's subjects" in other.stderr.splitlines()[-1]
+
+    fixed = publish_once(db, url, "--remove-foreign", str(forged))
+    assert fixed.returncode == 0, fixed.stderr
+    assert (
+        f"removed the foreign message on {subject} (stream seq {forged}) from stream {STREAM}"
+        in fixed.stderr
+    )
+    assert store_stream(url, sid) == run(db, "events").stdout.splitlines()
+    assert latest_seq(db) == 30
+    # Gone already: a repeat of the command is harmless.
+    assert publish_once(db, url, "--remove-foreign", str(forged)).returncode == 0
+    assert store_stream(url, sid) == run(db, "events").stdout.splitlines()
+
+
+def test_a_forged_change_with_a_store_header_but_no_number_is_named(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    url = nats_server.url
+    db = new_store(tmp_path)
+    assert publish_once(db, url).returncode == 0
+    sid = store_id(db)
+    subject = f"relaystore.{sid}.default.store-s.record"
+    forged = forge(url, subject, {"Relaystore-Store": sid, "Relaystore-Change": "x"})
+    refused = publish_once(db, url)
+    assert refused.returncode == 1
+    assert f"on {subject} (stream seq {forged})" in refused.stderr.splitlines()[-1]
+    assert publish_once(db, url, "--remove-foreign", str(forged)).returncode == 0
+    assert publish_once(db, url).returncode == 0
