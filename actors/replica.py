@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain.errors import StoreError
 from ..domain.redaction import redact
-from ..domain.replication import Incoming
+from ..domain.replication import Incoming, Mark, check_restore_target, cut_span
 from .nats_common import (
     connect,
     is_transient,
@@ -100,6 +100,7 @@ class ReplicaReader:
         self._wait = wait
         self._connect_timeout = connect_timeout
         self._handle: WriterConnection | None = None
+        self._path = db
         self._adopt = False
         self._fresh = False  # an empty target takes the store's id with its first span
         # Per store: messages since its last marker, complete spans ready to apply, and
@@ -108,6 +109,9 @@ class ReplicaReader:
         self._ready: dict[str, list[Incoming]] = {}
         self._ready_seq: dict[str, int] = {}
         self._applied: dict[str, int] = {}
+        # Per store: the mark applied (committed) and the one its ready spans reach.
+        self._marks: dict[str, Mark | None] = {}
+        self._cut: dict[str, Mark | None] = {}
         self._buffered = 0
         self._seen = 0  # the last stream seq read
         self.events = 0
@@ -121,12 +125,27 @@ class ReplicaReader:
 
     def _open(self) -> None:
         from ..storage.connection import open_writer
-        from ..storage.replica import replica_position, target_is_empty
+        from ..storage.replica import (
+            replica_mark,
+            replica_position,
+            restore_target,
+            target_is_empty,
+        )
         from ..storage.schema import read_store_id
 
         self._handle = handle = open_writer(self._db)
         connection = handle.connection
         if self._store_id is not None:
+            own_sessions, own_events, other_stores = restore_target(connection, self._store_id)
+            check_restore_target(
+                self._store_id,
+                own_sessions=own_sessions,
+                own_events=own_events,
+                other_stores=other_stores,
+            )
+            self._marks[self._store_id] = replica_mark(
+                connection, self._store_id, self._stream, self._scope
+            )
             whole = self._scope == "*"
             self._fresh = whole and target_is_empty(connection)
             self._adopt = whole and (self._fresh or read_store_id(connection) == self._store_id)
@@ -139,6 +158,10 @@ class ReplicaReader:
                 (self._stream, self._scope),
             ):
                 self._applied[str(store_id)] = int(seq)
+                self._marks[str(store_id)] = replica_mark(
+                    connection, str(store_id), self._stream, self._scope
+                )
+        self._cut = dict(self._marks)
 
     def _floor(self) -> int:
         """Where a new consumer starts after: every message before it is applied."""
@@ -155,18 +178,22 @@ class ReplicaReader:
             adopt_store_id(connection, self._store_id)
             self._fresh = False
         for store_id, messages in self._ready.items():  # in the order their markers came
+            mark = self._cut[store_id]
+            assert mark is not None
             report = apply_commits(
                 connection,
                 store_id=store_id,
                 stream=self._stream,
                 scope=self._scope,
                 stream_seq=self._ready_seq[store_id],
+                mark=mark,
                 messages=messages,
                 sessions=self._sessions,
                 mirror=self._store_id is None,
                 adopt=self._adopt,
             )
             self._applied[store_id] = self._ready_seq[store_id]
+            self._marks[store_id] = mark
             self.events += report.events
             self.changes += report.changes
             self.sessions |= report.sessions
@@ -194,19 +221,32 @@ class ReplicaReader:
             )
         self._applied[_FLOOR_STORE] = floor
 
+    @property
+    def waiting(self) -> int:
+        """Messages read past each store's last commit marker: for a later marker."""
+        return sum(len(partial) for partial in self._partial.values())
+
     def _take(self, stream_seq: int, message: Incoming) -> None:
         store_id = message.store_id
         self._seen = max(self._seen, stream_seq)
         if stream_seq <= self._applied.get(store_id, 0):
             return  # applied before this run (a mirror's consumer starts at its floor)
         partial = self._partial.setdefault(store_id, [])
-        if message.kind == MARKER:
-            self._ready.setdefault(store_id, []).extend(item for _, item in partial)
-            self._ready_seq[store_id] = stream_seq
-            partial.clear()
-        else:
+        if message.kind != MARKER:
             partial.append((stream_seq, message))
             self._buffered += 1
+            return
+        # What the marker closes, checked whole before any of it is applied (the rule:
+        # relaystore.domain.replication.cut_span).
+        mark = self._cut.get(store_id, Mark(0, 0))
+        span = cut_span(store_id, mark, message, stream_seq, partial)
+        if span.mark != mark:
+            self._ready.setdefault(store_id, []).extend(span.messages)
+            self._cut[store_id] = span.mark
+            # Where a run resumes: before the first message that still waits.
+            self._ready_seq[store_id] = span.held[0][0] - 1 if span.held else stream_seq
+        self._buffered -= len(partial) - len(span.held)
+        partial[:] = span.held
 
     # -- the stream ----------------------------------------------------------------------
 
@@ -228,6 +268,7 @@ class ReplicaReader:
                     self._partial.clear()
                     self._ready.clear()
                     self._ready_seq.clear()
+                    self._cut = dict(self._marks)
                     self._buffered = 0
                     pause = backoff * random.uniform(0.5, 1.0)
                     logger.warning(
@@ -336,9 +377,16 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         logger.removeHandler(handler)
     what = f"store {args.store}" if restore else "the stream's stores"
+    waiting = reader.waiting
+    more = (
+        f" ({waiting} message{'s' if waiting != 1 else ''} past the last commit marker wait "
+        "for the next: run again to continue)"
+        if waiting
+        else ""
+    )
     print(
         f"{'restored' if restore else 'mirrored'} {what} into {args.db}: "
         f"{len(reader.sessions)} sessions changed, {reader.events} API events, "
-        f"{reader.changes} changes (run again to continue)"
+        f"{reader.changes} changes{more}"
     )
     return 0

@@ -48,6 +48,7 @@ from ..domain.relay_log import unpack_events
 from ..domain.replication import (
     Incoming,
     LogPageRow,
+    Mark,
     RecordState,
     StartState,
     WireEvent,
@@ -64,7 +65,9 @@ __all__ = [
     "ApplyReport",
     "adopt_store_id",
     "apply_commits",
+    "replica_mark",
     "replica_position",
+    "restore_target",
     "target_is_empty",
 ]
 
@@ -86,6 +89,55 @@ def replica_position(connection: apsw.Connection, store_id: str, stream: str, sc
         (store_id, stream, scope),
     ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+def _mark_scopes(scope: str) -> tuple[str, str]:
+    """The ``replica_sources`` rows (by scope) of a :class:`Mark`: its change and seq."""
+    return f"{scope}#change", f"{scope}#seq"
+
+
+def replica_mark(
+    connection: apsw.Connection, store_id: str, stream: str, scope: str
+) -> Mark | None:
+    """The mark of ``store_id`` applied in ``scope`` ((0, 0): none applied; None: a
+    replica of 0.4, which kept only its stream position)."""
+    found = dict(
+        connection.execute(
+            "SELECT scope, stream_seq FROM replica_sources WHERE store_id = ? AND stream = ? "
+            "AND scope IN (?, ?, ?)",
+            (store_id, stream, scope, *_mark_scopes(scope)),
+        )
+    )
+    change_scope, seq_scope = _mark_scopes(scope)
+    if change_scope in found and seq_scope in found:
+        return Mark(int(found[change_scope]), int(found[seq_scope]))
+    return None if found.get(scope) else Mark(0, 0)
+
+
+def restore_target(connection: apsw.Connection, store_id: str) -> tuple[int, int, int]:
+    """What the store holds that a restore of ``store_id`` did not write: its sessions
+    (and their API events) not restored from that store, and the other stores it
+    restores or mirrors (see :func:`~relaystore.domain.replication.check_restore_target`)."""
+    with transaction(connection, "check what the store holds"):
+        own = connection.execute(
+            "SELECT session_id FROM session_contexts UNION SELECT session_id FROM sessions "
+            "EXCEPT SELECT session_id FROM replica_sessions WHERE store_id = ?",
+            (store_id,),
+        ).fetchall()
+        events = 0
+        if own:
+            events = int(
+                connection.execute(
+                    "SELECT count(*) FROM api_events WHERE session_id NOT IN "
+                    "(SELECT session_id FROM replica_sessions WHERE store_id = ?)",
+                    (store_id,),
+                ).get
+            )
+        others = connection.execute(
+            "SELECT count(DISTINCT store_id) FROM replica_sources WHERE store_id != ?",
+            (store_id,),
+        ).get
+        return len(own), events, int(others)
 
 
 def target_is_empty(connection: apsw.Connection) -> bool:
@@ -288,7 +340,7 @@ def _insert_events(
 ) -> int:
     held: dict[str, bool] = {}
     written = 0
-    for event in sorted(events, key=lambda event: event.seq) if not mirror else events:
+    for event in events:  # in seq order (the span's)
         local = target.local(event.session_id, create=False)
         if local is None:
             continue
@@ -309,8 +361,7 @@ def _insert_events(
             )
         else:
             connection.execute(
-                "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT(seq) DO NOTHING",
+                "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) VALUES (?, ?, ?, ?)",
                 (event.seq, local, event.recorded_at_ms, body),
             )
         written += 1
@@ -324,17 +375,19 @@ def apply_commits(
     stream: str,
     scope: str,
     stream_seq: int,
+    mark: Mark,
     messages: Sequence[Incoming],
     sessions: frozenset[str] | None,
     mirror: bool,
     adopt: bool,
 ) -> ApplyReport:
-    """Apply one source store's ``messages`` (whole commit spans) and record
+    """Apply one source store's ``messages`` (whole commit spans, as
+    :func:`~relaystore.domain.replication.cut_span` cut them) and record ``mark`` and
     ``stream_seq`` as applied, in one transaction; see the module doc. ``sessions``:
     only these source sessions (None: all)."""
     report = ApplyReport()
     with transaction(connection, f"apply the commits of store {store_id}"):
-        mark = connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get
+        ours = connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get
         target = _Target(connection, store_id, mirror=mirror)
         changes = sorted(
             (message for message in messages if message.kind in ("record", "start", "log")),
@@ -387,14 +440,19 @@ def apply_commits(
             if isinstance(message.value, WireEvent)
             and (sessions is None or message.value.session_id in sessions)
         ]
-        report.events = _insert_events(connection, target, events, mirror=mirror)
+        try:
+            report.events = _insert_events(connection, target, events, mirror=mirror)
+        except apsw.ConstraintError as exc:
+            raise StoreError(
+                f"an API event of store {store_id} does not fit the store: {exc}"
+            ) from exc
         for local in sorted(pages.keys() | starts):
             try:
                 _reproject(connection, local, [] if local in starts else pages.get(local, []))
             except UnknownSession:
                 continue
         if adopt:
-            connection.execute("DELETE FROM store_changes WHERE change_seq > ?", (mark,))
+            connection.execute("DELETE FROM store_changes WHERE change_seq > ?", (ours,))
             connection.executemany(
                 "INSERT INTO store_changes(change_seq, kind, session_id, first_ordinal) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT(change_seq) DO NOTHING",
@@ -403,9 +461,28 @@ def apply_commits(
                     for message in changes
                 ],
             )
-        connection.execute(
+            # Its counters as the source's: the numbers its own triggers took while
+            # applying are not its, and the events it lacks were deleted in the source.
+            connection.execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'store_changes'", (mark.change,)
+            )
+            connection.execute(
+                "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'api_events'",
+                (mark.seq,),
+            )
+            connection.execute(
+                "INSERT INTO sqlite_sequence(name, seq) SELECT 'api_events', ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM sqlite_sequence WHERE name = 'api_events')",
+                (mark.seq,),
+            )
+        change_scope, seq_scope = _mark_scopes(scope)
+        connection.executemany(
             "INSERT INTO replica_sources(store_id, stream, scope, stream_seq) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(store_id, stream, scope) DO UPDATE SET stream_seq = excluded.stream_seq",
-            (store_id, stream, scope, stream_seq),
+            [
+                (store_id, stream, scope, stream_seq),
+                (store_id, stream, change_scope, mark.change),
+                (store_id, stream, seq_scope, mark.seq),
+            ],
         )
     return report
