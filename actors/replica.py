@@ -15,7 +15,16 @@ Guarantees:
   A ``mirror`` also keeps its floor: the stream position before which every store's
   messages are applied, so a store first seen later is not skipped.
 * **Committed states only.** Messages after a store's last marker wait for the next
-  marker; a run that ends (caught up, without ``--follow``) leaves them to the next run.
+  marker; a run that ends (caught up, without ``--follow``) leaves them to the next run
+  (and says so: :attr:`ReplicaReader.waiting`). At each marker the span it closes is
+  checked whole before any of it is applied
+  (:func:`~relaystore.domain.replication.cut_span`: no change or event missing since
+  the last applied marker, nothing applied twice, nothing past the marker); a refusal
+  is a :class:`~relaystore.domain.errors.StoreError` that ends the run with nothing of
+  that span written.
+* **Its own target.** A restore refuses, before it connects, a store holding sessions
+  it did not restore from that store or restores of other stores
+  (:func:`~relaystore.domain.replication.check_restore_target`).
 * **A lost server is not a lost restore.** A failure talking to NATS (a cluster node
   killed, a consumer gone with it) drops the connection and what was read past the
   last applied span, and reconnects (backing off up to 5 s) from the committed
@@ -112,6 +121,7 @@ class ReplicaReader:
         # Per store: the mark applied (committed) and the one its ready spans reach.
         self._marks: dict[str, Mark | None] = {}
         self._cut: dict[str, Mark | None] = {}
+        self._holes: dict[str, str] = {}  # per store: a span's unexplained hole (waits)
         self._buffered = 0
         self._seen = 0  # the last stream seq read
         self.events = 0
@@ -125,7 +135,7 @@ class ReplicaReader:
 
     def _open(self) -> None:
         from ..storage.connection import open_writer
-        from ..storage.replica import (
+        from ..storage.replica_sources import (
             replica_mark,
             replica_position,
             restore_target,
@@ -170,7 +180,8 @@ class ReplicaReader:
         return self._applied.get(_FLOOR_STORE, 0)
 
     def _apply_ready(self) -> None:
-        from ..storage.replica import adopt_store_id, apply_commits
+        from ..storage.replica import apply_commits
+        from ..storage.replica_sources import adopt_store_id
 
         assert self._handle is not None
         connection = self._handle.connection
@@ -240,6 +251,12 @@ class ReplicaReader:
         # relaystore.domain.replication.cut_span).
         mark = self._cut.get(store_id, Mark(0, 0))
         span = cut_span(store_id, mark, message, stream_seq, partial)
+        if span.hole is not None:
+            if store_id not in self._holes and self._follow:
+                logger.warning("%s; waiting for the next commit marker", span.hole)
+            self._holes[store_id] = span.hole
+        else:
+            self._holes.pop(store_id, None)
         if span.mark != mark:
             self._ready.setdefault(store_id, []).extend(span.messages)
             self._cut[store_id] = span.mark
@@ -269,6 +286,7 @@ class ReplicaReader:
                     self._ready.clear()
                     self._ready_seq.clear()
                     self._cut = dict(self._marks)
+                    self._holes.clear()
                     self._buffered = 0
                     pause = backoff * random.uniform(0.5, 1.0)
                     logger.warning(
@@ -306,7 +324,7 @@ class ReplicaReader:
                     if info.num_pending == 0:
                         self._apply_ready()
                         if not self._follow:
-                            return
+                            return self._refuse_a_hole()
                     continue
                 for message in messages:
                     incoming = decode_incoming(
@@ -323,7 +341,7 @@ class ReplicaReader:
                 if caught_up or self._buffered >= self._chunk:
                     self._apply_ready()
                 if caught_up and not self._follow:
-                    return
+                    return self._refuse_a_hole()
         finally:
             self.connected_url = None
             with contextlib.suppress(Exception):
@@ -351,6 +369,12 @@ class ReplicaReader:
         info = await jsm.add_consumer(self._stream, config)
         js = nc.jetstream(timeout=self._connect_timeout * 2)
         return await js.pull_subscribe_bind(info.name, self._stream)
+
+    def _refuse_a_hole(self) -> None:
+        """At the end of a run: a span still waiting on a hole no later span explained
+        is refused (what came before it is applied)."""
+        for hole in self._holes.values():
+            raise StoreError(hole)
 
 
 class _Lost(Exception):

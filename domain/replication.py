@@ -33,7 +33,8 @@ the marker waits for a later marker (a second publisher ahead of the first). Ref
 before anything of the span is written, naming the first one: a change number of
 C0+1..C the stream lacks (change numbers have no holes); an event seq of S0+1..S it
 lacks, unless the span deletes a session (a session deleted before its events were
-published leaves such holes, and the stream cannot tell them from a deleted message);
+published leaves such holes, and the stream cannot tell them from a deleted message;
+a span with such a hole waits for the next marker, whose span may delete it);
 one event seq with two different bodies; a marker behind the mark on one count and
 ahead on the other (no state of the store is that). A marker behind on both is a stale
 one (nothing to apply).
@@ -255,6 +256,11 @@ class Span:
     """Messages past the marker (with their stream positions): for a later marker."""
     mark: Mark
     """The mark once ``messages`` are applied."""
+    hole: str | None = None
+    """Set (the refusal, naming the first missing seq) when an event seq is missing and
+    the span deletes no session: nothing is applied, every message waits, and the next
+    marker's span decides (a session deleted while its events were being published is
+    deleted by a change of the next span); a run that ends with it refuses with it."""
 
 
 def _first_missing(numbers: list[int], low: int, high: int) -> int | None:
@@ -265,6 +271,11 @@ def _first_missing(numbers: list[int], low: int, high: int) -> int | None:
             return expected
         expected += 1
     return expected if expected <= high else None
+
+
+def _low_of(message: Incoming, mark: Mark) -> int:
+    """The mark's number for ``message``'s sort: its seq for an event, else its change."""
+    return mark.seq if message.kind == "event" else mark.change
 
 
 def _deletes_a_session(changes: list[Incoming]) -> bool:
@@ -293,12 +304,7 @@ def cut_span(
         )
         mark = Mark(min(mark.change, change), min(mark.seq, seq))
     if change <= mark.change and seq <= mark.seq:
-        held = [
-            (at, m)
-            for at, m in buffered
-            if m.number > (mark.seq if m.kind == "event" else mark.change)
-        ]
-        return Span([], held, mark)
+        return Span([], [(at, m) for at, m in buffered if m.number > _low_of(m, mark)], mark)
     if change < mark.change or seq < mark.seq:
         raise StoreError(
             f"{where} says change {change} and seq {seq}, but change {mark.change} and seq "
@@ -336,11 +342,13 @@ def cut_span(
     ordered = [changes[number] for number in sorted(changes)]
     missing = _first_missing(list(events), mark.seq, seq)
     if missing is not None and not _deletes_a_session(ordered):
-        raise StoreError(
+        hole = (
             f"API event seq {missing} of store {store_id} is missing from the stream before "
             f"{where} (its events {mark.seq + 1}..{seq}; deleted from the stream or never "
             "published): nothing of the span applied"
         )
+        waiting = [(at, m) for at, m in buffered if m.number > (_low_of(m, mark))]
+        return Span([], waiting, mark, hole)
     ordered.extend(events[number] for number in sorted(events))
     return Span(ordered, held, Mark(change, seq))
 

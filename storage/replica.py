@@ -2,8 +2,12 @@
 
 :func:`apply_commits` takes the messages of one source store between two of its commit
 markers (or several such spans) and applies them in **one transaction** together with
-the stream position they reach (``replica_sources``), so a crash re-applies nothing
-and loses nothing: the next run starts after the position committed last.
+the stream position and the :class:`~relaystore.domain.replication.Mark` (the source's
+change and seq) they reach (``replica_sources``; the mark as two rows of scopes
+``SCOPE#change`` and ``SCOPE#seq``), so a crash re-applies nothing and loses nothing:
+the next run starts after the position committed last and drops what the mark covers.
+What a span holds was checked whole before it gets here
+(:func:`~relaystore.domain.replication.cut_span`).
 
 Guarantees:
 
@@ -15,7 +19,8 @@ Guarantees:
   published. Changes apply in their number's order, so the last value wins.
 * **The feed.** ``restore`` inserts each API event with its seq and its body as the
   source stored it (so ``relaystore events`` prints the same bytes and a consumer's
-  cursor stays valid); ``mirror`` appends them, in stream order, with seqs of its own.
+  cursor stays valid; a seq it holds already must hold the same event, else
+  :class:`StoreError`); ``mirror`` appends them, in seq order, with seqs of its own.
   Events of a session the target does not hold (deleted since) are skipped.
 * **The projection is derived, not copied.** Each session whose log or start changed
   is projected again by this build's rules (:mod:`relaystore.domain.projection.rebuild`):
@@ -24,9 +29,11 @@ Guarantees:
   what the rules derive is compared by ``relaystore audit``.
 * **Numbering.** With ``adopt`` (a whole store restored into a store that took its
   id), the target keeps the source's change numbers (the rows its own triggers made
-  while applying are replaced by the published ones), so it publishes on as the same
-  store; the publisher's fork rule refuses it while it lacks what the stream holds.
-* **Ownership.** ``restore`` refuses (:class:`InvalidInput`, nothing written) a
+  while applying are replaced by the published ones) and counters (its latest change
+  and seq are the mark's), so it publishes on as the same store with no gap; the
+  publisher's fork rule refuses it while it lacks what the stream holds.
+* **Ownership.** :func:`restore_target` says what a target holds that a restore of a
+  store did not write (the domain refuses it before anything is written); ``restore`` refuses (:class:`InvalidInput`, nothing written) a
   session the target holds that it did not restore from this store
   (``replica_sessions``); ``mirror`` gives a session whose id another store's session
   holds in the target a qualified id
@@ -58,18 +65,11 @@ from ..domain.replication import (
 from .materialized import load_frontier, load_materialized_session
 from .projection import commit_page
 from .relay_log import load_relay_log
+from .replica_sources import mark_scopes
 from .reproject import reset_projection
 from .transaction import transaction
 
-__all__ = [
-    "ApplyReport",
-    "adopt_store_id",
-    "apply_commits",
-    "replica_mark",
-    "replica_position",
-    "restore_target",
-    "target_is_empty",
-]
+__all__ = ["ApplyReport", "apply_commits"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,82 +80,6 @@ class ApplyReport:
     changes: int = 0
     sessions: set[str] = dataclasses.field(default_factory=set)
     """The local ids of the sessions it touched."""
-
-
-def replica_position(connection: apsw.Connection, store_id: str, stream: str, scope: str) -> int:
-    """The stream sequence applied up to for ``store_id`` in ``scope`` (0: none)."""
-    row = connection.execute(
-        "SELECT stream_seq FROM replica_sources WHERE store_id = ? AND stream = ? AND scope = ?",
-        (store_id, stream, scope),
-    ).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def _mark_scopes(scope: str) -> tuple[str, str]:
-    """The ``replica_sources`` rows (by scope) of a :class:`Mark`: its change and seq."""
-    return f"{scope}#change", f"{scope}#seq"
-
-
-def replica_mark(
-    connection: apsw.Connection, store_id: str, stream: str, scope: str
-) -> Mark | None:
-    """The mark of ``store_id`` applied in ``scope`` ((0, 0): none applied; None: a
-    replica of 0.4, which kept only its stream position)."""
-    found = dict(
-        connection.execute(
-            "SELECT scope, stream_seq FROM replica_sources WHERE store_id = ? AND stream = ? "
-            "AND scope IN (?, ?, ?)",
-            (store_id, stream, scope, *_mark_scopes(scope)),
-        )
-    )
-    change_scope, seq_scope = _mark_scopes(scope)
-    if change_scope in found and seq_scope in found:
-        return Mark(int(found[change_scope]), int(found[seq_scope]))
-    return None if found.get(scope) else Mark(0, 0)
-
-
-def restore_target(connection: apsw.Connection, store_id: str) -> tuple[int, int, int]:
-    """What the store holds that a restore of ``store_id`` did not write: its sessions
-    (and their API events) not restored from that store, and the other stores it
-    restores or mirrors (see :func:`~relaystore.domain.replication.check_restore_target`)."""
-    with transaction(connection, "check what the store holds"):
-        own = connection.execute(
-            "SELECT session_id FROM session_contexts UNION SELECT session_id FROM sessions "
-            "EXCEPT SELECT session_id FROM replica_sessions WHERE store_id = ?",
-            (store_id,),
-        ).fetchall()
-        events = 0
-        if own:
-            events = int(
-                connection.execute(
-                    "SELECT count(*) FROM api_events WHERE session_id NOT IN "
-                    "(SELECT session_id FROM replica_sessions WHERE store_id = ?)",
-                    (store_id,),
-                ).get
-            )
-        others = connection.execute(
-            "SELECT count(DISTINCT store_id) FROM replica_sources WHERE store_id != ?",
-            (store_id,),
-        ).get
-        return len(own), events, int(others)
-
-
-def target_is_empty(connection: apsw.Connection) -> bool:
-    """Whether the store holds no session, no API event and nothing restored yet."""
-    with transaction(connection, "check that the store is empty"):
-        return all(
-            connection.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
-            for table in ("session_contexts", "api_events", "replica_sources")
-        )
-
-
-def adopt_store_id(connection: apsw.Connection, store_id: str) -> None:
-    """Give an empty store the id of the store it restores (one transaction), so that
-    it publishes on as that store once the restore holds all it published."""
-    with transaction(connection, "take the restored store's id"):
-        connection.execute(
-            "UPDATE store_identity SET store_id = ? WHERE singleton = 1", (store_id,)
-        )
 
 
 class _Target:
@@ -361,9 +285,21 @@ def _insert_events(
             )
         else:
             connection.execute(
-                "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) VALUES (?, ?, ?, ?)",
+                "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(seq) DO NOTHING",
                 (event.seq, local, event.recorded_at_ms, body),
             )
+            if not connection.changes():  # restored already (another --session scope)?
+                held_row = connection.execute(
+                    "SELECT session_id, recorded_at_ms, body FROM api_events WHERE seq = ?",
+                    (event.seq,),
+                ).fetchone()
+                if held_row != (local, event.recorded_at_ms, body):
+                    raise StoreError(
+                        f"API event seq {event.seq} of store {target.store_id} is held by the "
+                        "store with other contents; nothing of the span applied"
+                    )
+                continue
         written += 1
     return written
 
@@ -475,7 +411,7 @@ def apply_commits(
                 "(SELECT 1 FROM sqlite_sequence WHERE name = 'api_events')",
                 (mark.seq,),
             )
-        change_scope, seq_scope = _mark_scopes(scope)
+        change_scope, seq_scope = mark_scopes(scope)
         connection.executemany(
             "INSERT INTO replica_sources(store_id, stream, scope, stream_seq) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(store_id, stream, scope) DO UPDATE SET stream_seq = excluded.stream_seq",
