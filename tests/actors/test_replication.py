@@ -188,3 +188,22 @@ def test_mirror_holds_every_store_and_qualifies_a_shared_session_id(
     run(rebuilt, "mirror", "--nats", nats_server.url)
     assert events_lines(rebuilt) == events_lines(mirror)
     shutil.rmtree(rebuilt.parent)
+
+
+def test_a_session_deleted_before_it_was_published_restores_without_its_events(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """The feed's holes a deleted session leaves are the store's own: the restore takes
+    them (its span deletes a session), holds the same latest seq, and is not refused."""
+    from tests.actors.nats_support import latest_seq
+
+    original = make_store(tmp_path / "a", "store", turns=5, extra="gone")
+    run(original, "replay", str(journal_root(tmp_path / "roots", "kept", 5)))
+    run(original, "delete", "gone")
+    run(original, "publish", "--nats", nats_server.url, "--once")
+    restored = tmp_path / "b" / "store.sqlite3"
+    restored.parent.mkdir()
+    said = _restore(restored, nats_server.url, store_id(original))
+    assert "run again" not in said
+    assert_restored(original, restored)
+    assert latest_seq(restored) == latest_seq(original)
