@@ -143,7 +143,7 @@ def test_restore_refuses_a_missing_change_a_forged_id_and_garbage(
     An event forged past its marker's seq is left out: the restore equals the source."""
     source = make_store(tmp_path / "a", "store", turns=0)
     sid = store_id(source)
-    cases = ("gone", "forged", "garbage", "ahead")
+    cases = ("gone", "forged", "garbage", "ahead", "badlog")
     for name in cases:
         run(
             source,
@@ -203,6 +203,41 @@ def test_restore_refuses_a_missing_change_a_forged_id_and_garbage(
             (f"ahead.{sid}.commit", b"", mark),
         ],
     )
+    session = session_ids(source)[0]
+    page = {
+        "Relaystore-Store": sid,
+        "Relaystore-Change": str(change + 1),
+        "Relaystore-Kind": "log",
+        "Relaystore-Session": session,
+        "Relaystore-First-Ordinal": "1000000",
+        "Relaystore-Last-Ordinal": "1000001",
+        "Relaystore-Raw-Bytes": "7",
+    }
+    publish_raw(
+        nats_server.url,
+        [
+            (f"badlog.{sid}.default.{session}.log", b"garbage", page),
+            (f"badlog.{sid}.commit", b"", {**mark, "Relaystore-Change": str(change + 1)}),
+        ],
+    )
+    # A forged log page (not compressed, past a hole): refused in one line, nothing held.
+    target = tmp_path / "badlog" / "store.sqlite3"
+    target.parent.mkdir()
+    line = _refused(
+        target,
+        "restore",
+        "--nats",
+        nats_server.url,
+        "--store",
+        sid,
+        "--stream",
+        "BADLOG",
+        "--subject-prefix",
+        "badlog",
+    )
+    assert f"cannot restore session {session}" in line
+    assert session_ids(target) == []  # applied with the span before it, in one transaction
+    assert events_lines(target) == []
     expected = {
         "gone": f"change {gone.headers['Relaystore-Change']} of store {sid} is missing",
         "forged": "invalid session id",
