@@ -261,6 +261,13 @@ def test_restore_refuses_a_missing_change_a_forged_id_and_garbage(
         assert says in line
         assert session_ids(target) == []
         assert events_lines(target) == []
+    mirror = tmp_path / "mirror" / "mirror.sqlite3"  # a mirror checks as a restore does
+    mirror.parent.mkdir()
+    line = _refused(
+        mirror, "mirror", "--nats", nats_server.url, "--stream", "GONE", "--subject-prefix", "gone"
+    )
+    assert expected["gone"] in line
+    assert session_ids(mirror) == []
     target = tmp_path / "ahead" / "store.sqlite3"
     target.parent.mkdir()
     said = run(
