@@ -15,7 +15,16 @@ Guarantees:
   A ``mirror`` also keeps its floor: the stream position before which every store's
   messages are applied, so a store first seen later is not skipped.
 * **Committed states only.** Messages after a store's last marker wait for the next
-  marker; a run that ends (caught up, without ``--follow``) leaves them to the next run.
+  marker; a run that ends (caught up, without ``--follow``) leaves them to the next run
+  (and says so: :attr:`ReplicaReader.waiting`). At each marker the span it closes is
+  checked whole before any of it is applied
+  (:func:`~relaystore.domain.replication.cut_span`: no change or event missing since
+  the last applied marker, nothing applied twice, nothing past the marker); a refusal
+  is a :class:`~relaystore.domain.errors.StoreError` that ends the run with nothing of
+  that span written.
+* **Its own target.** A restore refuses, before it connects, a store holding sessions
+  it did not restore from that store or restores of other stores
+  (:func:`~relaystore.domain.replication.check_restore_target`).
 * **A lost server is not a lost restore.** A failure talking to NATS (a cluster node
   killed, a consumer gone with it) drops the connection and what was read past the
   last applied span, and reconnects (backing off up to 5 s) from the committed
@@ -37,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..domain.errors import StoreError
 from ..domain.redaction import redact
-from ..domain.replication import Incoming
+from ..domain.replication import Incoming, Mark, check_restore_target, cut_span
 from .nats_common import (
     connect,
     is_transient,
@@ -100,6 +109,7 @@ class ReplicaReader:
         self._wait = wait
         self._connect_timeout = connect_timeout
         self._handle: WriterConnection | None = None
+        self._path = db
         self._adopt = False
         self._fresh = False  # an empty target takes the store's id with its first span
         # Per store: messages since its last marker, complete spans ready to apply, and
@@ -108,6 +118,10 @@ class ReplicaReader:
         self._ready: dict[str, list[Incoming]] = {}
         self._ready_seq: dict[str, int] = {}
         self._applied: dict[str, int] = {}
+        # Per store: the mark applied (committed) and the one its ready spans reach.
+        self._marks: dict[str, Mark | None] = {}
+        self._cut: dict[str, Mark | None] = {}
+        self._holes: dict[str, str] = {}  # per store: a span's unexplained hole (waits)
         self._buffered = 0
         self._seen = 0  # the last stream seq read
         self.events = 0
@@ -121,12 +135,27 @@ class ReplicaReader:
 
     def _open(self) -> None:
         from ..storage.connection import open_writer
-        from ..storage.replica import replica_position, target_is_empty
+        from ..storage.replica_sources import (
+            replica_mark,
+            replica_position,
+            restore_target,
+            target_is_empty,
+        )
         from ..storage.schema import read_store_id
 
         self._handle = handle = open_writer(self._db)
         connection = handle.connection
         if self._store_id is not None:
+            own_sessions, own_events, other_stores = restore_target(connection, self._store_id)
+            check_restore_target(
+                self._store_id,
+                own_sessions=own_sessions,
+                own_events=own_events,
+                other_stores=other_stores,
+            )
+            self._marks[self._store_id] = replica_mark(
+                connection, self._store_id, self._stream, self._scope
+            )
             whole = self._scope == "*"
             self._fresh = whole and target_is_empty(connection)
             self._adopt = whole and (self._fresh or read_store_id(connection) == self._store_id)
@@ -139,6 +168,10 @@ class ReplicaReader:
                 (self._stream, self._scope),
             ):
                 self._applied[str(store_id)] = int(seq)
+                self._marks[str(store_id)] = replica_mark(
+                    connection, str(store_id), self._stream, self._scope
+                )
+        self._cut = dict(self._marks)
 
     def _floor(self) -> int:
         """Where a new consumer starts after: every message before it is applied."""
@@ -147,7 +180,8 @@ class ReplicaReader:
         return self._applied.get(_FLOOR_STORE, 0)
 
     def _apply_ready(self) -> None:
-        from ..storage.replica import adopt_store_id, apply_commits
+        from ..storage.replica import apply_commits
+        from ..storage.replica_sources import adopt_store_id
 
         assert self._handle is not None
         connection = self._handle.connection
@@ -155,18 +189,22 @@ class ReplicaReader:
             adopt_store_id(connection, self._store_id)
             self._fresh = False
         for store_id, messages in self._ready.items():  # in the order their markers came
+            mark = self._cut[store_id]
+            assert mark is not None
             report = apply_commits(
                 connection,
                 store_id=store_id,
                 stream=self._stream,
                 scope=self._scope,
                 stream_seq=self._ready_seq[store_id],
+                mark=mark,
                 messages=messages,
                 sessions=self._sessions,
                 mirror=self._store_id is None,
                 adopt=self._adopt,
             )
             self._applied[store_id] = self._ready_seq[store_id]
+            self._marks[store_id] = mark
             self.events += report.events
             self.changes += report.changes
             self.sessions |= report.sessions
@@ -194,19 +232,38 @@ class ReplicaReader:
             )
         self._applied[_FLOOR_STORE] = floor
 
+    @property
+    def waiting(self) -> int:
+        """Messages read past each store's last commit marker: for a later marker."""
+        return sum(len(partial) for partial in self._partial.values())
+
     def _take(self, stream_seq: int, message: Incoming) -> None:
         store_id = message.store_id
         self._seen = max(self._seen, stream_seq)
         if stream_seq <= self._applied.get(store_id, 0):
             return  # applied before this run (a mirror's consumer starts at its floor)
         partial = self._partial.setdefault(store_id, [])
-        if message.kind == MARKER:
-            self._ready.setdefault(store_id, []).extend(item for _, item in partial)
-            self._ready_seq[store_id] = stream_seq
-            partial.clear()
-        else:
+        if message.kind != MARKER:
             partial.append((stream_seq, message))
             self._buffered += 1
+            return
+        # What the marker closes, checked whole before any of it is applied (the rule:
+        # relaystore.domain.replication.cut_span).
+        mark = self._cut.get(store_id, Mark(0, 0))
+        span = cut_span(store_id, mark, message, stream_seq, partial)
+        if span.hole is not None:
+            if store_id not in self._holes and self._follow:
+                logger.warning("%s; waiting for the next commit marker", span.hole)
+            self._holes[store_id] = span.hole
+        else:
+            self._holes.pop(store_id, None)
+        if span.mark != mark:
+            self._ready.setdefault(store_id, []).extend(span.messages)
+            self._cut[store_id] = span.mark
+            # Where a run resumes: before the first message that still waits.
+            self._ready_seq[store_id] = span.held[0][0] - 1 if span.held else stream_seq
+        self._buffered -= len(partial) - len(span.held)
+        partial[:] = span.held
 
     # -- the stream ----------------------------------------------------------------------
 
@@ -228,6 +285,8 @@ class ReplicaReader:
                     self._partial.clear()
                     self._ready.clear()
                     self._ready_seq.clear()
+                    self._cut = dict(self._marks)
+                    self._holes.clear()
                     self._buffered = 0
                     pause = backoff * random.uniform(0.5, 1.0)
                     logger.warning(
@@ -265,7 +324,7 @@ class ReplicaReader:
                     if info.num_pending == 0:
                         self._apply_ready()
                         if not self._follow:
-                            return
+                            return self._refuse_a_hole()
                     continue
                 for message in messages:
                     incoming = decode_incoming(
@@ -282,7 +341,7 @@ class ReplicaReader:
                 if caught_up or self._buffered >= self._chunk:
                     self._apply_ready()
                 if caught_up and not self._follow:
-                    return
+                    return self._refuse_a_hole()
         finally:
             self.connected_url = None
             with contextlib.suppress(Exception):
@@ -311,6 +370,12 @@ class ReplicaReader:
         js = nc.jetstream(timeout=self._connect_timeout * 2)
         return await js.pull_subscribe_bind(info.name, self._stream)
 
+    def _refuse_a_hole(self) -> None:
+        """At the end of a run: a span still waiting on a hole no later span explained
+        is refused (what came before it is applied)."""
+        for hole in self._holes.values():
+            raise StoreError(hole)
+
 
 class _Lost(Exception):
     """The connection is no longer trustworthy: drop it and resume from the store."""
@@ -336,9 +401,16 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         logger.removeHandler(handler)
     what = f"store {args.store}" if restore else "the stream's stores"
+    waiting = reader.waiting
+    more = (
+        f" ({waiting} message{'s' if waiting != 1 else ''} past the last commit marker wait "
+        "for the next: run again to continue)"
+        if waiting
+        else ""
+    )
     print(
         f"{'restored' if restore else 'mirrored'} {what} into {args.db}: "
         f"{len(reader.sessions)} sessions changed, {reader.events} API events, "
-        f"{reader.changes} changes (run again to continue)"
+        f"{reader.changes} changes{more}"
     )
     return 0

@@ -52,6 +52,7 @@ from ..domain.replication import (
     ReplicationRound,
     StartState,
     WireEvent,
+    check_record_ids,
 )
 from .nats_common import HEADER_SEQ, HEADER_STORE, subject_token
 
@@ -219,6 +220,7 @@ def decode_incoming(
             event = _EVENT.decode(data)
             if event.seq != _number(headers, HEADER_SEQ, where):
                 raise StoreError(f"{where}: its {HEADER_SEQ} is not the event's seq")
+            check_record_ids(where, event.session_id, None)
             return Incoming("event", store_id, event.seq, event.session_id, event)
         if len(tokens) == 2 and tokens[1] == MARKER:
             return Incoming(
@@ -240,6 +242,7 @@ def decode_incoming(
         elif kind == "start":
             value = _START.decode(data)
         elif headers.get(HEADER_GONE) == "1":
+            check_record_ids(where, session, None)
             gone = _number(headers, HEADER_FIRST, where)
             return Incoming(kind, store_id, number, session, None, first_ordinal=gone)
         else:
@@ -251,6 +254,7 @@ def decode_incoming(
             )
         if isinstance(value, RecordState | StartState) and value.session_id != session:
             raise StoreError(f"{where}: its value is of session {value.session_id!r}")
+        check_record_ids(where, session, value)
         logged = value.first_ordinal if isinstance(value, LogPageRow) else None
         return Incoming(kind, store_id, number, session, value, first_ordinal=logged)
     except msgspec.DecodeError as exc:

@@ -22,6 +22,22 @@ mirror already holds a session of that id from another store; then it is
 ``PREFIX.HASH.STORE8`` when that would pass 64 characters. The mirror applies stores'
 commits in stream order, so which session keeps the plain id is the one whose store
 published it first, and a mirror rebuilt from the same stream decides the same way.
+
+What a reader applies (:func:`cut_span`): a commit marker (``Relaystore-Change`` C,
+``Relaystore-Seq`` S) says the store once held exactly its changes 1..C and its API
+events through seq S, all before the marker in the stream. A reader keeps, per store,
+the :class:`Mark` it applied last (C0, S0) and applies at the next marker the changes
+C0+1..C and the events S0+1..S, each once: a message at or below the mark is one it
+holds already (a re-publish after a purge, a second publisher) and is dropped; one past
+the marker waits for a later marker (a second publisher ahead of the first). Refused,
+before anything of the span is written, naming the first one: a change number of
+C0+1..C the stream lacks (change numbers have no holes); an event seq of S0+1..S it
+lacks, unless the span deletes a session (a session deleted before its events were
+published leaves such holes, and the stream cannot tell them from a deleted message;
+a span with such a hole waits for the next marker, whose span may delete it);
+one event seq with two different bodies; a marker behind the mark on one count and
+ahead on the other (no state of the store is that). A marker behind on both is a stale
+one (nothing to apply).
 """
 
 from __future__ import annotations
@@ -32,6 +48,8 @@ from dataclasses import dataclass
 import msgspec
 
 from .api_events import RawApiEvent
+from .errors import InvalidInput, StoreError
+from .ids import validate_id
 
 __all__ = [
     "Change",
@@ -51,6 +69,11 @@ __all__ = [
     "StartState",
     "WorkspaceRow",
     "mirror_session_id",
+    "Mark",
+    "Span",
+    "check_record_ids",
+    "check_restore_target",
+    "cut_span",
 ]
 
 
@@ -209,3 +232,175 @@ def mirror_session_id(session_id: str, store_id: str, taken: bool) -> str:
         return qualified
     digest = hashlib.sha256(session_id.encode()).hexdigest()[:16]
     return f"{session_id[:38]}.{digest}.{store_id[:8]}"
+
+
+# -- what a reader may apply ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """How far a reader applied one store: the newest change and API event seq of the
+    last commit marker applied."""
+
+    change: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """What one commit marker lets a reader apply (see :func:`cut_span`)."""
+
+    messages: list[Incoming]
+    """The changes in number order, then the events in seq order, each once."""
+    held: list[tuple[int, Incoming]]
+    """Messages past the marker (with their stream positions): for a later marker."""
+    mark: Mark
+    """The mark once ``messages`` are applied."""
+    hole: str | None = None
+    """Set (the refusal, naming the first missing seq) when an event seq is missing and
+    the span deletes no session: nothing is applied, every message waits, and the next
+    marker's span decides (a session deleted while its events were being published is
+    deleted by a change of the next span); a run that ends with it refuses with it."""
+
+
+def _first_missing(numbers: list[int], low: int, high: int) -> int | None:
+    """The first number of ``low+1..high`` not in ``numbers`` (all in that range)."""
+    expected = low + 1
+    for number in sorted(numbers):
+        if number != expected:
+            return expected
+        expected += 1
+    return expected if expected <= high else None
+
+
+def _low_of(message: Incoming, mark: Mark) -> int:
+    """The mark's number for ``message``'s sort: its seq for an event, else its change."""
+    return mark.seq if message.kind == "event" else mark.change
+
+
+def _deletes_a_session(changes: list[Incoming]) -> bool:
+    return any(
+        isinstance(change.value, RecordState) and change.value.session is None for change in changes
+    )
+
+
+def cut_span(
+    store_id: str,
+    mark: Mark | None,
+    marker: Incoming,
+    position: int,
+    buffered: list[tuple[int, Incoming]],
+) -> Span:
+    """The span of ``store_id``'s ``buffered`` messages (with their stream positions,
+    in stream order) that ``marker`` (at stream seq ``position``) closes, after
+    ``mark`` (None: a replica of 0.4, which kept no mark: the span's own lowest numbers
+    start it); :class:`StoreError` naming what is wrong (see the module doc)."""
+    where = f"the commit marker of store {store_id} at stream seq {position}"
+    change, seq = marker.number, marker.marker_seq
+    if mark is None:
+        mark = Mark(
+            min([m.number for _, m in buffered if m.kind != "event"], default=change + 1) - 1,
+            min([m.number for _, m in buffered if m.kind == "event"], default=seq + 1) - 1,
+        )
+        mark = Mark(min(mark.change, change), min(mark.seq, seq))
+    if change <= mark.change and seq <= mark.seq:
+        return Span([], [(at, m) for at, m in buffered if m.number > _low_of(m, mark)], mark)
+    if change < mark.change or seq < mark.seq:
+        raise StoreError(
+            f"{where} says change {change} and seq {seq}, but change {mark.change} and seq "
+            f"{mark.seq} are applied: no state of the store is that; nothing of it applied"
+        )
+    changes: dict[int, Incoming] = {}
+    events: dict[int, Incoming] = {}
+    held = []
+    for at, message in buffered:
+        is_event = message.kind == "event"
+        low, high = (mark.seq, seq) if is_event else (mark.change, change)
+        if message.number <= low:
+            continue  # held already
+        if message.number > high:
+            held.append((at, message))
+            continue
+        if is_event:
+            seen = events.get(message.number)
+            if seen is not None and seen.value != message.value:
+                raise StoreError(
+                    f"API event seq {message.number} of store {store_id} is in the stream "
+                    f"twice with different contents (again at stream seq {at}); nothing of "
+                    f"the span before {where} applied"
+                )
+            events[message.number] = message
+        else:
+            changes[message.number] = message  # a later read of the change: its newer value
+    missing = _first_missing(list(changes), mark.change, change)
+    if missing is not None:
+        raise StoreError(
+            f"change {missing} of store {store_id} is missing from the stream before {where} "
+            f"(changes {mark.change + 1}..{change} are its; deleted from the stream or never "
+            "published): nothing of the span applied"
+        )
+    ordered = [changes[number] for number in sorted(changes)]
+    missing = _first_missing(list(events), mark.seq, seq)
+    if missing is not None and not _deletes_a_session(ordered):
+        hole = (
+            f"API event seq {missing} of store {store_id} is missing from the stream before "
+            f"{where} (its events {mark.seq + 1}..{seq}; deleted from the stream or never "
+            "published): nothing of the span applied"
+        )
+        waiting = [(at, m) for at, m in buffered if m.number > (_low_of(m, mark))]
+        return Span([], waiting, mark, hole)
+    ordered.extend(events[number] for number in sorted(events))
+    return Span(ordered, held, Mark(change, seq))
+
+
+def check_record_ids(where: str, session_id: str, value: object) -> None:
+    """The session's and workspace's ids a change carries follow the id rule
+    (:func:`~relaystore.domain.ids.validate_id`): :class:`InvalidInput` naming ``where``
+    otherwise (a session no command could show or delete)."""
+    found: list[tuple[str, str]] = [("session", session_id)]
+    if isinstance(value, RecordState):
+        if value.workspace is not None:
+            found.append(("workspace", value.workspace.workspace_id))
+        if value.context is not None:
+            found.append(("session", value.context.session_id))
+            found.append(("workspace", value.context.workspace_id))
+            found.append(("bundle", value.context.bundle_id))
+        if value.session is not None:
+            found.append(("session", value.session.session_id))
+    for kind, value_id in found:
+        try:
+            validate_id(kind, value_id)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc.detail}") from None
+    if isinstance(value, RecordState):
+        owners = {value.session_id}
+        owners |= {value.context.session_id} if value.context is not None else set()
+        owners |= {value.session.session_id} if value.session is not None else set()
+        if owners != {session_id}:
+            raise InvalidInput(f"{where}: its rows are of sessions {sorted(owners)}")
+
+
+def check_restore_target(
+    store_id: str, *, own_sessions: int, own_events: int, other_stores: int
+) -> None:
+    """A restore of ``store_id`` writes only into an empty store or one that restores
+    the same store: :class:`InvalidInput` for one holding sessions (``own_sessions``,
+    with ``own_events`` API events) it did not restore from this store, or restores of
+    ``other_stores`` other stores (a mirror's among them)."""
+    if not own_sessions and not other_stores:
+        return
+    held = []
+    if own_sessions:
+        held.append(
+            f"{own_sessions} session{'s' if own_sessions != 1 else ''} and {own_events} API "
+            f"event{'s' if own_events != 1 else ''} not restored from store {store_id}"
+        )
+    if other_stores:
+        held.append(
+            f"what it restored or mirrored from {other_stores} other "
+            f"store{'s' if other_stores != 1 else ''}"
+        )
+    raise InvalidInput(
+        f"refusing to restore store {store_id}: the target holds {' and '.join(held)}; "
+        "restore into an empty store (a new --db) or one restoring the same store"
+    )

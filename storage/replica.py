@@ -2,8 +2,12 @@
 
 :func:`apply_commits` takes the messages of one source store between two of its commit
 markers (or several such spans) and applies them in **one transaction** together with
-the stream position they reach (``replica_sources``), so a crash re-applies nothing
-and loses nothing: the next run starts after the position committed last.
+the stream position and the :class:`~relaystore.domain.replication.Mark` (the source's
+change and seq) they reach (``replica_sources``; the mark as two rows of scopes
+``SCOPE#change`` and ``SCOPE#seq``), so a crash re-applies nothing and loses nothing:
+the next run starts after the position committed last and drops what the mark covers.
+What a span holds was checked whole before it gets here
+(:func:`~relaystore.domain.replication.cut_span`).
 
 Guarantees:
 
@@ -15,7 +19,8 @@ Guarantees:
   published. Changes apply in their number's order, so the last value wins.
 * **The feed.** ``restore`` inserts each API event with its seq and its body as the
   source stored it (so ``relaystore events`` prints the same bytes and a consumer's
-  cursor stays valid); ``mirror`` appends them, in stream order, with seqs of its own.
+  cursor stays valid; a seq it holds already must hold the same event, else
+  :class:`StoreError`); ``mirror`` appends them, in seq order, with seqs of its own.
   Events of a session the target does not hold (deleted since) are skipped.
 * **The projection is derived, not copied.** Each session whose log or start changed
   is projected again by this build's rules (:mod:`relaystore.domain.projection.rebuild`):
@@ -24,9 +29,11 @@ Guarantees:
   what the rules derive is compared by ``relaystore audit``.
 * **Numbering.** With ``adopt`` (a whole store restored into a store that took its
   id), the target keeps the source's change numbers (the rows its own triggers made
-  while applying are replaced by the published ones), so it publishes on as the same
-  store; the publisher's fork rule refuses it while it lacks what the stream holds.
-* **Ownership.** ``restore`` refuses (:class:`InvalidInput`, nothing written) a
+  while applying are replaced by the published ones) and counters (its latest change
+  and seq are the mark's), so it publishes on as the same store with no gap; the
+  publisher's fork rule refuses it while it lacks what the stream holds.
+* **Ownership.** :func:`restore_target` says what a target holds that a restore of a
+  store did not write (the domain refuses it before anything is written); ``restore`` refuses (:class:`InvalidInput`, nothing written) a
   session the target holds that it did not restore from this store
   (``replica_sessions``); ``mirror`` gives a session whose id another store's session
   holds in the target a qualified id
@@ -48,6 +55,7 @@ from ..domain.relay_log import unpack_events
 from ..domain.replication import (
     Incoming,
     LogPageRow,
+    Mark,
     RecordState,
     StartState,
     WireEvent,
@@ -57,16 +65,11 @@ from ..domain.replication import (
 from .materialized import load_frontier, load_materialized_session
 from .projection import commit_page
 from .relay_log import load_relay_log
+from .replica_sources import mark_scopes
 from .reproject import reset_projection
 from .transaction import transaction
 
-__all__ = [
-    "ApplyReport",
-    "adopt_store_id",
-    "apply_commits",
-    "replica_position",
-    "target_is_empty",
-]
+__all__ = ["ApplyReport", "apply_commits"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -77,33 +80,6 @@ class ApplyReport:
     changes: int = 0
     sessions: set[str] = dataclasses.field(default_factory=set)
     """The local ids of the sessions it touched."""
-
-
-def replica_position(connection: apsw.Connection, store_id: str, stream: str, scope: str) -> int:
-    """The stream sequence applied up to for ``store_id`` in ``scope`` (0: none)."""
-    row = connection.execute(
-        "SELECT stream_seq FROM replica_sources WHERE store_id = ? AND stream = ? AND scope = ?",
-        (store_id, stream, scope),
-    ).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def target_is_empty(connection: apsw.Connection) -> bool:
-    """Whether the store holds no session, no API event and nothing restored yet."""
-    with transaction(connection, "check that the store is empty"):
-        return all(
-            connection.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
-            for table in ("session_contexts", "api_events", "replica_sources")
-        )
-
-
-def adopt_store_id(connection: apsw.Connection, store_id: str) -> None:
-    """Give an empty store the id of the store it restores (one transaction), so that
-    it publishes on as that store once the restore holds all it published."""
-    with transaction(connection, "take the restored store's id"):
-        connection.execute(
-            "UPDATE store_identity SET store_id = ? WHERE singleton = 1", (store_id,)
-        )
 
 
 class _Target:
@@ -288,7 +264,7 @@ def _insert_events(
 ) -> int:
     held: dict[str, bool] = {}
     written = 0
-    for event in sorted(events, key=lambda event: event.seq) if not mirror else events:
+    for event in events:  # in seq order (the span's)
         local = target.local(event.session_id, create=False)
         if local is None:
             continue
@@ -313,6 +289,17 @@ def _insert_events(
                 "VALUES (?, ?, ?, ?) ON CONFLICT(seq) DO NOTHING",
                 (event.seq, local, event.recorded_at_ms, body),
             )
+            if not connection.changes():  # restored already (another --session scope)?
+                held_row = connection.execute(
+                    "SELECT session_id, recorded_at_ms, body FROM api_events WHERE seq = ?",
+                    (event.seq,),
+                ).fetchone()
+                if held_row != (local, event.recorded_at_ms, body):
+                    raise StoreError(
+                        f"API event seq {event.seq} of store {target.store_id} is held by the "
+                        "store with other contents; nothing of the span applied"
+                    )
+                continue
         written += 1
     return written
 
@@ -324,17 +311,19 @@ def apply_commits(
     stream: str,
     scope: str,
     stream_seq: int,
+    mark: Mark,
     messages: Sequence[Incoming],
     sessions: frozenset[str] | None,
     mirror: bool,
     adopt: bool,
 ) -> ApplyReport:
-    """Apply one source store's ``messages`` (whole commit spans) and record
+    """Apply one source store's ``messages`` (whole commit spans, as
+    :func:`~relaystore.domain.replication.cut_span` cut them) and record ``mark`` and
     ``stream_seq`` as applied, in one transaction; see the module doc. ``sessions``:
     only these source sessions (None: all)."""
     report = ApplyReport()
     with transaction(connection, f"apply the commits of store {store_id}"):
-        mark = connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get
+        ours = connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get
         target = _Target(connection, store_id, mirror=mirror)
         changes = sorted(
             (message for message in messages if message.kind in ("record", "start", "log")),
@@ -387,14 +376,19 @@ def apply_commits(
             if isinstance(message.value, WireEvent)
             and (sessions is None or message.value.session_id in sessions)
         ]
-        report.events = _insert_events(connection, target, events, mirror=mirror)
+        try:
+            report.events = _insert_events(connection, target, events, mirror=mirror)
+        except apsw.ConstraintError as exc:
+            raise StoreError(
+                f"an API event of store {store_id} does not fit the store: {exc}"
+            ) from exc
         for local in sorted(pages.keys() | starts):
             try:
                 _reproject(connection, local, [] if local in starts else pages.get(local, []))
             except UnknownSession:
                 continue
         if adopt:
-            connection.execute("DELETE FROM store_changes WHERE change_seq > ?", (mark,))
+            connection.execute("DELETE FROM store_changes WHERE change_seq > ?", (ours,))
             connection.executemany(
                 "INSERT INTO store_changes(change_seq, kind, session_id, first_ordinal) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT(change_seq) DO NOTHING",
@@ -403,9 +397,28 @@ def apply_commits(
                     for message in changes
                 ],
             )
-        connection.execute(
+            # Its counters as the source's: the numbers its own triggers took while
+            # applying are not its, and the events it lacks were deleted in the source.
+            connection.execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'store_changes'", (mark.change,)
+            )
+            connection.execute(
+                "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'api_events'",
+                (mark.seq,),
+            )
+            connection.execute(
+                "INSERT INTO sqlite_sequence(name, seq) SELECT 'api_events', ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM sqlite_sequence WHERE name = 'api_events')",
+                (mark.seq,),
+            )
+        change_scope, seq_scope = mark_scopes(scope)
+        connection.executemany(
             "INSERT INTO replica_sources(store_id, stream, scope, stream_seq) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(store_id, stream, scope) DO UPDATE SET stream_seq = excluded.stream_seq",
-            (store_id, stream, scope, stream_seq),
+            [
+                (store_id, stream, scope, stream_seq),
+                (store_id, stream, change_scope, mark.change),
+                (store_id, stream, seq_scope, mark.seq),
+            ],
         )
     return report

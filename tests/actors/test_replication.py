@@ -85,6 +85,7 @@ def test_restore_continues_where_it_stopped_while_the_stream_is_written(
     assert "35 API events" in first
     assert "60 API events" in second
     assert "0 API events" in _restore(restored, nats_server.url, sid)
+    assert "run again" not in first + second  # said only when there is more to do
 
 
 def test_a_publish_cut_short_is_applied_only_to_its_last_commit_marker(
@@ -115,8 +116,9 @@ def test_a_publish_cut_short_is_applied_only_to_its_last_commit_marker(
     asyncio.run(stray_event())
     restored = tmp_path / "b" / "store.sqlite3"
     restored.parent.mkdir()
-    _restore(restored, nats_server.url, sid)
+    said = _restore(restored, nats_server.url, sid)
     assert events_lines(restored) == before
+    assert "1 message past the last commit marker wait for the next: run again" in said
 
 
 def test_restore_refuses_a_store_holding_one_of_the_sessions(
@@ -128,7 +130,7 @@ def test_restore_refuses_a_store_holding_one_of_the_sessions(
     before = events_lines(other)
     refused = attempt(other, "restore", "--nats", nats_server.url, "--store", store_id(original))
     assert refused.returncode == 1
-    assert "already holds a session" in refused.stderr
+    assert f"refusing to restore store {store_id(original)}" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert events_lines(other) == before
 
@@ -186,3 +188,22 @@ def test_mirror_holds_every_store_and_qualifies_a_shared_session_id(
     run(rebuilt, "mirror", "--nats", nats_server.url)
     assert events_lines(rebuilt) == events_lines(mirror)
     shutil.rmtree(rebuilt.parent)
+
+
+def test_a_session_deleted_before_it_was_published_restores_without_its_events(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """The feed's holes a deleted session leaves are the store's own: the restore takes
+    them (its span deletes a session), holds the same latest seq, and is not refused."""
+    from tests.actors.nats_support import latest_seq
+
+    original = make_store(tmp_path / "a", "store", turns=5, extra="gone")
+    run(original, "replay", str(journal_root(tmp_path / "roots", "kept", 5)))
+    run(original, "delete", "gone")
+    run(original, "publish", "--nats", nats_server.url, "--once")
+    restored = tmp_path / "b" / "store.sqlite3"
+    restored.parent.mkdir()
+    said = _restore(restored, nats_server.url, store_id(original))
+    assert "run again" not in said
+    assert_restored(original, restored)
+    assert latest_seq(restored) == latest_seq(original)
