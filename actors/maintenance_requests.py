@@ -60,6 +60,7 @@ from ..domain.errors import (
     StoreClosed,
     StoreError,
     StoreLocked,
+    WriterStopped,
 )
 from ..domain.maintenance import (
     ABANDONED,
@@ -306,7 +307,7 @@ def _ask_holder(
                         )
                     continue  # taken meanwhile: wait for its answer
             elif current.taken_by_pid is not None and not process_alive(current.taken_by_pid):
-                raise StoreError(
+                raise WriterStopped(
                     f"process {current.taken_by_pid} took maintenance request {request_id} "
                     "and ended before answering; what it did is whole (each step is one "
                     "transaction): run the command again"
