@@ -283,6 +283,11 @@ class StoredRequest(msgspec.Struct, frozen=True, kw_only=True):
     requester_pid: int
     taken_by_pid: int | None = None
     answer: MaintenanceAnswer | None = None
+    damaged: str | None = None
+    """Why the row does not read (an open row read by the desk, which fails it instead
+    of stopping on it); None for a row that reads."""
+    rowid: int | None = None
+    """The damaged row's place in its table (its id may not read); None otherwise."""
 
     @property
     def answered(self) -> bool:

@@ -209,3 +209,69 @@ def test_a_request_id_of_another_request_is_refused(
         supervisor.stop()
     assert "request id req-2 names another request (vacuum)" in failure(other)
     assert "doomed" in _sessions(db)
+
+
+def _insert_request(db: Path, request_id: str, state: str, **columns: object) -> None:
+    """Write a request row as a foreign connection would (beside the live writer)."""
+    values = {
+        "request_id": request_id,
+        "kind": "delete",
+        "request_json": f'{{"kind":"delete","session_id":"{request_id}"}}',
+        "state": state,
+        "requested_at_ms": 0,  # the oldest: the desk reads it first
+        "requester_pid": os.getpid(),
+        **columns,
+    }
+    connection = apsw.Connection(str(db))
+    try:
+        connection.set_busy_timeout(5000)
+        names = ", ".join(values)
+        marks = ", ".join(f"{value}" if isinstance(value, Raw) else "?" for value in values.values())
+        connection.execute(
+            f"INSERT INTO maintenance_requests({names}) VALUES ({marks})",
+            [value for value in values.values() if not isinstance(value, Raw)],
+        )
+    finally:
+        connection.close()
+
+
+class Raw(str):
+    """An SQL expression written into a row as it is."""
+
+
+def test_a_damaged_open_row_is_failed_and_the_desk_goes_on(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "doomed")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        # Open rows that do not read: an answer of another shape, text that is not UTF-8.
+        _insert_request(db, "bad-answer", "pending", answer_json="[1]")
+        _insert_request(db, "bad-text", "pending", kind=Raw("CAST(x'ff' AS TEXT)"))
+        result = cli(db, "delete", "doomed", "--timeout", "10")
+    finally:
+        supervisor.stop()
+    assert "deleted session doomed" in result.stdout, result.stderr
+    assert _sessions(db) == {LIVE}
+    states = {request_id: state for request_id, state, _ in _requests(db)}
+    assert states["bad-answer"] == states["bad-text"] == "failed"
+
+
+def test_a_request_left_running_by_its_own_writer_is_answered(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    """What a foreign SQLite lock held while a request ran left: the request taken by
+    the live writer and never answered (its answer could not be recorded). The writer
+    answers it, so its command and a run again with its id end."""
+    db = _store_with(tmp_path, "kept")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        _insert_request(db, "stuck", "running", taken_by_pid=supervisor.process.pid)
+        waiting = cli(db, "delete", "stuck", "--request-id", "stuck")
+        after = cli(db, "delete", "kept", "--timeout", "10")
+    finally:
+        supervisor.stop()
+    assert "the store's writer stopped while it ran this request" in failure(waiting)
+    assert "deleted session kept" in after.stdout, after.stderr
+    assert _sessions(db) == {LIVE}
+    assert ("stuck", "failed", supervisor.process.pid) in _requests(db)
