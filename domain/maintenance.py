@@ -225,6 +225,9 @@ class VacuumOutcome(_Outcome, frozen=True, tag="vacuum"):
     pages_before: int
     pages_after: int
     page_size: int
+    wal_truncated: bool = True
+    """Whether the ``-wal`` was checkpointed and truncated after it (see
+    :class:`~relaystore.domain.reports.VacuumReport`)."""
 
 
 class DeleteOutcome(_Outcome, frozen=True, tag="delete"):

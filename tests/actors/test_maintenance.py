@@ -336,3 +336,31 @@ def test_a_new_store_id_needs_the_write_lock_and_changes_only_the_id(
     assert capsys.readouterr().out == (
         f"store {db} was {old}, is now {new}; it publishes as a new store from seq 1\n"
     )
+
+
+def _on_disk(path: Path) -> tuple[int, int]:
+    """The sizes of the store's main file and of its -wal (0 when there is none)."""
+    wal = Path(f"{path}-wal")
+    return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
+
+
+def test_vacuum_beside_a_live_store_shrinks_what_is_on_disk_wal_included(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path) as store:
+        for index in range(20):
+            session_id = f"s-{index}"
+            store.ask(SaveSession(record=example_session(session_id)))
+            for n in range(200):
+                store.ask(activity(n, session_id))
+        for index in range(19):
+            store.ask(DeleteSession(session_id=f"s-{index}"))
+        main_before, wal_before = _on_disk(path)
+        report = store.ask(CompactStore())
+        main_after, wal_after = _on_disk(path)  # the store is still open, and live
+        store.ask(activity(10**6, "s-19"))  # and still writes
+    assert report.pages_after < report.pages_before
+    assert main_after <= report.bytes_after < main_before
+    assert wal_after == 0, (wal_before, wal_after)  # checkpointed into the file, truncated
+    assert main_after + wal_after < main_before + wal_before

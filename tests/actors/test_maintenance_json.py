@@ -42,6 +42,7 @@ FIELDS = {
         "pages_before",
         "pages_after",
         "page_size",
+        "wal_truncated",
     },
 }
 
@@ -102,6 +103,7 @@ def _check_what_was_done(answers: dict[str, dict[str, Any]], frontier: int, arch
     assert vacuum["bytes_before"] == vacuum["pages_before"] * vacuum["page_size"]
     assert vacuum["bytes_after"] == vacuum["pages_after"] * vacuum["page_size"]
     assert vacuum["bytes_reclaimed"] == vacuum["bytes_before"] - vacuum["bytes_after"]
+    assert isinstance(vacuum["wal_truncated"], bool)
 
 
 def test_each_answer_is_one_object_when_a_live_writer_runs_it(
@@ -231,9 +233,7 @@ def test_a_request_nobody_answers_is_one_object_naming_its_error(
         locked = cli(db, "delete", "doomed", "--json")
     finally:
         release(refuser)
-    assert "no writer took maintenance request" in _refused_object(
-        unanswered, "RequestUnanswered"
-    )
+    assert "no writer took maintenance request" in _refused_object(unanswered, "RequestUnanswered")
     assert "takes no maintenance requests" in _refused_object(locked, "StoreLocked")
     assert one_object(unanswered.stdout)["request_id"] is not None
     assert one_object(locked.stdout)["writer_pid"] == refuser.pid
