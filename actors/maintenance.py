@@ -171,6 +171,12 @@ def answered(outcome: MaintenanceOutcome) -> MaintenanceAnswer:
                 f"{plural(outcome.pages_pruned, 'page')}, "
                 f"{plural(outcome.events_pruned, 'event')}; it now starts {starts}"
             )
+            if outcome.pages_pruned:
+                out.append(
+                    f"session {outcome.session_id} can no longer be audited or reprojected "
+                    "from its relay log (audit reports it pruned): keep its checkpoint "
+                    "archive and journals, and audit it with audit --journals"
+                )
         case VacuumOutcome():
             out.append(
                 f"vacuumed {outcome.path}: {plural(outcome.bytes_before, 'byte')} before, "

@@ -135,7 +135,9 @@ def register(commands: Commands) -> None:
 
     prune = maintenance(
         "prune-log",
-        "delete a session's relay log through an ordinal its verified checkpoint covers",
+        "delete a session's relay log through an ordinal its verified checkpoint covers; "
+        "this cannot be undone, and the session can then no longer be audited or "
+        "reprojected from its log (audit reports it pruned; audit --journals still works)",
         _prune_log,
     )
     prune.add_argument("session", type=checked_id("session"), help="the session id")
@@ -408,6 +410,8 @@ def _audit(args: argparse.Namespace) -> int:
         for result in results:
             if result.refused is not None:
                 print(f"{result.session_id}: cannot audit ({result.refused})")
+            elif result.pruned is not None:
+                print(f"{result.session_id}: pruned ({result.pruned})")
             elif result.divergence is not None:
                 print(f"{result.session_id}: diverges from {result.source} at {result.divergence}")
             else:
