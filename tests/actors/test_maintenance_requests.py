@@ -16,10 +16,13 @@ import apsw
 
 from relaystore import EventStore, LoadState, SaveSession
 from relaystore.testing import example_session
-from tests.actors.cli_support import ENV, TIMEOUT, cli, command, failure, ok
+from tests.actors.cli_support import ENV, TIMEOUT, LineReader, cli, command, failure, ok, start
 from tests.actors.retention_support import SESSION, maintenance_store, retention_store
 from tests.actors.supervisor_support import (
+    _SUPERVISOR,
     LIVE,
+    Supervisor,
+    _spawn,
     live_frontier,
     release,
     start_holder,
@@ -226,7 +229,9 @@ def _insert_request(db: Path, request_id: str, state: str, **columns: object) ->
     try:
         connection.set_busy_timeout(5000)
         names = ", ".join(values)
-        marks = ", ".join(f"{value}" if isinstance(value, Raw) else "?" for value in values.values())
+        marks = ", ".join(
+            f"{value}" if isinstance(value, Raw) else "?" for value in values.values()
+        )
         connection.execute(
             f"INSERT INTO maintenance_requests({names}) VALUES ({marks})",
             [value for value in values.values() if not isinstance(value, Raw)],
@@ -275,3 +280,41 @@ def test_a_request_left_running_by_its_own_writer_is_answered(
     assert "deleted session kept" in after.stdout, after.stderr
     assert _sessions(db) == {LIVE}
     assert ("stuck", "failed", supervisor.process.pid) in _requests(db)
+
+
+def test_an_answer_the_store_refused_for_a_while_is_recorded_once_it_can_be(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    """The write of an answer fails for a while (as under a foreign SQLite lock held past
+    the busy timeout; here a foreign trigger refuses it until told otherwise): the
+    request ran, and its answer is recorded once the store takes it again."""
+    db = _store_with(tmp_path, "doomed")
+    logging_first = "import logging; logging.basicConfig(level=logging.WARNING)\n"
+    supervisor = Supervisor(_spawn(logging_first + _SUPERVISOR, str(db), spawned=spawned))
+    assert supervisor.process.stderr is not None
+    logged = LineReader(supervisor.process.stderr)
+    foreign = apsw.Connection(str(db))
+    foreign.set_busy_timeout(5000)
+    foreign.execute(
+        "CREATE TABLE hold_answers(x INTEGER) STRICT; INSERT INTO hold_answers VALUES (1);"
+        "CREATE TRIGGER hold_answers BEFORE UPDATE OF state ON maintenance_requests "
+        "WHEN OLD.state = 'running' AND (SELECT count(*) FROM hold_answers) > 0 "
+        "BEGIN SELECT RAISE(ABORT, 'answers held'); END;"
+    )
+    try:
+        asking = start(db, "delete", "doomed", "--request-id", "held")
+        spawned.append(asking)
+        deadline = time.monotonic() + TIMEOUT
+        while not any("answers held" in line for line in logged.take(1, deadline=deadline)):
+            assert time.monotonic() < deadline, "the writer never tried to record the answer"
+        assert _requests(db) == [("held", "running", supervisor.process.pid)]
+        foreign.execute("DELETE FROM hold_answers")  # the store takes answers again
+        out, err = asking.communicate(timeout=TIMEOUT)
+    finally:
+        foreign.execute("DROP TRIGGER IF EXISTS hold_answers; DROP TABLE IF EXISTS hold_answers")
+        foreign.close()
+        supervisor.stop()
+    assert asking.returncode == 0, err
+    assert "deleted session doomed" in out
+    assert _requests(db) == [("held", "done", supervisor.process.pid)]
+    assert _sessions(db) == {LIVE}
