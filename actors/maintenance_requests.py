@@ -183,11 +183,11 @@ class MaintenanceDesk:
             if self._stop.is_set():
                 return
             if stored.damaged is not None:
-                logger.warning("maintenance requests: %s; failed", stored.damaged)
                 damaged = MaintenanceAnswer(
                     failed=True, error=stored.damaged, error_type="InvalidInput"
                 )
                 self._finish(stored, damaged)
+                logger.warning("maintenance requests: %s; answered failed", stored.damaged)
             elif stored.state == "running":
                 interrupted = MaintenanceAnswer(
                     failed=True, error=INTERRUPTED, error_type="WriterStopped"
