@@ -21,6 +21,7 @@ from ..domain.audit import (
     first_feed_divergence,
     first_projection_divergence,
     first_view_divergence,
+    pruned_through,
 )
 from ..domain.errors import RelayLogUnavailable, StoreError
 from ..domain.materialized import HistoryStart, MaterializedSession
@@ -89,6 +90,19 @@ def audit_session(
             refused=unknown_session_text(session_id),
         )
     stored, log, feed = view.projection, view.log, _feed(view)
+    through = pruned_through(log.coverage, view.retention_frontier)
+    if journal is None and through is not None:
+        return AuditResult(
+            session_id=session_id,
+            source=source,
+            events=0,
+            api_events=len(feed),
+            pruned=(
+                f"its relay log was pruned through ordinal {through}, which its verified "
+                f"checkpoint covers (through ordinal {view.retention_frontier}): the log no "
+                "longer re-derives it; audit it against its journals with --journals"
+            ),
+        )
     try:
         if journal is None:
             rebuilt = rebuild(log, action="audit")

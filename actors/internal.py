@@ -150,6 +150,8 @@ class FinishRequest:
     from_state: RequestState = "running"
     requester_pid: int | None = None
     """Only while this process still asks for it (None: whoever does)."""
+    rowid: int | None = None
+    """A damaged row, found by its place (its id may not read); None: by ``request_id``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -125,6 +125,7 @@ def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnsw
                     pages_before=vacuumed.pages_before,
                     pages_after=vacuumed.pages_after,
                     page_size=vacuumed.page_size,
+                    wal_truncated=vacuumed.wal_truncated,
                 )
             )
         case DeleteRequest(session_id=session_id):
@@ -170,6 +171,12 @@ def answered(outcome: MaintenanceOutcome) -> MaintenanceAnswer:
                 f"{plural(outcome.pages_pruned, 'page')}, "
                 f"{plural(outcome.events_pruned, 'event')}; it now starts {starts}"
             )
+            if outcome.pages_pruned:
+                out.append(
+                    f"session {outcome.session_id} can no longer be audited or reprojected "
+                    "from its relay log (audit reports it pruned): keep its checkpoint "
+                    "archive and journals, and audit it with audit --journals"
+                )
         case VacuumOutcome():
             out.append(
                 f"vacuumed {outcome.path}: {plural(outcome.bytes_before, 'byte')} before, "
@@ -177,6 +184,11 @@ def answered(outcome: MaintenanceOutcome) -> MaintenanceAnswer:
                 f"({plural(outcome.pages_before, 'page')} of {outcome.page_size} bytes "
                 f"before, {outcome.pages_after} after)"
             )
+            if not outcome.wal_truncated:
+                out.append(
+                    "the -wal keeps its size until a later checkpoint (a reader held an old "
+                    "snapshot); it shrinks when the writer closes"
+                )
         case DeleteOutcome():
             out.append(
                 f"deleted session {outcome.session_id}: its record, events, activity, "

@@ -36,6 +36,11 @@ Guarantees:
   request's answer, and an identical request submitted while one is open joins it
   (the command run again without the id). The desk runs requests one at a time, oldest
   first, and skips (fails as abandoned) a pending one whose command is gone.
+* Never stuck: a row that does not read is answered failed and skipped; a run failed by
+  a foreign SQLite lock is run again after each of :data:`LOCK_RETRY_SECONDS`, then
+  answered; an answer the store could not record is recorded at the next poll the lock
+  allows, before another request is taken; a row left ``running`` by an earlier writer
+  is answered interrupted at the next poll. A failure is logged once, not every poll.
 * A holder that takes no requests (an older build, or a bare ``open_writer``) is
   refused in one line naming its process (pid and name), as is any other refusal to
   open (``StoreLocked.holder_pid``).
@@ -60,6 +65,7 @@ from ..domain.errors import (
     StoreClosed,
     StoreError,
     StoreLocked,
+    WriterStopped,
 )
 from ..domain.maintenance import (
     ABANDONED,
@@ -78,7 +84,6 @@ from .internal import (
     ClaimRequest,
     FinishRequest,
     LoadOpenRequests,
-    RecoverRequests,
 )
 from .maintenance import failed_answer, run_request
 
@@ -86,6 +91,7 @@ if TYPE_CHECKING:
     from .core import StoreCore
 
 __all__ = [
+    "LOCK_RETRY_SECONDS",
     "POLL_SECONDS",
     "REQUEST_TIMEOUT_SECONDS",
     "MaintenanceDesk",
@@ -103,6 +109,10 @@ _WAIT_SECONDS = 0.05
 """How often a waiting command reads its request's row."""
 _BATCH = 8
 """How many open requests the desk reads at a time."""
+LOCK_RETRY_SECONDS = (1.0, 2.0, 4.0)
+"""A request whose run failed because another connection held the SQLite lock past
+its busy timeout (``StoreLocked``) is run again after each of these waits (each step is
+one transaction, so the failed one did nothing); failing still, it is answered failed."""
 _STOP_SECONDS = 1.0
 """How long closing the store waits for the desk to finish the step it is in."""
 
@@ -121,6 +131,10 @@ class MaintenanceDesk:
         self._thread = threading.Thread(
             target=self._serve, name="relaystore-maintenance", daemon=True
         )
+        self._unrecorded: tuple[str, MaintenanceAnswer] | None = None
+        """The answer of the request last run, until the store records it."""
+        self._warned: str | None = None
+        """The last failure logged: the same one again is not logged every poll."""
 
     def start(self) -> None:
         self._thread.start()
@@ -134,30 +148,63 @@ class MaintenanceDesk:
             self._thread.join(_STOP_SECONDS)
 
     def _serve(self) -> None:
-        recovered = False
         while True:
             try:
-                found = self._ask(LoadOpenRequests(limit=_BATCH))
-                if not recovered:
-                    if any(stored.state == "running" for stored in found):
-                        interrupted = MaintenanceAnswer(
-                            failed=True, error=INTERRUPTED, error_type="WriterStopped"
-                        )
-                        self._ask(RecoverRequests(answer=interrupted))
-                    recovered = True
-                for stored in found:
-                    if self._stop.is_set():
-                        return
-                    if stored.state == "pending":
-                        self._take(stored)
+                self._step()
             except StoreClosed:
                 return
             except StoreError as exc:  # the next poll tries again
-                logger.warning("maintenance requests: %s", exc)
-            except Exception:  # a bug must not end the desk silently
-                logger.exception("maintenance requests: unexpected failure")
+                if self._fresh(f"maintenance requests: {exc}"):
+                    logger.warning("%s (tried again every %g s)", self._warned, POLL_SECONDS)
+            except Exception as exc:  # a bug must not end the desk silently
+                if self._fresh(f"maintenance requests: unexpected failure: {exc!r}"):
+                    logger.exception("%s", self._warned)
+            else:
+                self._warned = None
             if self._stop.wait(POLL_SECONDS):
                 return
+
+    def _fresh(self, line: str) -> bool:
+        """Whether ``line`` is not the failure logged last (then it is, from now)."""
+        fresh = line != self._warned
+        self._warned = line
+        return fresh
+
+    def _step(self) -> None:
+        """Record the last answer if it is not yet, then go through the open requests:
+        fail a damaged row, fail a running one (this desk runs one request at a time,
+        here, and the writer is this process's: a running row is one an earlier writer
+        left), take a pending one."""
+        if self._unrecorded is not None:
+            request_id, answer = self._unrecorded
+            self._ask(FinishRequest(request_id=request_id, answer=answer))
+            self._unrecorded = None
+        for stored in self._ask(LoadOpenRequests(limit=_BATCH)):
+            if self._stop.is_set():
+                return
+            if stored.damaged is not None:
+                damaged = MaintenanceAnswer(
+                    failed=True, error=stored.damaged, error_type="InvalidInput"
+                )
+                self._finish(stored, damaged)
+                logger.warning("maintenance requests: %s; answered failed", stored.damaged)
+            elif stored.state == "running":
+                interrupted = MaintenanceAnswer(
+                    failed=True, error=INTERRUPTED, error_type="WriterStopped"
+                )
+                self._finish(stored, interrupted)
+            else:
+                self._take(stored)
+
+    def _finish(self, stored: StoredRequest, answer: MaintenanceAnswer) -> None:
+        self._ask(
+            FinishRequest(
+                request_id=stored.request_id,
+                answer=answer,
+                from_state=stored.state,
+                rowid=stored.rowid,
+            )
+        )
 
     def _ask(self, message: object) -> Any:
         self._core.check_open()
@@ -184,10 +231,29 @@ class MaintenanceDesk:
             answer = failed_answer(exc)
         else:
             logger.info("maintenance request %s: %s", request_id, request_kind(request))
-            answer = run_request(self._core, str(self._core.path), request)
+            answer = self._run(request)
+            for wait in LOCK_RETRY_SECONDS:  # a foreign SQLite lock passes: run it again
+                if answer.error_type != StoreLocked.__name__ or self._stop.wait(wait):
+                    break
+                logger.info("maintenance request %s: run again after %g s", request_id, wait)
+                answer = self._run(request)
         # The answer says whose desk ran it (the command's --json reports it).
-        answer = msgspec.structs.replace(answer, writer_pid=os.getpid())
-        self._ask(FinishRequest(request_id=request_id, answer=answer))
+        self._unrecorded = (request_id, msgspec.structs.replace(answer, writer_pid=os.getpid()))
+        self._ask(FinishRequest(request_id=request_id, answer=self._unrecorded[1]))
+        self._unrecorded = None
+
+    def _run(self, request: MaintenanceRequest) -> MaintenanceAnswer:
+        try:
+            return run_request(self._core, str(self._core.path), request)
+        except StoreClosed:
+            raise
+        except Exception as exc:  # answered, never left running
+            logger.exception("maintenance request failed unexpectedly")
+            return MaintenanceAnswer(
+                failed=True,
+                error=f"the request failed unexpectedly: {exc!r}",
+                error_type=type(exc).__name__,
+            )
 
 
 def maintain(
@@ -306,7 +372,7 @@ def _ask_holder(
                         )
                     continue  # taken meanwhile: wait for its answer
             elif current.taken_by_pid is not None and not process_alive(current.taken_by_pid):
-                raise StoreError(
+                raise WriterStopped(
                     f"process {current.taken_by_pid} took maintenance request {request_id} "
                     "and ended before answering; what it did is whole (each step is one "
                     "transaction): run the command again"

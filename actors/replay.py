@@ -170,7 +170,9 @@ def replay_source(
     ``workspace`` is the workspace of a session the store lacks. For progress,
     ``on_start`` gets the report before the first event is read (its ``expected`` and
     starting ``frontier`` set), and ``on_batch`` the running report after each committed
-    batch, the last one included.
+    batch, the last one included. When ``on_batch`` raises (Ctrl-C), the batches already
+    handed over are waited for and counted first: the report counts exactly what was
+    committed.
     """
     report = ReplayReport(session_id=source.session_id)
     current = store.ask(LoadMaterializedSession(session_id=source.session_id))
@@ -214,7 +216,16 @@ def replay_source(
         while len(flights) > keep:
             flights.popleft()()
             if on_batch is not None:
-                on_batch(report)
+                try:
+                    on_batch(report)
+                except BaseException:
+                    # The caller stops here (Ctrl-C): the batches handed over commit all
+                    # the same, so they are waited for and counted, and the report says
+                    # exactly what was committed.
+                    with contextlib.suppress(StoreError):
+                        while flights:
+                            flights.popleft()()
+                    raise
 
     try:
         while True:

@@ -198,6 +198,7 @@ def perform(
                 answer,
                 from_state=state,
                 requester_pid=message.requester_pid,
+                rowid=message.rowid,
             )
         case RecoverRequests(answer=answer):
             return requests.recover_requests(connection, answer)

@@ -36,7 +36,7 @@ import msgspec
 from .api_events import ApiEvent, ApiEventData
 from .materialized import MaterializedSession
 from .relay import RelayEvent, RelayLine
-from .relay_log import StoredRelayLog
+from .relay_log import LogCoverage, StoredRelayLog
 from .retention import retained_session
 from .transcript_views import item_role, item_text
 from .wire import encode
@@ -49,6 +49,7 @@ __all__ = [
     "first_feed_divergence",
     "first_projection_divergence",
     "first_view_divergence",
+    "pruned_through",
 ]
 
 
@@ -78,6 +79,10 @@ class AuditResult(msgspec.Struct, frozen=True, kw_only=True):
     divergence: Divergence | None = None
     refused: str | None = None
     """Why the session could not be audited (its log does not hold its history, ...)."""
+    pruned: str | None = None
+    """Why the session was not re-derived from its log: ``prune-log`` removed a prefix
+    its verified checkpoint covers (:func:`pruned_through`). Neither a divergence nor a
+    refusal: the session still matches; its journals (``--journals``) still audit it."""
 
     @property
     def matches(self) -> bool:
@@ -98,6 +103,24 @@ class AuditView(msgspec.Struct, frozen=True, kw_only=True):
     shrunk tool calls at or below it."""
     stored_views: dict[str, tuple[str, str]] = msgspec.field(default_factory=dict)
     """Each item's stored role and text by stable id, where the store knows them."""
+
+
+def pruned_through(coverage: LogCoverage, retention_frontier: int | None) -> int | None:
+    """The last ordinal pruned from a session's log, when the only thing its log lacks is
+    a prefix its verified checkpoint (through ``retention_frontier``) covers: what
+    ``prune-log`` leaves. None otherwise (a whole log, a hole, a missing tail, or a
+    missing prefix no checkpoint covers: the log was off, or damaged)."""
+    if retention_frontier is None or coverage.complete or coverage.hole_after is not None:
+        return None
+    if coverage.first_ordinal is None:
+        through = coverage.frontier
+    elif coverage.last_ordinal != coverage.frontier or (
+        coverage.first_ordinal <= coverage.history_first
+    ):
+        return None
+    else:
+        through = coverage.first_ordinal - 1
+    return through if through <= retention_frontier else None
 
 
 def _clip(text: str, limit: int = 200) -> str:

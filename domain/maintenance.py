@@ -225,6 +225,9 @@ class VacuumOutcome(_Outcome, frozen=True, tag="vacuum"):
     pages_before: int
     pages_after: int
     page_size: int
+    wal_truncated: bool = True
+    """Whether the ``-wal`` was checkpointed and truncated after it (see
+    :class:`~relaystore.domain.reports.VacuumReport`)."""
 
 
 class DeleteOutcome(_Outcome, frozen=True, tag="delete"):
@@ -283,6 +286,11 @@ class StoredRequest(msgspec.Struct, frozen=True, kw_only=True):
     requester_pid: int
     taken_by_pid: int | None = None
     answer: MaintenanceAnswer | None = None
+    damaged: str | None = None
+    """Why the row does not read (an open row read by the desk, which fails it instead
+    of stopping on it); None for a row that reads."""
+    rowid: int | None = None
+    """The damaged row's place in its table (its id may not read); None otherwise."""
 
     @property
     def answered(self) -> bool:

@@ -24,6 +24,10 @@ class VacuumReport(msgspec.Struct, frozen=True, kw_only=True):
     pages_before: int
     pages_after: int
     page_size: int = 4096
+    wal_truncated: bool = True
+    """Whether the rebuilt pages were checkpointed into the main file and its ``-wal``
+    truncated (False: a reader kept an old snapshot; the WAL shrinks at a later
+    checkpoint, or when the writer closes)."""
 
     @property
     def bytes_before(self) -> int:

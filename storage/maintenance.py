@@ -29,12 +29,18 @@ import apsw
 
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.reports import BackupReport, VacuumReport
+from .connection import BUSY_TIMEOUT_MS
 from .paging import load_latest_seq
 from .schema import ensure_supported, read_schema_state
 from .transaction import store_error
 from .write_lock import lock_path
 
-__all__ = ["backup_store", "vacuum_store"]
+__all__ = [
+    "VACUUM_CHECKPOINT_ATTEMPTS",
+    "VACUUM_CHECKPOINT_BUSY_MS",
+    "backup_store",
+    "vacuum_store",
+]
 
 _PAGES_PER_STEP = 1024
 _NAME_ATTEMPTS = 8
@@ -173,7 +179,12 @@ def _publish(copy: str, target: str) -> None:
 
 
 def vacuum_store(connection: apsw.Connection) -> VacuumReport:
-    """Rebuild the store without free pages (outside any transaction)."""
+    """Rebuild the store without free pages (outside any transaction), then checkpoint
+    the rebuilt pages into the main file and truncate the ``-wal`` (a ``VACUUM`` writes
+    the whole store into the WAL, which would otherwise keep that size until the writer
+    closes): :data:`VACUUM_CHECKPOINT_ATTEMPTS` tries, each waiting up to
+    :data:`VACUUM_CHECKPOINT_BUSY_MS` for readers to leave the snapshots that hold it.
+    ``wal_truncated`` says whether it was."""
     try:
         before = int(connection.execute("PRAGMA page_count").get)
         connection.execute("VACUUM")
@@ -181,4 +192,37 @@ def vacuum_store(connection: apsw.Connection) -> VacuumReport:
         page_size = int(connection.execute("PRAGMA page_size").get)
     except apsw.Error as exc:
         raise store_error(exc, "compact the store", connection) from exc
-    return VacuumReport(pages_before=before, pages_after=after, page_size=page_size)
+    return VacuumReport(
+        pages_before=before,
+        pages_after=after,
+        page_size=page_size,
+        wal_truncated=_truncate_wal(connection),
+    )
+
+
+VACUUM_CHECKPOINT_ATTEMPTS = 5
+"""How often ``vacuum`` tries the ``TRUNCATE`` checkpoint that gives the WAL back."""
+VACUUM_CHECKPOINT_BUSY_MS = 200
+"""How long each try waits for readers (its busy timeout; the usual one is restored)."""
+
+
+def _truncate_wal(connection: apsw.Connection) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)``, tried a few times; True when it completed (or
+    the store keeps no WAL). A checkpoint that cannot complete changes nothing committed:
+    the WAL keeps its frames, and the next checkpoint copies them."""
+    if str(connection.execute("PRAGMA journal_mode").get).lower() != "wal":
+        return True
+    try:
+        connection.set_busy_timeout(VACUUM_CHECKPOINT_BUSY_MS)
+        for _ in range(VACUUM_CHECKPOINT_ATTEMPTS):
+            row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            busy, frames, copied = row if row is not None else (1, -1, -1)
+            if busy == 0 and frames == copied:
+                return True
+        return False
+    except apsw.BusyError:
+        return False
+    except apsw.Error as exc:
+        raise store_error(exc, "checkpoint the store after compacting it", connection) from exc
+    finally:
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)

@@ -65,6 +65,8 @@ def _row(row: apsw.SQLiteValues) -> StoredRequest:
             ) from None
     if state not in _STATES:
         raise InvalidInput(f"maintenance request {request_id} has no known state ({state!r})")
+    if not isinstance(requester, int) or not (taken is None or isinstance(taken, int)):
+        raise InvalidInput(f"maintenance request {request_id} names no process; the row is damaged")
     return StoredRequest(
         request_id=str(request_id),
         kind=str(kind),
@@ -162,15 +164,48 @@ def withdraw_request(connection: apsw.Connection, request_id: str) -> bool:
 
 
 def open_requests(connection: apsw.Connection, limit: int) -> list[StoredRequest]:
-    """The oldest ``limit`` open (pending or running) requests, oldest first."""
-    return [
-        _row(row)
-        for row in connection.execute(
-            f"SELECT {_COLUMNS} FROM maintenance_requests WHERE state IN ('pending', 'running') "
+    """The oldest ``limit`` open (pending or running) requests, oldest first. A row that
+    does not read (an answer of another shape, text that is not UTF-8) is returned too,
+    with what is wrong in ``damaged`` and its ``rowid``, so the desk fails it and goes
+    on: one bad row must not stop it."""
+    rowids = [
+        int(rowid)
+        for (rowid,) in connection.execute(
+            "SELECT rowid FROM maintenance_requests WHERE state IN ('pending', 'running') "
             "ORDER BY requested_at_ms, request_id LIMIT ?",
             (limit,),
         )
     ]
+    found = []
+    for rowid in rowids:
+        try:
+            row = connection.execute(
+                f"SELECT {_COLUMNS} FROM maintenance_requests WHERE rowid = ?", (rowid,)
+            ).fetchone()
+            if row is not None:
+                found.append(_row(row))
+        except (InvalidInput, UnicodeDecodeError, ValueError) as exc:
+            found.append(_damaged(connection, rowid, exc))
+    return found
+
+
+def _damaged(connection: apsw.Connection, rowid: int, error: Exception) -> StoredRequest:
+    """The open row ``rowid``, which does not read, as the desk fails it."""
+    raw, state = connection.execute(
+        "SELECT CAST(request_id AS BLOB), state FROM maintenance_requests WHERE rowid = ?",
+        (rowid,),
+    ).fetchone() or (b"", "pending")
+    request_id = bytes(raw).decode("utf-8", "replace")
+    reason = str(error) if isinstance(error, InvalidInput) else f"{type(error).__name__}: {error}"
+    return StoredRequest(
+        request_id=request_id,
+        kind="",
+        request_json="",
+        state=_STATES.get(state, "pending"),
+        requester_pid=0,
+        damaged=f"maintenance request {request_id} does not read ({reason}); the row is damaged",
+        rowid=rowid,
+    )
 
 
 def claim_request(connection: apsw.Connection, request_id: str, pid: int) -> bool:
@@ -192,20 +227,23 @@ def finish_request(
     *,
     from_state: RequestState = "running",
     requester_pid: int | None = None,
+    rowid: int | None = None,
 ) -> bool:
     """Record ``answer`` for a request in ``from_state`` (and, given ``requester_pid``,
     still asked for by that process), ``done``, or ``failed`` when the answer failed,
-    and keep only the newest answers; False: it was not so."""
+    and keep only the newest answers; False: it was not so. Given ``rowid`` (a damaged
+    row, whose id may not read), the row is found by it instead of its id."""
     state = "failed" if answer.failed else "done"
+    where = "rowid = ?" if rowid is not None else "request_id = ?"
     with transaction(connection, f"answer maintenance request {request_id}"):
         connection.execute(
             "UPDATE maintenance_requests SET state = ?, answer_json = ?, answered_at_ms = ? "
-            "WHERE request_id = ? AND state = ? AND requester_pid = coalesce(?, requester_pid)",
+            f"WHERE {where} AND state = ? AND requester_pid = coalesce(?, requester_pid)",
             (
                 state,
                 encode(answer).decode(),
                 current_time_ms(),
-                request_id,
+                request_id if rowid is None else rowid,
                 from_state,
                 requester_pid,
             ),

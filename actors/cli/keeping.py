@@ -23,8 +23,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...domain.errors import InvalidInput
+from ...domain.errors import InvalidInput, StoreError
 from ...domain.ids import validate_id
+from ...domain.redaction import redact
 from ...domain.wording import plural
 from .follow import open_read_only, require_store
 from .journals import expand
@@ -134,7 +135,9 @@ def register(commands: Commands) -> None:
 
     prune = maintenance(
         "prune-log",
-        "delete a session's relay log through an ordinal its verified checkpoint covers",
+        "delete a session's relay log through an ordinal its verified checkpoint covers; "
+        "this cannot be undone, and the session can then no longer be audited or "
+        "reprojected from its log (audit reports it pruned; audit --journals still works)",
         _prune_log,
     )
     prune.add_argument("session", type=checked_id("session"), help="the session id")
@@ -226,9 +229,11 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
 
     require_store(args.db)
     handed: list[str] = []  # the request id, once a writer's desk was handed the request
+    holders: list[int] = []  # the process of the writer it was handed to
 
     def announce(request_id: str, holder: Any) -> None:
         handed[:] = [request_id]
+        holders[:] = [holder.pid]
         if is_tty(sys.stderr):  # a person waiting; a script's stderr stays one line a failure
             print(
                 f"relaystore: {holder.describe()} holds the store: it runs request "
@@ -238,9 +243,14 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
             )
 
     timeout = REQUEST_TIMEOUT_SECONDS if args.timeout is None else args.timeout
-    answer = maintain(
-        args.db, request, timeout=timeout, request_id=args.request_id, announce=announce
-    )
+    try:
+        answer = maintain(
+            args.db, request, timeout=timeout, request_id=args.request_id, announce=announce
+        )
+    except StoreError as exc:
+        if args.json:  # no answer came: still one object, naming why (the line follows)
+            print_object(_unanswered_document(args, exc, handed, holders))
+        raise
     if args.json:
         desk = handed[-1] if handed and answer.writer_pid is not None else None
         request_id = args.request_id or desk
@@ -266,6 +276,27 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     if answer.error is not None:
         return fail(answer.error)
     return 1 if answer.failed else 0
+
+
+def _unanswered_document(
+    args: argparse.Namespace, error: StoreError, handed: list[str], holders: list[int]
+) -> dict[str, Any]:
+    """The ``--json`` object of a request that got no answer: nobody ran it to the end
+    (``run_by`` null), ``writer_pid`` the process holding the store when one does, and the
+    error's one line and type, as a request refused as a whole reports them."""
+    from ..maintenance import error_text
+
+    holder = getattr(error, "holder_pid", None)
+    request_id = getattr(error, "request_id", None) or args.request_id
+    return {
+        "command": args.command,
+        "ok": False,
+        "run_by": None,
+        "writer_pid": holder if holder is not None else (holders[-1] if holders else None),
+        "request_id": request_id or (handed[-1] if handed else None),
+        "error": redact(error_text(error)),
+        "error_type": type(error).__name__,
+    }
 
 
 def _vacuum(args: argparse.Namespace) -> int:
@@ -379,6 +410,8 @@ def _audit(args: argparse.Namespace) -> int:
         for result in results:
             if result.refused is not None:
                 print(f"{result.session_id}: cannot audit ({result.refused})")
+            elif result.pruned is not None:
+                print(f"{result.session_id}: pruned ({result.pruned})")
             elif result.divergence is not None:
                 print(f"{result.session_id}: diverges from {result.source} at {result.divergence}")
             else:

@@ -17,7 +17,9 @@ Guarantees:
   (:data:`~relaystore.domain.maintenance.MaintenanceOutcome`: vacuum's bytes and pages
   before and after, compact's sessions and totals, reproject's sessions and failures,
   prune-log's pages and events, delete's session, checkpoint's archive); and ``error``
-  / ``error_type`` (null unless it was refused as a whole).
+  / ``error_type`` (null unless it was refused as a whole). A request that got no
+  answer (``RequestUnanswered``, ``StoreLocked``, ``WriterStopped``) prints the object
+  too: ``run_by`` null, ``writer_pid`` the holder's process.
 * Counts in sentences agree with their number: "1 session", "2 sessions", "1 event".
 * ``-o text`` of the follow commands prints one human line per event or item; a line
   of an error or fault (:mod:`relaystore.domain.faults`: a failed or interrupted turn,

@@ -13,7 +13,8 @@ Guarantees:
 * Each session's summary line is printed on stderr as soon as its journal is done (with
   ``--json``, also one JSON line on stdout); the totals come last.
 * Ctrl-C prints one line saying how far the replay got and exits 130, no traceback:
-  what was committed stays (a batch is committed whole or not at all), and replaying
+  its counts are exactly what was committed (the batches handed to the store before it
+  are waited for and counted); what was committed stays (a batch is committed whole or not at all), and replaying
   again resumes at each session's frontier. While the store is open, Ctrl-C is noted and
   acted on at the next batch boundary (a fraction of a second), never in the middle of
   a call into the store, whose actors it could leave waiting for ever; a second Ctrl-C

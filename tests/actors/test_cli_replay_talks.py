@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from relaystore.domain.errors import StoreError
 from relaystore.domain.relay import AgentInitialized
 from relaystore.domain.runtime import (
     HarnessKind,
@@ -17,6 +18,8 @@ from relaystore.domain.runtime import (
     RuntimeIdentity,
     RuntimeProvenance,
 )
+from relaystore.storage.connection import open_reader
+from relaystore.storage.materialized import load_materialized_session
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import (
     TIMEOUT,
@@ -185,3 +188,45 @@ def test_a_refused_source_still_prints_the_sessions_done_before_it(tmp_path: Pat
     assert said[0].startswith("session a-first: 48 read"), said
     assert len(said) == 2, said
     assert "digest" in said[1], said
+
+
+def _applied_so_far(db: Path, session_id: str) -> int:
+    """The session's committed frontier ordinal (0 while the store or session is absent)."""
+    try:
+        connection = open_reader(db)
+    except StoreError:
+        return 0  # not created yet
+    try:
+        session = load_materialized_session(connection, session_id, transcript_limit=0)
+    except StoreError:
+        return 0
+    finally:
+        connection.close()
+    return 0 if session is None else session.applied_event_ordinal
+
+
+def test_the_ctrl_c_line_counts_exactly_what_was_committed(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    root, journal = sealed_root(tmp_path / "workers", "long", turns=2000)
+    db = tmp_path / "store.sqlite3"
+    process = start(db, "replay", str(root), "--projection", "thread", stdout=subprocess.DEVNULL)
+    spawned.append(process)
+    assert process.stderr is not None
+    deadline = time.monotonic() + TIMEOUT
+    while _applied_so_far(db, "long") == 0:  # the store shows a commit: interrupt now
+        assert process.poll() is None, "the replay ended before it committed anything"
+        assert time.monotonic() < deadline, "the replay never committed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=TIMEOUT) == 130
+    said = process.stderr.read().splitlines()[-1]
+    assert said.startswith("relaystore: interrupted after 0 of 1 session"), said
+    counts = re.search(
+        r"\((\d+) events? read, (\d+) applied, in the middle of session long\)", said
+    )
+    assert counts is not None, said
+    committed = _applied_so_far(db, "long")
+    assert 0 < committed < len(journal.events)  # interrupted midway
+    assert int(counts.group(2)) == committed, said
+    assert int(counts.group(1)) == committed, said  # every event read was committed

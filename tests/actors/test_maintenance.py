@@ -23,6 +23,8 @@ from relaystore import (
     RecordActivities,
     SaveSession,
 )
+from relaystore.actors.maintenance import answered
+from relaystore.domain.maintenance import VacuumOutcome
 from relaystore.domain.messages import BackupStore, CompactStore
 from relaystore.testing import example_session
 from tests.actors.activity_support import activity
@@ -336,3 +338,65 @@ def test_a_new_store_id_needs_the_write_lock_and_changes_only_the_id(
     assert capsys.readouterr().out == (
         f"store {db} was {old}, is now {new}; it publishes as a new store from seq 1\n"
     )
+
+
+def _on_disk(path: Path) -> tuple[int, int]:
+    """The sizes of the store's main file and of its -wal (0 when there is none)."""
+    wal = Path(f"{path}-wal")
+    return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
+
+
+def test_vacuum_beside_a_live_store_shrinks_what_is_on_disk_wal_included(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path) as store:
+        for index in range(20):
+            session_id = f"s-{index}"
+            store.ask(SaveSession(record=example_session(session_id)))
+            for n in range(200):
+                store.ask(activity(n, session_id))
+        for index in range(19):
+            store.ask(DeleteSession(session_id=f"s-{index}"))
+        main_before, wal_before = _on_disk(path)
+        report = store.ask(CompactStore())
+        main_after, wal_after = _on_disk(path)  # the store is still open, and live
+        store.ask(activity(10**6, "s-19"))  # and still writes
+    assert report.pages_after < report.pages_before
+    assert main_after <= report.bytes_after < main_before
+    assert wal_after == 0, (wal_before, wal_after)  # checkpointed into the file, truncated
+    assert main_after + wal_after < main_before + wal_before
+
+
+def test_vacuum_says_when_a_reader_kept_its_wal_from_shrinking(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path) as store:
+        for index in range(4):
+            store.ask(SaveSession(record=example_session(f"s-{index}")))
+        for index in range(3):
+            store.ask(DeleteSession(session_id=f"s-{index}"))
+        reader = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM sessions").fetchall()  # holds a snapshot
+            held = store.ask(CompactStore())
+        finally:
+            reader.close()
+        freed = store.ask(CompactStore())
+        wal = Path(f"{path}-wal")
+        assert not wal.exists() or wal.stat().st_size == 0
+    assert held.wal_truncated is False
+    assert freed.wal_truncated is True
+    text = answered(
+        VacuumOutcome(
+            path=str(path),
+            bytes_before=held.bytes_before,
+            bytes_after=held.bytes_after,
+            bytes_reclaimed=held.bytes_reclaimed,
+            pages_before=held.pages_before,
+            pages_after=held.pages_after,
+            page_size=held.page_size,
+            wal_truncated=held.wal_truncated,
+        )
+    ).out
+    assert "the -wal keeps its size until a later checkpoint" in text[-1]

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from relaystore.actors.maintenance import answered
-from relaystore.domain.maintenance import ReprojectOutcome, VacuumOutcome
+from relaystore.domain.maintenance import (
+    DeleteRequest,
+    ReprojectOutcome,
+    VacuumOutcome,
+    encode_request,
+)
 from tests.actors.cli_support import cli, failure, ok
 from tests.actors.retention_support import SESSION, maintenance_store
-from tests.actors.supervisor_support import start_supervisor
+from tests.actors.supervisor_support import release, start_holder, start_supervisor
 
 ENVELOPE = {"command", "ok", "run_by", "writer_pid", "request_id", "error", "error_type"}
 FIELDS = {
@@ -33,6 +42,7 @@ FIELDS = {
         "pages_before",
         "pages_after",
         "page_size",
+        "wal_truncated",
     },
 }
 
@@ -93,6 +103,7 @@ def _check_what_was_done(answers: dict[str, dict[str, Any]], frontier: int, arch
     assert vacuum["bytes_before"] == vacuum["pages_before"] * vacuum["page_size"]
     assert vacuum["bytes_after"] == vacuum["pages_after"] * vacuum["page_size"]
     assert vacuum["bytes_reclaimed"] == vacuum["bytes_before"] - vacuum["bytes_after"]
+    assert isinstance(vacuum["wal_truncated"], bool)
 
 
 def test_each_answer_is_one_object_when_a_live_writer_runs_it(
@@ -186,3 +197,69 @@ def test_the_text_is_worded_from_the_outcome() -> None:
     assert failed.out == []
     assert failed.err == ["no log"]
     assert failed.failed
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid
+
+
+def _refused_object(result: subprocess.CompletedProcess[str], error_type: str) -> str:
+    """A refusal the command could not get an answer for: one line on stderr, exit 1, and
+    one JSON object on stdout naming the error; returns the object's error."""
+    line = failure(result)
+    document = one_object(result.stdout)
+    assert set(document) == ENVELOPE, document
+    assert document["ok"] is False
+    assert document["command"] == "delete"
+    assert document["error_type"] == error_type
+    assert document["error"] in line
+    return str(document["error"])
+
+
+def test_a_request_nobody_answers_is_one_object_naming_its_error(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db, _, _ = maintenance_store(tmp_path)
+    taker = start_holder(db, spawned, says_requests=True)  # says it takes requests; never does
+    try:
+        unanswered = cli(db, "delete", "doomed", "--timeout", "0.5", "--json")
+    finally:
+        release(taker)
+    refuser = start_holder(db, spawned, says_requests=False)
+    try:
+        locked = cli(db, "delete", "doomed", "--json")
+    finally:
+        release(refuser)
+    assert "no writer took maintenance request" in _refused_object(unanswered, "RequestUnanswered")
+    assert "takes no maintenance requests" in _refused_object(locked, "StoreLocked")
+    assert one_object(unanswered.stdout)["request_id"] is not None
+    assert one_object(locked.stdout)["writer_pid"] == refuser.pid
+
+
+def test_a_writer_that_died_holding_the_request_is_one_object(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db, _, _ = maintenance_store(tmp_path)
+    holder = start_holder(db, spawned, says_requests=True)
+    try:
+        # A request a process took and ended without answering (the holder lets no desk run).
+        dead = _dead_pid()
+        connection = apsw.Connection(str(db))
+        connection.set_busy_timeout(5000)
+        connection.execute(
+            "INSERT INTO maintenance_requests(request_id, kind, request_json, state, "
+            "requested_at_ms, requester_pid, taken_by_pid) VALUES ('r-dead', 'delete', ?, "
+            "'running', 0, ?, ?)",
+            (encode_request(DeleteRequest(session_id="doomed")), os.getpid(), dead),
+        )
+        connection.close()
+        result = cli(db, "delete", "doomed", "--request-id", "r-dead", "--json")
+    finally:
+        release(holder)
+    assert f"process {dead} took maintenance request r-dead" in _refused_object(
+        result, "WriterStopped"
+    )
+    assert one_object(result.stdout)["request_id"] == "r-dead"

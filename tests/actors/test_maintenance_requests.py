@@ -16,10 +16,13 @@ import apsw
 
 from relaystore import EventStore, LoadState, SaveSession
 from relaystore.testing import example_session
-from tests.actors.cli_support import ENV, TIMEOUT, cli, command, failure, ok
+from tests.actors.cli_support import ENV, TIMEOUT, LineReader, cli, command, failure, ok, start
 from tests.actors.retention_support import SESSION, maintenance_store, retention_store
 from tests.actors.supervisor_support import (
+    _SUPERVISOR,
     LIVE,
+    Supervisor,
+    _spawn,
     live_frontier,
     release,
     start_holder,
@@ -209,3 +212,109 @@ def test_a_request_id_of_another_request_is_refused(
         supervisor.stop()
     assert "request id req-2 names another request (vacuum)" in failure(other)
     assert "doomed" in _sessions(db)
+
+
+def _insert_request(db: Path, request_id: str, state: str, **columns: object) -> None:
+    """Write a request row as a foreign connection would (beside the live writer)."""
+    values = {
+        "request_id": request_id,
+        "kind": "delete",
+        "request_json": f'{{"kind":"delete","session_id":"{request_id}"}}',
+        "state": state,
+        "requested_at_ms": 0,  # the oldest: the desk reads it first
+        "requester_pid": os.getpid(),
+        **columns,
+    }
+    connection = apsw.Connection(str(db))
+    try:
+        connection.set_busy_timeout(5000)
+        names = ", ".join(values)
+        marks = ", ".join(
+            f"{value}" if isinstance(value, Raw) else "?" for value in values.values()
+        )
+        connection.execute(
+            f"INSERT INTO maintenance_requests({names}) VALUES ({marks})",
+            [value for value in values.values() if not isinstance(value, Raw)],
+        )
+    finally:
+        connection.close()
+
+
+class Raw(str):
+    """An SQL expression written into a row as it is."""
+
+
+def test_a_damaged_open_row_is_failed_and_the_desk_goes_on(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = _store_with(tmp_path, "doomed")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        # Open rows that do not read: an answer of another shape, text that is not UTF-8.
+        _insert_request(db, "bad-answer", "pending", answer_json="[1]")
+        _insert_request(db, "bad-text", "pending", kind=Raw("CAST(x'ff' AS TEXT)"))
+        result = cli(db, "delete", "doomed", "--timeout", "10")
+    finally:
+        supervisor.stop()
+    assert "deleted session doomed" in result.stdout, result.stderr
+    assert _sessions(db) == {LIVE}
+    states = {request_id: state for request_id, state, _ in _requests(db)}
+    assert states["bad-answer"] == states["bad-text"] == "failed"
+
+
+def test_a_request_left_running_by_its_own_writer_is_answered(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    """What a foreign SQLite lock held while a request ran left: the request taken by
+    the live writer and never answered (its answer could not be recorded). The writer
+    answers it, so its command and a run again with its id end."""
+    db = _store_with(tmp_path, "kept")
+    supervisor = start_supervisor(db, spawned)
+    try:
+        _insert_request(db, "stuck", "running", taken_by_pid=supervisor.process.pid)
+        waiting = cli(db, "delete", "stuck", "--request-id", "stuck")
+        after = cli(db, "delete", "kept", "--timeout", "10")
+    finally:
+        supervisor.stop()
+    assert "the store's writer stopped while it ran this request" in failure(waiting)
+    assert "deleted session kept" in after.stdout, after.stderr
+    assert _sessions(db) == {LIVE}
+    assert ("stuck", "failed", supervisor.process.pid) in _requests(db)
+
+
+def test_an_answer_the_store_refused_for_a_while_is_recorded_once_it_can_be(
+    tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    """The write of an answer fails for a while (as under a foreign SQLite lock held past
+    the busy timeout; here a foreign trigger refuses it until told otherwise): the
+    request ran, and its answer is recorded once the store takes it again."""
+    db = _store_with(tmp_path, "doomed")
+    logging_first = "import logging; logging.basicConfig(level=logging.WARNING)\n"
+    supervisor = Supervisor(_spawn(logging_first + _SUPERVISOR, str(db), spawned=spawned))
+    assert supervisor.process.stderr is not None
+    logged = LineReader(supervisor.process.stderr)
+    foreign = apsw.Connection(str(db))
+    foreign.set_busy_timeout(5000)
+    foreign.execute(
+        "CREATE TABLE hold_answers(x INTEGER) STRICT; INSERT INTO hold_answers VALUES (1);"
+        "CREATE TRIGGER hold_answers BEFORE UPDATE OF state ON maintenance_requests "
+        "WHEN OLD.state = 'running' AND (SELECT count(*) FROM hold_answers) > 0 "
+        "BEGIN SELECT RAISE(ABORT, 'answers held'); END;"
+    )
+    try:
+        asking = start(db, "delete", "doomed", "--request-id", "held")
+        spawned.append(asking)
+        deadline = time.monotonic() + TIMEOUT
+        while not any("answers held" in line for line in logged.take(1, deadline=deadline)):
+            assert time.monotonic() < deadline, "the writer never tried to record the answer"
+        assert _requests(db) == [("held", "running", supervisor.process.pid)]
+        foreign.execute("DELETE FROM hold_answers")  # the store takes answers again
+        out, err = asking.communicate(timeout=TIMEOUT)
+    finally:
+        foreign.execute("DROP TRIGGER IF EXISTS hold_answers; DROP TABLE IF EXISTS hold_answers")
+        foreign.close()
+        supervisor.stop()
+    assert asking.returncode == 0, err
+    assert "deleted session doomed" in out
+    assert _requests(db) == [("held", "done", supervisor.process.pid)]
+    assert _sessions(db) == {LIVE}

@@ -151,3 +151,26 @@ def test_the_writer_names_itself_in_its_lock_file(store_path: Path) -> None:
         assert refused.value.holder_pid == os.getpid()
     finally:
         writer.close()
+
+
+def test_a_damaged_open_row_is_read_as_damaged_and_can_be_failed(
+    handles: tuple[WriterConnection, apsw.Connection],
+) -> None:
+    writer, requester = handles
+    submit_request(requester, "r-1", "vacuum", VACUUM, 1)
+    requester.execute(
+        "INSERT INTO maintenance_requests(request_id, kind, request_json, state, "
+        "requested_at_ms, requester_pid, answer_json) VALUES "
+        "(CAST(x'ff' AS TEXT), 'delete', '{}', 'pending', 0, 1, '[1]')"
+    )
+    damaged, good = open_requests(writer.connection, 8)
+    assert good.request_id == "r-1"
+    assert good.damaged is None
+    assert damaged.damaged is not None
+    assert "the row is damaged" in damaged.damaged
+    assert damaged.rowid is not None
+    failed = MaintenanceAnswer(failed=True, error=damaged.damaged)
+    assert finish_request(
+        writer.connection, damaged.request_id, failed, from_state="pending", rowid=damaged.rowid
+    )
+    assert [stored.request_id for stored in open_requests(writer.connection, 8)] == ["r-1"]
