@@ -20,6 +20,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ...domain.errors import InvalidInput
+from ...domain.wording import install_extra
 
 if TYPE_CHECKING:
     from . import Commands
@@ -79,8 +80,7 @@ def _completion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         shtab = importlib.import_module("shtab")  # optional: relaystore[completion]
     except ImportError:
         raise InvalidInput(
-            'completion needs shtab, which is not installed: pip install "relaystore[completion]"'
-            ' (or "relaystore[all]": every optional extra)'
+            f"completion needs shtab, which is not installed: {install_extra('completion')}"
         ) from None
     _complete_sessions(parser)
     script: str = shtab.complete(parser, shell=args.shell, preamble=_PREAMBLES)
