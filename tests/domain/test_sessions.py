@@ -133,9 +133,12 @@ def test_the_public_example_is_a_plain_session() -> None:
     assert plain.last_error is None
     assert plain.viewed_through_event_ordinal == 0
     fixture = session("s-2", "b-2")
-    assert msgspec.structs.replace(
-        fixture, checkpoint=None, last_checkpoint_error=None, viewed_through_event_ordinal=0
-    ) == plain
+    assert (
+        msgspec.structs.replace(
+            fixture, checkpoint=None, last_checkpoint_error=None, viewed_through_event_ordinal=0
+        )
+        == plain
+    )
 
 
 def test_the_fixture_is_valid() -> None:
