@@ -12,19 +12,15 @@
   :class:`~relaystore.actors.wal_watch.WalWatcher`).
 
 It starts the store's parts in order and stops them in the reverse order, and each
-part keeps its own rules: the options and the argument checks in
-:mod:`~relaystore.actors.settings`; the writer and the readers open their own
-connections as they start (:meth:`WriterActor.open <relaystore.actors.writer.WriterActor.open>`,
-:meth:`ReaderActor.open <relaystore.actors.reader.ReaderActor.open>`); the projectors'
-loads and page commits in :mod:`~relaystore.actors.projector_wiring` (with
-``projection="process"`` on the store's
-:class:`~relaystore.actors.worker_pool.WorkerPool`, each worker started with the first
-projector it serves, all closed with the store); the follow pager in
+part keeps its own rules: the options and checks in :mod:`~relaystore.actors.settings`;
+the writer and the readers open their own connections (``WriterActor.open``,
+``ReaderActor.open``); the projectors' loads and page commits in
+:mod:`~relaystore.actors.projector_wiring` (with ``projection="process"`` on the store's
+:class:`~relaystore.actors.worker_pool.WorkerPool`); the follow pager in
 :mod:`~relaystore.actors.pager`; the figures in :mod:`~relaystore.actors.metrics`; the
-exit hook and the forked-process check in :mod:`~relaystore.actors.exit_hook`; the
-maintenance requests a command leaves for the writer in a writable store's
-:class:`~relaystore.actors.maintenance_requests.MaintenanceDesk` (started with the store,
-stopped first when it closes).
+exit hook and the fork check in :mod:`~relaystore.actors.exit_hook`; the maintenance
+requests in a writable store's :class:`~relaystore.actors.maintenance_requests.MaintenanceDesk`;
+the main thread's hand-overs in its :class:`~relaystore.actors.courier.Courier`.
 
 The two facades compose one core and differ only where blocking and awaiting differ:
 ``EventStore`` waits in the calling thread, ``AsyncEventStore`` resolves a future from
@@ -61,6 +57,7 @@ from ..domain.messages import (
 )
 from ..domain.reports import StoreMetrics
 from .commits import CommitWatch
+from .courier import Courier
 from .envelope import Answering, Envelope, OneShotReply, Reply, answers_here
 from .exit_hook import OwningProcess
 from .inbox import inbox_of
@@ -100,8 +97,7 @@ P = TypeVar("P", LoadApiEvents, LoadRawApiEvents)
 CLOSED_BEFORE_ANSWER = "the store closed before answering"
 """What a blocking ask raises (as :class:`StoreClosed`) when its actor stopped first."""
 
-_DEAD_CHECK_SECONDS = 0.5
-"""How often a waiting blocking ``ask`` checks that the actor it waits on is still alive."""
+_DEAD_CHECK_SECONDS = 0.5  # how often a blocking ask checks that its actor is alive
 
 _READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
 _READER_ROUTED: tuple[type[Any], ...] = (
@@ -133,7 +129,7 @@ class StoreCore:
         self._closed = False
         self._owner = OwningProcess(self.close)
         """The process that opened the store: the only one its actors and workers serve."""
-        self._lock = threading.Lock()
+        self._closing = threading.Lock()  # taken once, by the first close, never released
         self._workers = (
             WorkerPool(hold_unknown=settings.relay_log, limit=settings.max_projectors)
             if settings.projection == "process" and not settings.read_only
@@ -174,6 +170,7 @@ class StoreCore:
         """A read-only store's figures read from the store (another process writes it)."""
         self._desk: MaintenanceDesk | None = None
         started: list[ActorRef[Any]] = []
+        self._courier = Courier("relaystore-courier")
         try:
             if not settings.read_only:
                 opened = WriterActor.open(
@@ -209,6 +206,7 @@ class StoreCore:
         except BaseException:
             for ref in started:
                 _stop(ref)
+            self._courier.close()
             raise
         self._owner.register()
         logger.info(
@@ -323,7 +321,11 @@ class StoreCore:
         """Hand ``envelope`` to what owns ``message`` (None: its inbox is full and not
         ``wait``). A session's projector takes its message even if it is stopped for
         room or idles out meanwhile (see :meth:`LiveProjectors.take`,
-        :meth:`SessionRunners.take`)."""
+        :meth:`SessionRunners.take`). In the main thread the courier does it (see
+        :mod:`~relaystore.actors.courier`: a signal handler may hand over in its turn)."""
+        return self._courier.run(lambda: self._hand_over_here(message, envelope, wait=wait))
+
+    def _hand_over_here(self, message: Any, envelope: Envelope, *, wait: bool) -> Answering | None:
         if self.writer is not None and isinstance(message, ObserveRelayEvents | Reproject):
             self.check_open()
             return self._projectors.take(message.session_id, envelope, wait=wait)
@@ -362,10 +364,8 @@ class StoreCore:
     def ask_blocking(self, message: Any, timeout: float | None = None) -> Any:
         """Hand over a checked (or internal) message and wait for its answer here; asked
         without a timeout from a thread other than the main one, a read is answered in
-        this thread by an idle reader's desk
-        (:meth:`ReaderDesk.read_now <relaystore.actors.reader.ReaderDesk.read_now>`) and
-        a writer message runs in this thread if the writer is idle
-        (:meth:`WriterPen.write_now <relaystore.actors.writer_pen.WriterPen.write_now>`)."""
+        this thread by an idle reader's desk (``ReaderDesk.read_now``) and a writer
+        message runs in this thread if the writer is idle (``WriterPen.write_now``)."""
         if timeout is None and isinstance(message, _READER_ROUTED) and answers_here():
             for _ in self._desks:  # each desk at most once, from the next in turn
                 desk = self._desks[next(self._next_reader) % len(self._desks)]
@@ -417,7 +417,11 @@ class StoreCore:
     def metrics(self) -> StoreMetrics:
         """A snapshot of the store's figures; never blocks on an actor (a read-only store
         reads ``latest_seq`` and ``sessions_behind`` from the store, see
-        :class:`~relaystore.actors.metrics.StoreReadings`)."""
+        :class:`~relaystore.actors.metrics.StoreReadings`); in the main thread the
+        courier reads them (their locks are the writer's too, see :meth:`_hand_over`)."""
+        return self._courier.run(self._metrics)
+
+    def _metrics(self) -> StoreMetrics:
         latest, behind = self.commits.latest, self._stats.sessions_behind
         if self._readings is not None:
             latest, behind = self._readings.read()
@@ -444,10 +448,9 @@ class StoreCore:
         leaves them to the parent)."""
         if self._owner.forked():
             return
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._closing.acquire(blocking=False):  # one C call: a handler may close too
+            return
+        self._closed = True
         self._owner.unregister()
         if self._desk is not None:
             self._desk.stop()
@@ -461,6 +464,7 @@ class StoreCore:
             self._readings.close()
         if self.writer is not None:
             _stop(self.writer)
+        self._courier.close()
         figures = self._stats
         logger.info(
             "closed %s at seq %d after %d commits (%d messages, %d relay events applied)",
@@ -487,7 +491,7 @@ class StoreCore:
         writer = self.writer
         assert writer is not None  # projectors run only in a store with a writer
         reply = OneShotReply()
-        self.deliver(writer, Envelope(message, reply))
+        self.deliver(writer, Envelope(message, reply))  # from a projector's thread
         return lambda: self.wait_reply(reply, None, writer, message)
 
 

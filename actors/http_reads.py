@@ -69,6 +69,7 @@ from ..domain.reports import StoreStats, stats_document
 from ..domain.roles import TranscriptRole
 from ..domain.transcript_views import item_role, item_text, transcript_seq
 from ..domain.wire import encode
+from ..domain.wording import install_extra
 from .aio import AsyncEventStore
 from .http_preamble import Answer, UnknownSession, error, query_integer, query_text
 
@@ -311,5 +312,5 @@ async def metrics_text(request: Request, store: AsyncEventStore) -> Response:
 
         text = prometheus_text(store.sync)
     except ImportError:
-        return error(503, 'metrics need prometheus-client: pip install "relaystore[metrics]"')
+        return error(503, f"metrics need prometheus-client: {install_extra('metrics')}")
     return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -31,6 +31,19 @@ __all__ = ["BoundedActor", "HeldInbox", "Inbox", "inbox_of"]
 class Inbox(queue.Queue[Any]):
     """A bounded FIFO inbox that its actor can also wait on without taking a message."""
 
+    # The sizes are read without the mutex (a deque's length is one C call): the main
+    # thread reads them (a full inbox, the metrics), and a signal handler that runs there
+    # while it held the mutex would wait for it for ever, with the actor.
+
+    def qsize(self) -> int:
+        return len(self.queue)
+
+    def empty(self) -> bool:
+        return not self.queue
+
+    def full(self) -> bool:
+        return 0 < self.maxsize <= len(self.queue)
+
     def count_waiting(self, matches: Callable[[Any], bool]) -> int:
         """How many waiting messages ``matches`` accepts (a snapshot; takes nothing)."""
         with self.mutex:

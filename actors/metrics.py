@@ -136,7 +136,7 @@ class Followers:
     """How many follows iterate now (a figure of the metrics)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a signal handler's follow may count in the main thread
         self._count = 0
 
     @property

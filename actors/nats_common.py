@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.ids import validate_id
 from ..domain.redaction import redact
+from ..domain.wording import install_extra
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -77,9 +78,7 @@ def require_nats(what: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec("nats") is None:
-        raise InvalidInput(
-            f'{what} needs nats-py, which is not installed: pip install "relaystore[nats]"'
-        )
+        raise InvalidInput(f"{what} needs nats-py, which is not installed: {install_extra('nats')}")
 
 
 def validate_servers(servers: str | Sequence[str]) -> list[str]:

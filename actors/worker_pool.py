@@ -25,7 +25,8 @@ loaded again by the next projector of its session.
 
 A worker that says nothing for :data:`SILENCE_SECONDS` in a conversation (it beats every
 tenth of that while it projects, so only one that does not run: stopped, hung) or takes
-no message for as long is presumed lost: it is killed and :class:`WorkerDied` raised,
+no message for as long is presumed lost (a worker just started has
+:data:`~relaystore.actors.worker_pipe.BOOT_SECONDS` for its first word: it imports first, which a busy machine slows): it is killed and :class:`WorkerDied` raised,
 as for a broken pipe. Closing waits :data:`_STOP_SECONDS` for all the workers together,
 then kills those left.
 
@@ -46,13 +47,13 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 from ..domain.errors import StoreClosed, WorkerLost
-from .worker_protocol import Beat, Census, Done, Forget, Park, Start
+from .worker_pipe import WorkerDied, WorkerPipe, WorkerStart
+from .worker_protocol import Census, Done, Forget, Park, Start
 
 __all__ = [
     "PARKED_BYTES_PER_PROJECTOR",
@@ -60,7 +61,7 @@ __all__ = [
     "POOL_LIMIT",
     "SILENCE_SECONDS",
     "ProjectionWorker",
-    "WorkerDied",
+    "WorkerDied",  # re-exported from worker_pipe, where the pipe raises it
     "WorkerPool",
 ]
 
@@ -74,7 +75,6 @@ SILENCE_SECONDS = 10.0
 to write to it) before it presumes the worker lost (stopped, hung) and kills it. A
 working worker beats every tenth of that (:class:`~relaystore.actors.worker_protocol.Beat`), so only one that does not run
 is taken for lost, however long its projection takes."""
-
 
 _BOOT = """\
 import sys
@@ -99,51 +99,6 @@ PARKED_BYTES_PER_PROJECTOR = 512 * 1024
 projection keeps its newest items decoded and the rest cold (see
 :meth:`~relaystore.domain.projection.SessionProjection.park`): a 400-item session is
 estimated at about 80 KiB."""
-
-
-class WorkerDied(Exception):
-    """The worker's pipe broke mid-conversation."""
-
-
-class _Pipe:
-    """The worker's connection for one conversation: a broken pipe raises :class:`WorkerDied`
-    (and the worker is reaped), as does a worker silent for ``silence`` seconds (killed:
-    see :data:`SILENCE_SECONDS`); anything else passes. Beats are skipped."""
-
-    def __init__(self, connection: Connection, reap: Callable[[bool], str], silence: float) -> None:
-        self._connection = connection
-        self._reap = reap
-        """Reaps the worker (killed first when True); says how it ended."""
-        self._silence = silence
-
-    def send(self, message: object) -> None:
-        try:
-            self._connection.send(message)
-        except BlockingIOError as exc:  # the socket's send timeout: it reads nothing
-            raise WorkerDied(self._lost("had no room for a message")) from exc
-        except OSError as exc:
-            raise WorkerDied(
-                f"{exc or type(exc).__name__}; the worker {self._reap(False)}"
-            ) from exc
-
-    def recv(self) -> Any:
-        while True:
-            try:
-                if not self._connection.poll(self._silence):
-                    raise WorkerDied(self._lost("said nothing"))
-                message = self._connection.recv()
-            except (EOFError, OSError) as exc:
-                raise WorkerDied(
-                    f"{exc or 'its pipe closed'}; the worker {self._reap(False)}"
-                ) from exc
-            if not isinstance(message, Beat):
-                return message
-
-    def _lost(self, what: str) -> str:
-        return (
-            f"it {what} for {self._silence:g} s, so it is presumed lost (stopped or hung); "
-            f"the worker {self._reap(True)}"
-        )
 
 
 class ProjectionWorker:
@@ -177,6 +132,8 @@ class ProjectionWorker:
         """How many times a worker was started again after one died (counted as it
         starts, however its death was noticed: a conversation, a queued message)."""
         self._started = False
+        self._run = WorkerStart()
+        """The running worker's start (a new one each spawn)."""
 
     @property
     def pid(self) -> int | None:
@@ -213,14 +170,14 @@ class ProjectionWorker:
         finally:
             self._lock.release()
 
-    def _send_queued(self, pipe: _Pipe) -> None:
+    def _send_queued(self, pipe: WorkerPipe) -> None:
         with self._queue_lock:
             queued, self._queued = self._queued, {}
         for message in queued.values():
             pipe.send(message)
 
     @contextlib.contextmanager
-    def conversation(self) -> Iterator[_Pipe]:
+    def conversation(self) -> Iterator[WorkerPipe]:
         """Hold the worker (started if needed) for one conversation."""
         with self._lock:
             if self._closed:
@@ -295,7 +252,7 @@ class ProjectionWorker:
             )
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            # A write the worker does not read within the silence bound fails (see _Pipe).
+            # A write the worker does not read within the silence bound fails (see WorkerPipe).
             seconds = int(self._silence)
             timeval = struct.pack("ll", seconds, int((self._silence - seconds) * 1e6))
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
@@ -317,6 +274,7 @@ class ProjectionWorker:
                 ) from None
             connection = Connection(ours.detach())
         self._connection = connection
+        self._run = WorkerStart()
         if self._started:
             self.restarts += 1
         self._started = True
@@ -324,8 +282,8 @@ class ProjectionWorker:
         logger.info("started projection worker %d", self._process.pid)
         return connection
 
-    def _pipe(self, connection: Connection) -> _Pipe:
-        return _Pipe(connection, lambda lost: self._reap(kill=lost), self._silence)
+    def _pipe(self, connection: Connection) -> WorkerPipe:
+        return WorkerPipe(connection, lambda lost: self._reap(kill=lost), self._silence, self._run)
 
     def _reap(self, *, kill: bool = False, until: float | None = None) -> str:
         """Close the pipe and wait for the worker until ``until`` (default

@@ -4,7 +4,7 @@ read the same wherever they are printed. Pure: it formats, it prints nothing."""
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["install_extra", "plural"]
 
 
 def plural(count: int, singular: str, many: str | None = None) -> str:
@@ -13,3 +13,9 @@ def plural(count: int, singular: str, many: str | None = None) -> str:
     if count == 1:
         return f"{count} {singular}"
     return f"{count} {many or singular + 's'}"
+
+
+def install_extra(extra: str) -> str:
+    """How to install the optional extra ``extra``, and every extra at once: what each
+    message about a missing optional package ends with."""
+    return f'pip install "relaystore[{extra}]" (or "relaystore[all]": every optional extra)'

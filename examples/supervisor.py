@@ -1,7 +1,8 @@
 """A small asyncio supervisor: ingest several workers' journals while serving the feed.
 
 Run: ``python examples/supervisor.py [STORE] [--port PORT]`` (default: a temporary store,
-port 8040; needs ``pip install "relaystore[http]"``). In one event loop it
+port 8040; 0 picks a free port; needs ``pip install "relaystore[http]"``). In one event
+loop it
 
 * opens the store with :class:`relaystore.aio.AsyncEventStore` (the only writer),
 * feeds every example worker root's relay events to the store, one task per session,
@@ -11,7 +12,9 @@ port 8040; needs ``pip install "relaystore[http]"``). In one event loop it
   so HTTP clients follow the same feed with the origin's server-sent-event contract.
 
 It stops once every journal is ingested and the follower has seen every event; the
-server is stopped with SIGINT. ``--no-serve`` leaves the HTTP server out.
+server is stopped with SIGINT (also when anything fails). A server that cannot start (the
+port is taken) is one line on stderr and exit status 1. ``--no-serve`` leaves the HTTP
+server out.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from relaystore import ObserveRelayEvents, SaveSession
 from relaystore.actors.journal import read_journal
@@ -57,43 +61,78 @@ async def follow(store: AsyncEventStore, done: asyncio.Event) -> int:
     return seen
 
 
-async def _until_listening(port: int, seconds: float = 20.0) -> None:
-    """Wait until the server accepts connections (it answers 401 without a token)."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
+class ServerDidNotStart(Exception):
+    """``relaystore serve`` exited before it announced its address (its last line says why)."""
+
+
+class Server(NamedTuple):
+    process: asyncio.subprocess.Process
+    url: str
+    """Where it serves (with ``--port 0``, on the port it chose)."""
+    relay: asyncio.Task[None]
+    """Copies what it writes later to our stderr."""
+
+
+async def start_server(store_path: Path, port: int) -> Server:
+    """Start ``relaystore serve`` and wait for the line it writes once it accepts
+    connections (or for its exit: :class:`ServerDidNotStart`)."""
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "relaystore.actors.cli", "--db", str(store_path),
+        "serve", "--port", str(port),
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert server.stderr is not None
+    last = ""
+    while line := (await server.stderr.readline()).decode(errors="replace").strip():
+        if line.startswith("relaystore: serving ") and " at " in line:
+            url = line.split(" at ", 1)[1].split()[0].removesuffix("/api/v1/events")
+            return Server(server, url, asyncio.create_task(_relay(server.stderr)))
+        last = line
+    await server.wait()
+    raise ServerDidNotStart(last or f"relaystore serve exited with status {server.returncode}")
+
+
+async def _relay(stream: asyncio.StreamReader) -> None:
+    while line := await stream.readline():
+        sys.stderr.write(line.decode(errors="replace"))
+
+
+async def stop_server(server: Server) -> None:
+    """SIGINT, as Ctrl-C would; killed if it has not exited within 10 s."""
+    process = server.process
+    if process.returncode is None:
+        process.send_signal(signal.SIGINT)
         try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.05)
-        else:
-            writer.close()
-            await writer.wait_closed()
-            return
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+    await server.relay
 
 
 async def main(store_path: Path, port: int | None) -> None:
-    server: asyncio.subprocess.Process | None = None
-    async with AsyncEventStore.open(store_path) as store:
-        if port is not None:
-            server = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "relaystore.actors.cli", "--db", str(store_path),
-                "serve", "--port", str(port),
-            )  # fmt: skip
-            await _until_listening(port)
-            print(f"serving http://127.0.0.1:{port}/api/v1/events (token: {store_path}.api-token)")
-        done = asyncio.Event()
-        follower = asyncio.create_task(follow(store, done))
-        roots = sorted(path for path in WORKERS.iterdir() if path.is_dir())
-        applied = await asyncio.gather(*(ingest(store, root) for root in roots))
-        done.set()
-        seen = await follower
-        print(f"ingested {sum(applied)} relay events from {len(roots)} workers; {seen} API events")
-        assert seen == store.latest_seq, (seen, store.latest_seq)
-    if server is not None:
-        server.send_signal(signal.SIGINT)
-        await server.wait()
+    server: Server | None = None
+    try:
+        async with AsyncEventStore.open(store_path) as store:
+            if port is not None:
+                server = await start_server(store_path, port)
+                print(
+                    f"serving {server.url}/api/v1/events (token: {store_path}.api-token)",
+                    flush=True,
+                )
+            done = asyncio.Event()
+            follower = asyncio.create_task(follow(store, done))
+            roots = sorted(path for path in WORKERS.iterdir() if path.is_dir())
+            applied = await asyncio.gather(*(ingest(store, root) for root in roots))
+            done.set()
+            seen = await follower
+            print(
+                f"ingested {sum(applied)} relay events from {len(roots)} workers; {seen} API events"
+            )
+            assert seen == store.latest_seq, (seen, store.latest_seq)
+    finally:
+        if server is not None:
+            await stop_server(server)
 
 
 if __name__ == "__main__":
@@ -104,4 +143,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         path = args.store or Path(scratch) / "supervisor.sqlite3"
-        asyncio.run(main(path, None if args.no_serve else args.port))
+        try:
+            asyncio.run(main(path, None if args.no_serve else args.port))
+        except ServerDidNotStart as exc:
+            sys.exit(f"supervisor: the HTTP server did not start: {exc}")

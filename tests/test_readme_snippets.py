@@ -2,7 +2,7 @@
 
 - Every ```` ```python ```` snippet runs, as written (twice), right after the README's own
   set-up command (``relaystore replay examples/worker-root`` into the default store of a
-  fresh folder).
+  fresh folder), and one that calls ``print`` prints (the asyncio one, its feed's lines).
 - Every ```` ```console ```` block is a session to replay: each ``$ COMMAND`` runs in a
   fresh folder holding the examples (after the set-up replay, unless the block's first
   command is that replay), and prints what the block shows below it (``…`` stands for
@@ -110,6 +110,13 @@ def test_every_snippet_runs_after_the_set_up(set_up: Path, where: str, code: str
             check=False,
         )
         assert result.returncode == 0, f"{where}, run {attempt + 1}:\n{result.stderr}"
+        if "print(" in code:  # a snippet that says it prints does print
+            assert result.stdout.strip(), f"{where}, run {attempt + 1}: printed nothing"
+        if "async for event in store.follow(" in code:  # the asyncio snippet's feed lines
+            lines = result.stdout.splitlines()
+            assert lines, where
+            assert all(re.fullmatch(r"\d+ [a-z_]+", line) for line in lines), lines
+            assert "turn_ended" in {line.split()[1] for line in lines}, lines
 
 
 def _session(block: str) -> Iterator[tuple[str, list[str]]]:

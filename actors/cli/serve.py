@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...domain.errors import InvalidInput
+from ...domain.wording import install_extra
 from .follow import open_read_only
 from .options import config_option, file_argument, host, path, port, seconds, web_origin
 
@@ -99,8 +100,7 @@ def _serve(args: argparse.Namespace) -> int:
     missing = [name for name in _HTTP_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise InvalidInput(
-            f"serve needs {', '.join(missing)}, which are not installed: "
-            'pip install "relaystore[http]"'
+            f"serve needs {', '.join(missing)}, which are not installed: " + install_extra("http")
         )
     if (args.certfile is None) != (args.keyfile is None):
         given, lacking = (

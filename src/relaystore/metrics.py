@@ -16,11 +16,13 @@ See :mod:`relaystore.actors.prometheus` for the families. Importing this module 
 
 from __future__ import annotations
 
+from relaystore.domain.wording import install_extra
+
 try:
     from relaystore.actors.prometheus import MeasuredStore, StoreCollector, prometheus_text
 except ImportError as exc:  # pragma: no cover - the metrics extra is part of the test set
     raise ImportError(
-        f'relaystore.metrics needs prometheus-client: pip install "relaystore[metrics]" ({exc})'
+        f"relaystore.metrics needs prometheus-client: {install_extra('metrics')} ({exc})"
     ) from exc
 
 __all__ = ["MeasuredStore", "StoreCollector", "prometheus_text"]

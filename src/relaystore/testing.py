@@ -134,6 +134,7 @@ __all__ = [
     "RELAY_STATE_FORMAT_VERSION",
     "JournalBuilder",
     "ObservationInput",
+    "checkpointed_session",
     "example_session",
 ]
 
@@ -961,10 +962,11 @@ def _swap_in(staging: Path, journal: Path) -> None:
 
 
 def example_session(session_id: str = "session-1", bundle_id: str = "project-1") -> SessionRecord:
-    """A complete, valid record for examples and tests (the origin's test fixture).
+    """A complete, valid record of a plain session, for examples and tests.
 
     Workspace ``default``, a stopped Codex session on template ``local`` with 8 CPUs and
-    32 GiB, one copy-on-write mount, a local Podman target and a checkpoint at frontier 6.
+    32 GiB, one copy-on-write mount and a local Podman target; nothing viewed, no error,
+    no checkpoint (:func:`checkpointed_session` is one with a checkpoint).
     """
     return SessionRecord(
         id=session_id,
@@ -984,6 +986,18 @@ def example_session(session_id: str = "session-1", bundle_id: str = "project-1")
         acp_session_title="Agent title",
         created_at="2026-08-12T00:00:00Z",
         updated_at="2026-08-12T01:00:00Z",
+    )
+
+
+def checkpointed_session(
+    session_id: str = "session-1", bundle_id: str = "project-1"
+) -> SessionRecord:
+    """:func:`example_session` as the origin's test fixture has it: viewed through event
+    7, a checkpoint at frontier 6 (an archive that is not there, a made-up digest) and
+    the error of a recovery that failed. For tests of checkpoints and their retention,
+    and of a record's every field surviving the store; not a session to copy."""
+    return msgspec.structs.replace(
+        example_session(session_id, bundle_id),
         viewed_through_event_ordinal=7,
         last_checkpoint_error="temporary recovery failure",
         checkpoint=CheckpointMetadata(

@@ -60,7 +60,7 @@ def _slow_writer(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, Call
     real = writer_module.perform
 
     def slow(connection: Any, message: Any) -> Any:
-        gate.wait(5)
+        gate.wait(60)  # a hang detector: each test opens the gate once it has seen enough
         return real(connection, message)
 
     return gate, lambda: monkeypatch.setattr(writer_module, "perform", slow)
@@ -85,9 +85,9 @@ def test_a_waiting_ask_leaves_the_loop_free(
 
             ticking = asyncio.create_task(ticker())
             asking = asyncio.create_task(store.ask(activity(1)))
-            await asyncio.sleep(0.3)
-            assert not asking.done()
-            assert ticks >= 10, "the loop must keep running while an ask waits"
+            while ticks < 10:  # the loop keeps running while the ask waits (at any speed)
+                await asyncio.sleep(0.01)
+            assert not asking.done()  # the writer is held: the ask still waits
             gate.set()
             await asyncio.wait_for(asking, 5)
             ticking.cancel()
@@ -119,15 +119,22 @@ def test_idle_followers_cost_no_threads_and_cancel_cleanly(tmp_path: Path) -> No
         async with AsyncEventStore.open(tmp_path / "s.sqlite3") as store:
             await store.ask(SaveSession(record=example_session()))
             before = threading.active_count()
+            seen = [asyncio.Event() for _ in range(200)]
 
-            async def follow() -> list[int]:
-                return [event.seq async for event in store.follow()]
+            async def follow(index: int) -> list[int]:
+                got = []
+                async for event in store.follow():
+                    got.append(event.seq)
+                    seen[index].set()
+                return got
 
-            followers = [asyncio.create_task(follow()) for _ in range(200)]
-            await asyncio.sleep(0.2)
+            followers = [asyncio.create_task(follow(index)) for index in range(200)]
+            while store.metrics().followers < 200:  # every one follows (and soon waits)
+                await asyncio.sleep(0.01)
             assert threading.active_count() == before
             await store.ask(activity(1))
-            await asyncio.sleep(0.2)
+            await asyncio.gather(*(event.wait() for event in seen))  # each got the event
+            assert threading.active_count() == before
             for task in followers[:100]:
                 task.cancel()
             await asyncio.gather(*followers[:100], return_exceptions=True)

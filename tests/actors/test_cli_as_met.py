@@ -314,9 +314,14 @@ def test_a_quick_replay_on_a_terminal_prints_its_lines_only(tmp_path: Path) -> N
         tmp_path / "store.sqlite3", folder, stdout_tty=True, stderr_tty=True
     )
     assert status == 0, shown
+    bars = list(BAR.finditer(shown))
+    if bars:  # a busy machine: the replay outlasted the quiet second, so the bar came
+        assert all(bar[6] >= "00:01" for bar in bars), shown  # only after it
+        assert len(re.findall(r"session quick-[ab]: ", shown)) == 2, shown
+        assert shown.rstrip().splitlines()[-1].startswith("replayed 16 events: 16 applied")
+        return
     # Done within the display's quiet first second: no bar, and every line whole (the
     # terminal turns each newline into a carriage return and a newline).
-    assert BAR.search(shown) is None, shown
     assert "%|" not in shown
     lines = shown.split("\r\n")
     assert lines[-1] == ""

@@ -179,7 +179,7 @@ def test_db_is_accepted_after_the_command(
         ("serve", "--keepalive", "nan"),
         ("serve", "--host", ""),
         ("backup",),
-        ("completion", "fish"),
+        ("completion", "nushell"),
         ("--db", "", "stats"),
         ("stats", "--frobnicate"),
     ],

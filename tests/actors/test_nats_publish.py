@@ -327,14 +327,15 @@ def test_a_publisher_started_before_the_server_and_its_stream(tmp_path: Path) ->
     with running_server(tmp_path, started=False) as server:
         process = publisher(db, server.url, "--stream", "FLEET", "--subject-prefix", "relaystore")
         try:
-            time.sleep(1.5)  # it retries with backoff while nothing listens
+            # It retries with backoff while nothing listens: wait for it to say so (under
+            # load its first attempt may come late; a pause might start the server first).
+            wait_for_line(process, b"reconnecting in")
             assert process.poll() is None
             server.start()
             wait_until_published(server.url, "FLEET", f"relaystore.{store_id(db)}.*.*", 60)
         finally:
             log = stop(process)
         assert "created stream FLEET for relaystore.>" in log
-        assert "reconnecting in" in log
         config = asyncio.run(_stream_config(server.url, "FLEET"))
         assert config == (["relaystore.>"], "file", DUPLICATE_WINDOW_SECONDS)
         assert assert_stream_is_the_feed(server.url, db, stream="FLEET") == 60

@@ -46,7 +46,7 @@ from relaystore.domain.sessions import (
     State,
 )
 from relaystore.domain.wire import decode_json, encode
-from relaystore.testing import example_session
+from relaystore.testing import checkpointed_session, example_session
 
 # --- the fixture ---------------------------------------------------------------------------
 
@@ -118,9 +118,27 @@ def _with(**changes: Any) -> bytes:
     return msgspec.json.encode(value)
 
 
-def test_the_public_example_is_the_fixture() -> None:
-    assert example_session() == session()
-    assert example_session("s-2", "b-2") == session("s-2", "b-2")
+def test_the_checkpointed_example_is_the_fixture() -> None:
+    assert checkpointed_session() == session()
+    assert checkpointed_session("s-2", "b-2") == session("s-2", "b-2")
+
+
+def test_the_public_example_is_a_plain_session() -> None:
+    """The README's first example saves ``example_session()``: a session of its own,
+    not one that claims a checkpoint archive nobody wrote or a recovery that failed."""
+    plain = example_session("s-2", "b-2")
+    plain.validate("s-2")
+    assert plain.checkpoint is None
+    assert plain.last_checkpoint_error is None
+    assert plain.last_error is None
+    assert plain.viewed_through_event_ordinal == 0
+    fixture = session("s-2", "b-2")
+    assert (
+        msgspec.structs.replace(
+            fixture, checkpoint=None, last_checkpoint_error=None, viewed_through_event_ordinal=0
+        )
+        == plain
+    )
 
 
 def test_the_fixture_is_valid() -> None:
