@@ -41,7 +41,7 @@ import signal
 import socket
 import stat
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -193,22 +193,45 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
-    """The certificate chain and private key ``serve`` speaks TLS with (PEM files)."""
+    """The certificate chain and private key ``serve`` speaks TLS with (PEM files), and
+    the passphrase of an encrypted key (never shown)."""
 
     certfile: Path
     keyfile: Path
+    passphrase: str | None = field(default=None, repr=False)
 
     def check(self) -> None:
-        """Load both, as the server will: :class:`InvalidInput` naming what is wrong."""
+        """Load both, as the server will: :class:`InvalidInput` naming what is wrong.
+
+        Never prompts: an encrypted key without its passphrase is refused, saying so.
+        """
         import ssl
 
         for path in (self.certfile, self.keyfile):
             if not path.is_file():
                 raise InvalidInput("no such file", path=str(path))
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        asked = False
+
+        def passphrase() -> str:  # called by OpenSSL only for an encrypted key
+            nonlocal asked
+            asked = True
+            return self.passphrase or ""
+
         try:
-            context.load_cert_chain(self.certfile, self.keyfile)
+            context.load_cert_chain(self.certfile, self.keyfile, passphrase)
         except (ssl.SSLError, OSError) as exc:
+            if asked and self.passphrase is None:
+                raise InvalidInput(
+                    "the private key is encrypted; give its passphrase in a file with "
+                    "--keyfile-passphrase-file PATH, or decrypt the key (openssl pkey)",
+                    path=str(self.keyfile),
+                ) from None
+            if asked:
+                raise InvalidInput(
+                    "the passphrase of --keyfile-passphrase-file does not decrypt the private key",
+                    path=str(self.keyfile),
+                ) from None
             raise InvalidInput(
                 f"cannot use {self.certfile} and {self.keyfile} for TLS (a PEM certificate "
                 f"chain and its private key): {exc.strerror or exc}"
@@ -298,6 +321,8 @@ class Server:
                     access_log=self._access_log,
                     ssl_certfile=None if self._tls is None else self._tls.certfile,
                     ssl_keyfile=None if self._tls is None else self._tls.keyfile,
+                    # check() refused an encrypted key without it: nothing prompts.
+                    ssl_keyfile_password=None if self._tls is None else self._tls.passphrase,
                     timeout_graceful_shutdown=max(2, math.ceil(2 * self._timeouts.shutdown)),
                 )
                 self._uvicorn = _Uvicorn(

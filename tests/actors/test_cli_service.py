@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import shlex
 import signal
 import ssl
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -19,7 +21,7 @@ import pytest
 
 from relaystore.testing import JournalBuilder
 from tests.actors import cli_support as support
-from tests.actors.cli_support import LineReader, cli, command, failure, ok, start
+from tests.actors.cli_support import LineReader, cli, command, ok, start
 
 DEPLOY = support.ROOT / "examples" / "deploy"
 ANNOUNCED = re.compile(r" at (https?://\S+)/api/v1/events ")
@@ -73,6 +75,16 @@ class Serving:
         return rest
 
 
+def usage_failure(result: subprocess.CompletedProcess[str]) -> str:
+    """Check a refusal of an option's value (the command line's or the config file's):
+    exit 2, one line on stderr, no traceback; return it."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def token_of(path: Path) -> dict[str, str]:
     return {"Authorization": f"Bearer {path.read_text().strip()}"}
 
@@ -123,6 +135,10 @@ def test_serve_reads_its_config_and_the_command_line_overrides_it(
         ("[publish]\nnats = 'http://x'\n", "[publish] nats: "),
         ("db = 3\n", "db: expected the store's path"),
         ("[serve\n", "not a TOML file"),
+        ("[serve]\ntoken-file = 3\n", "[serve] token-file: expected a string, got 3"),
+        ("[serve]\ncertfile = 1.5\n", "[serve] certfile: expected a string, got 1.5"),
+        ("[serve]\nhost = 127\n", "[serve] host: expected a string, got 127"),
+        ("[serve]\nport = 80.5\n", "[serve] port: expected a whole number"),
     ],
 )
 def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
@@ -131,7 +147,7 @@ def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
     config = tmp_path / "bad.toml"
     config.write_text(text)
     for name in ("serve", "publish"):  # every table is checked, whichever command reads it
-        line = failure(
+        line = usage_failure(
             cli(db, name, "--config", str(config), "--nats", "nats://127.0.0.1:1")
             if name == "publish"
             else cli(db, name, "--config", str(config))
@@ -141,8 +157,51 @@ def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
 
 
 def test_a_missing_config_file_is_refused_in_one_line(db: Path, tmp_path: Path) -> None:
-    line = failure(cli(db, "serve", "--config", str(tmp_path / "none.toml")))
+    line = usage_failure(cli(db, "serve", "--config", str(tmp_path / "none.toml")))
     assert line == f"relaystore: {tmp_path / 'none.toml'}: no such config file"
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda path: os.mkfifo(path), "not a regular file"),  # reading it would hang
+        (lambda path: path.write_bytes(b"\xff\xfe[serve]\x00\x01port = 1\n"), "not UTF-8 text"),
+        (
+            lambda path: path.write_text("# padding\n" * 200_000 + "[serve]\nport = 1\n"),
+            "larger than 1048576 bytes",
+        ),
+    ],
+    ids=["fifo", "binary", "oversized"],
+)
+def test_a_config_file_that_is_no_small_text_file_is_refused_in_one_line(
+    db: Path, tmp_path: Path, make: Callable[[Path], object], says: str
+) -> None:
+    config = tmp_path / "config.toml"
+    make(config)
+    line = usage_failure(cli(db, "serve", "--config", str(config)))
+    assert line.startswith(f"relaystore: {config}: "), line
+    assert says in line, line
+    assert not Path(f"{db}.api-token").exists()  # nothing started
+
+
+def test_a_device_as_config_file_is_refused_without_reading_it(db: Path) -> None:
+    line = usage_failure(cli(db, "serve", "--config", "/dev/zero"))
+    assert line == "relaystore: /dev/zero: not a regular file; give a config file", line
+
+
+def test_cors_origins_on_the_command_line_replace_the_files(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    config = tmp_path / "relaystore.toml"
+    config.write_text('[serve]\nport = 0\ncors-origin = ["https://from-file.example"]\n')
+    args = command(
+        db, "serve", "--config", str(config), "--cors-origin", "https://from-cli.example"
+    )
+    server = Serving(spawned, args, cwd=tmp_path)
+    for origin, status in (("https://from-cli.example", 200), ("https://from-file.example", 403)):
+        answer = httpx.get(f"{server.url}/healthz", headers={"Origin": origin}, timeout=10)
+        assert answer.status_code == status, (origin, answer.text)
+    server.stop()
 
 
 def test_publish_takes_its_nats_server_from_the_config(
@@ -238,18 +297,92 @@ def test_bad_tls_files_are_refused_before_serving(
     db: Path, tmp_path: Path, certificate: tuple[Path, Path]
 ) -> None:
     cert, key = certificate
-    only = failure(cli(db, "serve", "--port", "0", "--certfile", str(cert)))
+    only = usage_failure(cli(db, "serve", "--port", "0", "--certfile", str(cert)))
     assert (
         only == "relaystore: --certfile needs --keyfile too: TLS takes the certificate and its key"
     )
-    missing = failure(
+    missing = usage_failure(
         cli(db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(tmp_path / "no"))
     )
     assert missing == f"relaystore: {tmp_path / 'no'}: no such file"
-    swapped = failure(
+    swapped = usage_failure(
         cli(db, "serve", "--port", "0", "--certfile", str(key), "--keyfile", str(key))
     )
     assert "cannot use" in swapped
+    assert not Path(f"{db}.api-token").exists()  # refused before the token file is made
+
+
+@pytest.fixture
+def encrypted_key(tmp_path: Path, certificate: tuple[Path, Path]) -> Path:
+    """The certificate's key, protected by the passphrase ``open sesame``."""
+    _, key = certificate
+    encrypted = tmp_path / "encrypted-key.pem"
+    subprocess.run(
+        [
+            "openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:open sesame",
+            "-out", str(encrypted),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=support.TIMEOUT,
+    )  # fmt: skip
+    return encrypted
+
+
+def test_an_encrypted_key_is_refused_in_one_line_without_a_prompt(
+    db: Path, certificate: tuple[Path, Path], encrypted_key: Path
+) -> None:
+    cert, _ = certificate
+    args = command(
+        db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(encrypted_key)
+    )
+    expected = (
+        f"relaystore: {encrypted_key}: the private key is encrypted; give its passphrase "
+        "in a file with --keyfile-passphrase-file PATH, or decrypt the key (openssl pkey)"
+    )
+    assert usage_failure(cli(db, *args[5:])) == expected
+    # On a terminal too: OpenSSL would prompt there; nothing must wait for a passphrase.
+    on_terminal = subprocess.run(
+        ["script", "-qec", shlex.join(args), "/dev/null"],
+        cwd=db.parent,
+        env=support.ENV,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+    assert on_terminal.returncode == 2, on_terminal.stdout
+    assert on_terminal.stdout.strip().splitlines() == [expected]
+    assert not Path(f"{db}.api-token").exists()
+
+
+def test_an_encrypted_key_is_used_with_its_passphrase_file(
+    db: Path,
+    tmp_path: Path,
+    certificate: tuple[Path, Path],
+    encrypted_key: Path,
+    spawned: list[subprocess.Popen[str]],
+) -> None:
+    cert, _ = certificate
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("wrong\n")
+    args = ["--port", "0", "--certfile", str(cert), "--keyfile", str(encrypted_key)]
+    wrong = usage_failure(cli(db, "serve", *args, "--keyfile-passphrase-file", str(passphrase)))
+    assert wrong == (
+        f"relaystore: {encrypted_key}: the passphrase of --keyfile-passphrase-file does not "
+        "decrypt the private key"
+    )
+    assert "wrong" not in wrong  # the passphrase is never shown
+    passphrase.write_text("open sesame\n")
+    config = tmp_path / "relaystore.toml"
+    config.write_text(f"[serve]\nkeyfile-passphrase-file = {json.dumps(str(passphrase))}\n")
+    server = Serving(spawned, command(db, "serve", *args, "--config", str(config)), cwd=db.parent)
+    answer = httpx.get(
+        f"{server.url}/healthz", verify=ssl.create_default_context(cafile=str(cert)), timeout=10
+    )
+    assert answer.status_code == 200
+    server.stop()
 
 
 def test_serving_beyond_loopback_without_tls_warns_in_one_line(
