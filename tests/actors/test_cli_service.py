@@ -9,11 +9,14 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import ssl
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -253,6 +256,58 @@ def test_the_example_config_and_units_start_serve(
     server.stop()
 
 
+def _install_steps() -> list[list[str]]:
+    """The commands of operations.md's "Installing the units", split as a shell would."""
+    text = (support.ROOT / "docs" / "operations.md").read_text()
+    section = text.split("### Installing the units", 1)[1].split("```console", 1)[1]
+    block = section.split("```", 1)[0]
+    return [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("# ")]
+
+
+def test_the_units_verify_in_a_root_installed_as_the_docs_say(tmp_path: Path) -> None:
+    steps = _install_steps()
+    units = {}
+    for unit in ("relaystore-serve.service", "relaystore-publish.service"):
+        parsed = configparser.ConfigParser(strict=False, interpolation=None)
+        parsed.read(DEPLOY / unit)
+        units[unit] = parsed["Service"]
+    command_path = {shlex.split(unit["ExecStart"])[0] for unit in units.values()}
+    user = {unit["User"] for unit in units.values()}
+    assert command_path == {"/usr/local/bin/relaystore"}
+    assert user == {"relaystore"}
+    # The docs make that user, put the command there and the config where the units read it.
+    assert steps[0][:2] == ["useradd", "--system"]
+    assert steps[0][-1] == "relaystore"
+    link = next(step for step in steps if step[:2] == ["ln", "-s"])
+    assert link[-1] == "/usr/local/bin/relaystore"
+    config = next(step for step in steps if step[-1].endswith(".toml"))
+    assert config[-1] == "/etc/relaystore/relaystore.toml"
+    assert config[-2] == "examples/deploy/relaystore.toml"
+    assert any(step[:2] == ["systemd-analyze", "verify"] for step in steps)
+    # A root laid out by those steps: the command (linked as the docs link it), the
+    # units, and the system's own units they depend on.
+    root = tmp_path / "root"
+    installed = root / link[-2].lstrip("/")
+    installed.parent.mkdir(parents=True)
+    installed.write_text(f'#!/bin/sh\nexec {sys.executable} -m relaystore.actors.cli "$@"\n')
+    installed.chmod(0o755)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "usr/local/bin/relaystore").symlink_to(link[-2])
+    shutil.copytree("/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    for unit in units:
+        shutil.copy(DEPLOY / unit, root / "etc/systemd/system" / unit)
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", f"--root={root}", *units],
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+    # A warning (an unknown directive, a bad value) exits 0 too: nothing may be said.
+    assert (verified.returncode, verified.stdout, verified.stderr) == (0, "", "")
+
+
 # -- TLS, the access log, the warning beyond loopback ----------------------------------------
 
 
@@ -444,3 +499,92 @@ def test_the_embedder_registers_the_writers_metrics_in_its_own_registry(tmp_path
     commits = re.search(r"^relaystore_commits_total (\S+)$", text, re.MULTILINE)
     assert commits is not None
     assert float(commits[1]) >= 2
+
+
+# -- deployment: one store, its writer's user and readers run as others ----------------------
+
+WRITER_UID, READER_UID, SHARED_GID = 40001, 40002, 40010
+"""Numeric ids no account uses: the writer's user, another user, a group they share."""
+WRITE = (
+    "import sys\n"
+    "from relaystore import EventStore, SaveSession\n"
+    "from relaystore.testing import example_session\n"
+    "with EventStore.open(sys.argv[1]) as store:\n"
+    "    store.ask(SaveSession(record=example_session(sys.argv[2])))\n"
+)
+
+
+def _as(uid: int, gid: int, *args: str) -> list[str]:
+    """``args`` run as ``uid`` (primary group ``gid``, also in the shared group)."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={SHARED_GID}", *args]
+
+
+def _write_as_writer(db: Path, session: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _as(WRITER_UID, SHARED_GID, sys.executable, "-c", WRITE, str(db), session),
+        cwd=db.parent,
+        env=support.ENV,
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.fixture
+def shared_store() -> Iterator[Path]:
+    """A store its writer's user made, in a folder that user's group may write, and
+    made readable by the group (as a reader's user in that group would need)."""
+    base = Path(tempfile.mkdtemp(prefix="relaystore-users-"))
+    try:
+        base.chmod(0o711)
+        folder = base / "store"
+        folder.mkdir()
+        os.chown(folder, WRITER_UID, SHARED_GID)
+        folder.chmod(0o770)
+        db = folder / "store.sqlite3"
+        made = _write_as_writer(db, "session-1")
+        assert made.returncode == 0, made.stderr
+        db.chmod(0o640)
+        yield db
+    finally:
+        shutil.rmtree(base)
+
+
+def test_serve_as_another_user_refuses_rather_than_lock_the_writer_out(
+    shared_store: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = shared_store
+    process = subprocess.Popen(
+        _as(READER_UID, READER_UID, *command(db, "serve", "--port", "0")),
+        cwd=db.parent,
+        env=support.ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    spawned.append(process)
+    assert process.stderr is not None
+    reader = LineReader(process.stderr)
+    said = reader.take(1, deadline=time.monotonic() + support.TIMEOUT)
+    if said and " serving " in said[0]:  # it serves: stop it, the checks below fail
+        process.send_signal(signal.SIGTERM)
+    process.wait(timeout=support.TIMEOUT)
+    reader.join()
+    assert process.returncode == 1, said
+    assert said == [
+        f"relaystore: {db}: refusing to read the store as uid {READER_UID}: opening it would "
+        f"make its -wal and -shm owned by uid {READER_UID}, which its writer, uid "
+        f"{WRITER_UID}, the store file's owner, could not write; run this as uid {WRITER_UID}"
+    ]
+    made = {path.name for path in db.parent.iterdir()}
+    assert made == {"store.sqlite3", "store.sqlite3.lock"}  # no -wal, -shm or token file
+    written = _write_as_writer(db, "session-2")
+    assert written.returncode == 0, written.stderr
+
+
+def test_a_reader_run_as_root_leaves_the_writer_its_store(shared_store: Path) -> None:
+    # SQLite gives the -wal and -shm that root makes to the store file's owner.
+    ok(shared_store, "sessions")
+    written = _write_as_writer(shared_store, "session-2")
+    assert written.returncode == 0, written.stderr
