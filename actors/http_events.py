@@ -86,7 +86,7 @@ class _Stream(EventSourceResponse):
     sent here (so the client sees a complete response, not a cut connection).
     """
 
-    def __init__(self, *args: Any, streams: LiveStreams, request: Request, **kwargs: Any):
+    def __init__(self, *args: Any, streams: LiveStreams, request: Request, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._streams = streams
         self._request = request
@@ -113,10 +113,12 @@ class _Stream(EventSourceResponse):
                     await asyncio.wait(
                         (message_task, ended_task), return_when=asyncio.FIRST_COMPLETED
                     )
-                finally:
+                finally:  # whichever is left: nothing outlives this call
                     ended_task.cancel()
-                if not message_task.done():
-                    message_task.cancel()
+                    access_ended = not message_task.done()
+                    if access_ended:
+                        message_task.cancel()
+                if access_ended:
                     return {"type": "http.disconnect"}
                 message = message_task.result()
                 client_gone = message["type"] == "http.disconnect"
