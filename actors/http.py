@@ -13,12 +13,14 @@ with ``pip install "relaystore[http]"``. :func:`serve` is what the command runs;
   request (the token travels in a header, never in the logged request line).
 
 Guarantees: the store is opened read-only (the supervisor or ``relaystore replay``
-writes it). The listening socket is bound before anything is announced. A client the
-server could not write to for ``Timeouts.stall`` seconds is disconnected (one log line;
-the socket is closed at once, its unsent bytes dropped) and resumes by reconnecting with
-its cursor; a connection that has not sent a whole request head within
-``Timeouts.header`` seconds is closed; a client that goes away costs nothing more (no log
-line). Stopping (SIGINT, SIGTERM or :meth:`Server.stop`) closes the store, which ends
+writes it). The listening socket is bound before anything is announced. The connections'
+cut-offs are :mod:`relaystore.actors.http_protocol`'s: a client the server could not
+write to for ``Timeouts.stall`` seconds is disconnected (one log line; the socket is
+closed at once, its unsent bytes dropped) and resumes by reconnecting with its cursor; a
+connection that has not sent a whole request head within ``Timeouts.header`` seconds is
+closed; a request that is not HTTP is answered 400 with every answer's headers; a client
+that goes away costs nothing more (no log line). No WebSocket: an upgrade request is an
+ordinary request to the routes. Stopping (SIGINT, SIGTERM or :meth:`Server.stop`) closes the store, which ends
 every stream with a complete response, and closes what is left after
 ``Timeouts.shutdown`` seconds.
 
@@ -38,19 +40,18 @@ import secrets
 import signal
 import socket
 import stat
-import struct
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..domain.errors import InvalidInput
 from ..domain.origins import validate_origins
 from .aio import AsyncEventStore
 from .http_app import API_VERSION, KEEPALIVE_SECONDS, create_app
+from .http_protocol import Timeouts, protocol
 
 __all__ = [
     "API_VERSION",
@@ -98,20 +99,6 @@ _ACCESS_LOG = {"handlers": ["stderr"], "level": "INFO", "propagate": False}
 line, status); the token travels in a header, never in the logged request line."""
 
 
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """How long the server waits for a client, in seconds."""
-
-    keepalive: float = KEEPALIVE_SECONDS
-    """Interval of the keepalive comments of an idle stream."""
-    header: float = 10.0
-    """A connection must send a whole request head within this (also between requests)."""
-    stall: float = 30.0
-    """A client the server cannot write to for this long is disconnected."""
-    shutdown: float = 0.5
-    """On stop, connections still open this long after their streams ended are closed."""
-
-
 # -- the token ---------------------------------------------------------------------------
 
 
@@ -151,115 +138,6 @@ def _existing_token(path: Path) -> str:
             path=where,
         )
     return token
-
-
-# -- the connections ---------------------------------------------------------------------
-
-
-class _QuietTransport:
-    """A connection's transport that drops writes once it is closing.
-
-    A stream writes a page of frames without pausing; after the client went away,
-    asyncio would log ``socket.send() raised exception.`` for each of them until the
-    protocol hears of the loss. Writes before the close are never dropped.
-    """
-
-    __slots__ = ("_transport",)
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._transport.is_closing():
-            self._transport.write(data)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-_LINGER_RESET = struct.pack("ii", 1, 0)
-
-
-def _reset(transport: asyncio.Transport) -> None:
-    """Close the connection at once, its queued bytes dropped, the kernel's included.
-
-    A plain close keeps sending what the kernel holds (megabytes to a client that reads
-    nothing, for minutes); linger 0 makes the close a reset.
-    """
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-    transport.abort()
-
-
-def _protocol(timeouts: Timeouts) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with a request-head timeout and a stalled-client cut-off."""
-
-    class Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-        _stall_timer: asyncio.TimerHandle | None = None
-        _lost = False
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            quiet = cast(asyncio.Transport, _QuietTransport(cast(asyncio.Transport, transport)))
-            super().connection_made(quiet)
-            self._await_head()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._lost = True
-            for timer in (self._head_timer, self._stall_timer):
-                if timer is not None:
-                    timer.cancel()
-            super().connection_lost(exc)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._await_head()  # the next request's head, on a kept-alive connection
-
-        def _await_head(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            waiting_in = self.cycle
-            self._head_timer = self.loop.call_later(timeouts.header, self._no_head, waiting_in)
-
-        def _no_head(self, waiting_in: object) -> None:
-            self._head_timer = None
-            if self.cycle is waiting_in:  # no request began since the timer was set
-                _reset(self.transport)
-
-        def pause_writing(self) -> None:
-            super().pause_writing()
-            if self._stall_timer is None:
-                self._stall_timer = self.loop.call_later(timeouts.stall, self._stalled)
-
-        def resume_writing(self) -> None:
-            super().resume_writing()
-            if self._stall_timer is not None:
-                self._stall_timer.cancel()
-                self._stall_timer = None
-
-        def _stalled(self) -> None:
-            self._stall_timer = None
-            client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-            logger.warning(
-                "disconnected %s, which accepted nothing for %g s; it resumes by reconnecting "
-                "with its cursor",
-                client,
-                timeouts.stall,
-            )
-            _reset(self.transport)
-
-        def shutdown(self) -> None:
-            super().shutdown()
-            self.loop.call_later(timeouts.shutdown, self._close_if_open)
-
-        def _close_if_open(self) -> None:
-            if not self._lost:
-                _reset(self.transport)
-
-    return Protocol
 
 
 # -- the server --------------------------------------------------------------------------
@@ -315,22 +193,45 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
-    """The certificate chain and private key ``serve`` speaks TLS with (PEM files)."""
+    """The certificate chain and private key ``serve`` speaks TLS with (PEM files), and
+    the passphrase of an encrypted key (never shown)."""
 
     certfile: Path
     keyfile: Path
+    passphrase: str | None = field(default=None, repr=False)
 
     def check(self) -> None:
-        """Load both, as the server will: :class:`InvalidInput` naming what is wrong."""
+        """Load both, as the server will: :class:`InvalidInput` naming what is wrong.
+
+        Never prompts: an encrypted key without its passphrase is refused, saying so.
+        """
         import ssl
 
         for path in (self.certfile, self.keyfile):
             if not path.is_file():
                 raise InvalidInput("no such file", path=str(path))
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        asked = False
+
+        def passphrase() -> str:  # called by OpenSSL only for an encrypted key
+            nonlocal asked
+            asked = True
+            return self.passphrase or ""
+
         try:
-            context.load_cert_chain(self.certfile, self.keyfile)
+            context.load_cert_chain(self.certfile, self.keyfile, passphrase)
         except (ssl.SSLError, OSError) as exc:
+            if asked and self.passphrase is None:
+                raise InvalidInput(
+                    "the private key is encrypted; give its passphrase in a file with "
+                    "--keyfile-passphrase-file PATH, or decrypt the key (openssl pkey)",
+                    path=str(self.keyfile),
+                ) from None
+            if asked:
+                raise InvalidInput(
+                    "the passphrase of --keyfile-passphrase-file does not decrypt the private key",
+                    path=str(self.keyfile),
+                ) from None
             raise InvalidInput(
                 f"cannot use {self.certfile} and {self.keyfile} for TLS (a PEM certificate "
                 f"chain and its private key): {exc.strerror or exc}"
@@ -352,6 +253,9 @@ def beyond_loopback(host: str) -> bool:
         return True
 
 
+_TIMEOUTS = Timeouts()
+
+
 class Server:
     """``GET /api/v1/events`` for one store, on a socket bound when this is made.
 
@@ -368,7 +272,7 @@ class Server:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        timeouts: Timeouts = Timeouts(),
+        timeouts: Timeouts = _TIMEOUTS,
         cors_origins: Collection[str] = (),
         tls: TlsFiles | None = None,
         access_log: bool = False,
@@ -410,12 +314,15 @@ class Server:
                         keepalive=self._timeouts.keepalive,
                         cors_origins=self._cors_origins,
                     ),
-                    http=_protocol(self._timeouts),
+                    http=protocol(self._timeouts),
+                    ws="none",  # an upgrade request is an ordinary request to the routes
                     lifespan="off",
                     log_config=None,
                     access_log=self._access_log,
                     ssl_certfile=None if self._tls is None else self._tls.certfile,
                     ssl_keyfile=None if self._tls is None else self._tls.keyfile,
+                    # check() refused an encrypted key without it: nothing prompts.
+                    ssl_keyfile_password=None if self._tls is None else self._tls.passphrase,
                     timeout_graceful_shutdown=max(2, math.ceil(2 * self._timeouts.shutdown)),
                 )
                 self._uvicorn = _Uvicorn(

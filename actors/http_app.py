@@ -41,21 +41,23 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..domain.origins import validate_origins
 from . import http_reads as reads
 from .aio import AsyncEventStore
-from .http_events import KEEPALIVE_SECONDS, events
-from .http_preamble import Preamble, error
+from .http_events import KEEPALIVE_SECONDS, LiveStreams, events
+from .http_preamble import Page, Preamble, error
 from .http_search import search
 from .http_viewer import SECURITY_HEADERS, Access, OriginGuard, sign_in, sign_out, viewer_files
 
-__all__ = ["API_VERSION", "KEEPALIVE_SECONDS", "create_app", "read_routes"]
+__all__ = ["API_VERSION", "CONTRACT_HEADERS", "KEEPALIVE_SECONDS", "create_app", "read_routes"]
 
 API_VERSION = "1"
 """The value of the ``Mj-Api-Version`` header (a wire constant of the origin's API)."""
 
-_HEADERS = [
+CONTRACT_HEADERS = (
     (b"mj-api-version", API_VERSION.encode()),
     (b"cache-control", b"no-store"),
     *SECURITY_HEADERS,
-]
+)
+"""The headers of every answer (the server's own, to a malformed request, too)."""
+_HEADERS = list(CONTRACT_HEADERS)
 _HEADER_NAMES = frozenset(name for name, _ in _HEADERS)
 _SESSION = "/api/v1/sessions/{session_id}"
 
@@ -85,18 +87,33 @@ def read_routes(state: Mapping[str, Any], authorized: Callable[[Request], bool])
 
 def _routes(preamble: Preamble, access: Access, keepalive: float) -> list[Route]:
     """Every route of the application, in matching order."""
+    streams = LiveStreams(access.authorized)
     return [
-        preamble.route("/api/v1/events", events(keepalive)),
+        preamble.route("/api/v1/events", events(keepalive, streams)),
         *_read_routes(preamble),
         *(preamble.page(path, answer) for path, answer in viewer_files().items()),
-        preamble.page("/session", sign_in(access), methods=["POST"]),
-        preamble.page("/session/end", sign_out(access), methods=["POST"]),
+        preamble.page("/session", _rechecking(sign_in(access), streams), methods=["POST"]),
+        preamble.page("/session/end", _rechecking(sign_out(access), streams), methods=["POST"]),
     ]
+
+
+def _rechecking(answer: Page, streams: LiveStreams) -> Page:
+    """``answer`` (a sign-in or sign-out), then the end of every stream whose sign-in it
+    ended (a sign-out's, or the oldest one a sign-in forgot)."""
+
+    async def rechecked(request: Request) -> Response:
+        try:
+            return await answer(request)
+        finally:
+            streams.recheck()
+
+    return rechecked
 
 
 class _ContractHeaders:
     """Adds ``Mj-Api-Version``, ``Cache-Control: no-store`` and the security headers
-    (:data:`~relaystore.actors.http_viewer.SECURITY_HEADERS`) to every response."""
+    (:data:`~relaystore.actors.http_viewer.SECURITY_HEADERS`) to every response; the
+    outermost layer, so Starlette's own 500 carries them too."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -117,6 +134,13 @@ class _ContractHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+class _App(Starlette):
+    """Starlette with :class:`_ContractHeaders` around everything, its error layer too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return _ContractHeaders(super().build_middleware_stack())
 
 
 def create_app(
@@ -152,10 +176,9 @@ def create_app(
             return error(500, str(exc))
         return error(exc.status_code, str(exc.detail), exc.headers)
 
-    return Starlette(
+    return _App(
         routes=_routes(Preamble({"store": store}, access.authorized), access, keepalive),
         middleware=[
-            Middleware(_ContractHeaders),
             Middleware(OriginGuard, allowed=allowed),
             *(cors if allowed else []),
         ],

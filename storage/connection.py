@@ -18,7 +18,10 @@ Guarantees:
 * The writer uses WAL, ``synchronous`` FULL unless told otherwise, foreign keys, a 5 s
   busy timeout and ``IMMEDIATE`` outermost transactions; it migrates the store on open.
 * :func:`open_reader` opens read-only with ``query_only``, never migrates and never
-  writes; a store behind this build raises ``SchemaMismatch(NEEDS_MIGRATION)``.
+  writes; a store behind this build raises ``SchemaMismatch(NEEDS_MIGRATION)``. Run as
+  another user than the store's owner (and not root), it refuses rather than make the
+  ``-wal`` and ``-shm`` files its writer could not write (:mod:`.ownership`); so does
+  :func:`open_requester`.
 
 Recognising a store before touching it. Both openers first decide, reading only, whether
 the file is a relaystore store (see :func:`recognise_store`); a file that is not one
@@ -71,6 +74,7 @@ import apsw.bestpractice
 
 from ..domain.errors import InvalidInput, SchemaMismatch, StoreError
 from .migrations import migrate_schema
+from .ownership import check_reader_files
 from .schema import (
     SCHEMA_VERSION,
     SchemaState,
@@ -270,9 +274,11 @@ def open_reader(path: str | os.PathLike[str]) -> apsw.Connection:
         raise InvalidInput(
             "no relaystore store here; open it for writing once to create it", path=where
         )
+    writable = _directory_writable(where)
+    check_reader_files(where, folder_writable=writable)  # before anything can make them
     ensure_supported(recognise_store(where), path=where)
     wal = _wal_bytes(where)
-    mode = choose_read_mode(wal_bytes=wal, directory_writable=_directory_writable(where))
+    mode = choose_read_mode(wal_bytes=wal, directory_writable=writable)
     try:
         connection = _connect_reader(where, mode)
     except apsw.Error as exc:
@@ -306,6 +312,7 @@ def open_requester(path: str | os.PathLike[str]) -> apsw.Connection:
         raise InvalidInput(
             "no relaystore store here; open it for writing once to create it", path=where
         )
+    check_reader_files(where, folder_writable=_directory_writable(where))
     ensure_supported(recognise_store(where), path=where)
     try:
         connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READWRITE)

@@ -2,7 +2,8 @@
 
 Owns: the checks of option values (a bad one is a usage error, exit 2, in argparse's
 usage line: a sequence number, a count, a port, seconds, an id, a NATS name, an origin,
-a SHA-256), how a path argument completes in a shell (:func:`file_argument`), the
+a SHA-256; one only running can check is refused in one line, exit 2:
+:func:`refuse_usage`), how a path argument completes in a shell (:func:`file_argument`), the
 parser class whose usage errors mask credentials (:class:`Parser`), and the options more
 than one command takes (``--config``, the NATS options).
 
@@ -30,6 +31,7 @@ from ..nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
+from .output import fail
 
 __all__ = [
     "SOURCE_HELP",
@@ -43,6 +45,7 @@ __all__ = [
     "nats_options",
     "path",
     "port",
+    "refuse_usage",
     "seconds",
     "seq",
     "sha256",
@@ -66,6 +69,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(redact(message))
+
+
+def refuse_usage(message: str) -> NoReturn:
+    """Refuse an option's value that only running could check (a config file, a TLS
+    key): ``message`` as the command's one line (:func:`~.output.fail`), exit 2 as for
+    every usage error, before anything starts."""
+    fail(message)
+    raise SystemExit(2)
 
 
 def file_argument(action: argparse.Action) -> None:

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import shlex
+import shutil
 import signal
 import ssl
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -19,7 +24,7 @@ import pytest
 
 from relaystore.testing import JournalBuilder
 from tests.actors import cli_support as support
-from tests.actors.cli_support import LineReader, cli, command, failure, ok, start
+from tests.actors.cli_support import LineReader, cli, command, ok, start
 
 DEPLOY = support.ROOT / "examples" / "deploy"
 ANNOUNCED = re.compile(r" at (https?://\S+)/api/v1/events ")
@@ -73,6 +78,16 @@ class Serving:
         return rest
 
 
+def usage_failure(result: subprocess.CompletedProcess[str]) -> str:
+    """Check a refusal of an option's value (the command line's or the config file's):
+    exit 2, one line on stderr, no traceback; return it."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def token_of(path: Path) -> dict[str, str]:
     return {"Authorization": f"Bearer {path.read_text().strip()}"}
 
@@ -123,6 +138,10 @@ def test_serve_reads_its_config_and_the_command_line_overrides_it(
         ("[publish]\nnats = 'http://x'\n", "[publish] nats: "),
         ("db = 3\n", "db: expected the store's path"),
         ("[serve\n", "not a TOML file"),
+        ("[serve]\ntoken-file = 3\n", "[serve] token-file: expected a string, got 3"),
+        ("[serve]\ncertfile = 1.5\n", "[serve] certfile: expected a string, got 1.5"),
+        ("[serve]\nhost = 127\n", "[serve] host: expected a string, got 127"),
+        ("[serve]\nport = 80.5\n", "[serve] port: expected a whole number"),
     ],
 )
 def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
@@ -131,7 +150,7 @@ def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
     config = tmp_path / "bad.toml"
     config.write_text(text)
     for name in ("serve", "publish"):  # every table is checked, whichever command reads it
-        line = failure(
+        line = usage_failure(
             cli(db, name, "--config", str(config), "--nats", "nats://127.0.0.1:1")
             if name == "publish"
             else cli(db, name, "--config", str(config))
@@ -141,8 +160,51 @@ def test_a_bad_config_file_is_refused_naming_the_key_and_the_file(
 
 
 def test_a_missing_config_file_is_refused_in_one_line(db: Path, tmp_path: Path) -> None:
-    line = failure(cli(db, "serve", "--config", str(tmp_path / "none.toml")))
+    line = usage_failure(cli(db, "serve", "--config", str(tmp_path / "none.toml")))
     assert line == f"relaystore: {tmp_path / 'none.toml'}: no such config file"
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda path: os.mkfifo(path), "not a regular file"),  # reading it would hang
+        (lambda path: path.write_bytes(b"\xff\xfe[serve]\x00\x01port = 1\n"), "not UTF-8 text"),
+        (
+            lambda path: path.write_text("# padding\n" * 200_000 + "[serve]\nport = 1\n"),
+            "larger than 1048576 bytes",
+        ),
+    ],
+    ids=["fifo", "binary", "oversized"],
+)
+def test_a_config_file_that_is_no_small_text_file_is_refused_in_one_line(
+    db: Path, tmp_path: Path, make: Callable[[Path], object], says: str
+) -> None:
+    config = tmp_path / "config.toml"
+    make(config)
+    line = usage_failure(cli(db, "serve", "--config", str(config)))
+    assert line.startswith(f"relaystore: {config}: "), line
+    assert says in line, line
+    assert not Path(f"{db}.api-token").exists()  # nothing started
+
+
+def test_a_device_as_config_file_is_refused_without_reading_it(db: Path) -> None:
+    line = usage_failure(cli(db, "serve", "--config", "/dev/zero"))
+    assert line == "relaystore: /dev/zero: not a regular file; give a config file", line
+
+
+def test_cors_origins_on_the_command_line_replace_the_files(
+    db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    config = tmp_path / "relaystore.toml"
+    config.write_text('[serve]\nport = 0\ncors-origin = ["https://from-file.example"]\n')
+    args = command(
+        db, "serve", "--config", str(config), "--cors-origin", "https://from-cli.example"
+    )
+    server = Serving(spawned, args, cwd=tmp_path)
+    for origin, status in (("https://from-cli.example", 200), ("https://from-file.example", 403)):
+        answer = httpx.get(f"{server.url}/healthz", headers={"Origin": origin}, timeout=10)
+        assert answer.status_code == status, (origin, answer.text)
+    server.stop()
 
 
 def test_publish_takes_its_nats_server_from_the_config(
@@ -194,6 +256,58 @@ def test_the_example_config_and_units_start_serve(
     server.stop()
 
 
+def _install_steps() -> list[list[str]]:
+    """The commands of operations.md's "Installing the units", split as a shell would."""
+    text = (support.ROOT / "docs" / "operations.md").read_text()
+    section = text.split("### Installing the units", 1)[1].split("```console", 1)[1]
+    block = section.split("```", 1)[0]
+    return [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("# ")]
+
+
+def test_the_units_verify_in_a_root_installed_as_the_docs_say(tmp_path: Path) -> None:
+    steps = _install_steps()
+    units = {}
+    for unit in ("relaystore-serve.service", "relaystore-publish.service"):
+        parsed = configparser.ConfigParser(strict=False, interpolation=None)
+        parsed.read(DEPLOY / unit)
+        units[unit] = parsed["Service"]
+    command_path = {shlex.split(unit["ExecStart"])[0] for unit in units.values()}
+    user = {unit["User"] for unit in units.values()}
+    assert command_path == {"/usr/local/bin/relaystore"}
+    assert user == {"relaystore"}
+    # The docs make that user, put the command there and the config where the units read it.
+    assert steps[0][:2] == ["useradd", "--system"]
+    assert steps[0][-1] == "relaystore"
+    link = next(step for step in steps if step[:2] == ["ln", "-s"])
+    assert link[-1] == "/usr/local/bin/relaystore"
+    config = next(step for step in steps if step[-1].endswith(".toml"))
+    assert config[-1] == "/etc/relaystore/relaystore.toml"
+    assert config[-2] == "examples/deploy/relaystore.toml"
+    assert any(step[:2] == ["systemd-analyze", "verify"] for step in steps)
+    # A root laid out by those steps: the command (linked as the docs link it), the
+    # units, and the system's own units they depend on.
+    root = tmp_path / "root"
+    installed = root / link[-2].lstrip("/")
+    installed.parent.mkdir(parents=True)
+    installed.write_text(f'#!/bin/sh\nexec {sys.executable} -m relaystore.actors.cli "$@"\n')
+    installed.chmod(0o755)
+    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "usr/local/bin/relaystore").symlink_to(link[-2])
+    shutil.copytree("/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    for unit in units:
+        shutil.copy(DEPLOY / unit, root / "etc/systemd/system" / unit)
+    verified = subprocess.run(
+        ["systemd-analyze", "verify", f"--root={root}", *units],
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+    # A warning (an unknown directive, a bad value) exits 0 too: nothing may be said.
+    assert (verified.returncode, verified.stdout, verified.stderr) == (0, "", "")
+
+
 # -- TLS, the access log, the warning beyond loopback ----------------------------------------
 
 
@@ -238,18 +352,92 @@ def test_bad_tls_files_are_refused_before_serving(
     db: Path, tmp_path: Path, certificate: tuple[Path, Path]
 ) -> None:
     cert, key = certificate
-    only = failure(cli(db, "serve", "--port", "0", "--certfile", str(cert)))
+    only = usage_failure(cli(db, "serve", "--port", "0", "--certfile", str(cert)))
     assert (
         only == "relaystore: --certfile needs --keyfile too: TLS takes the certificate and its key"
     )
-    missing = failure(
+    missing = usage_failure(
         cli(db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(tmp_path / "no"))
     )
     assert missing == f"relaystore: {tmp_path / 'no'}: no such file"
-    swapped = failure(
+    swapped = usage_failure(
         cli(db, "serve", "--port", "0", "--certfile", str(key), "--keyfile", str(key))
     )
     assert "cannot use" in swapped
+    assert not Path(f"{db}.api-token").exists()  # refused before the token file is made
+
+
+@pytest.fixture
+def encrypted_key(tmp_path: Path, certificate: tuple[Path, Path]) -> Path:
+    """The certificate's key, protected by the passphrase ``open sesame``."""
+    _, key = certificate
+    encrypted = tmp_path / "encrypted-key.pem"
+    subprocess.run(
+        [
+            "openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:open sesame",
+            "-out", str(encrypted),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=support.TIMEOUT,
+    )  # fmt: skip
+    return encrypted
+
+
+def test_an_encrypted_key_is_refused_in_one_line_without_a_prompt(
+    db: Path, certificate: tuple[Path, Path], encrypted_key: Path
+) -> None:
+    cert, _ = certificate
+    args = command(
+        db, "serve", "--port", "0", "--certfile", str(cert), "--keyfile", str(encrypted_key)
+    )
+    expected = (
+        f"relaystore: {encrypted_key}: the private key is encrypted; give its passphrase "
+        "in a file with --keyfile-passphrase-file PATH, or decrypt the key (openssl pkey)"
+    )
+    assert usage_failure(cli(db, *args[5:])) == expected
+    # On a terminal too: OpenSSL would prompt there; nothing must wait for a passphrase.
+    on_terminal = subprocess.run(
+        ["script", "-qec", shlex.join(args), "/dev/null"],
+        cwd=db.parent,
+        env=support.ENV,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+    assert on_terminal.returncode == 2, on_terminal.stdout
+    assert on_terminal.stdout.strip().splitlines() == [expected]
+    assert not Path(f"{db}.api-token").exists()
+
+
+def test_an_encrypted_key_is_used_with_its_passphrase_file(
+    db: Path,
+    tmp_path: Path,
+    certificate: tuple[Path, Path],
+    encrypted_key: Path,
+    spawned: list[subprocess.Popen[str]],
+) -> None:
+    cert, _ = certificate
+    passphrase = tmp_path / "passphrase"
+    passphrase.write_text("wrong\n")
+    args = ["--port", "0", "--certfile", str(cert), "--keyfile", str(encrypted_key)]
+    wrong = usage_failure(cli(db, "serve", *args, "--keyfile-passphrase-file", str(passphrase)))
+    assert wrong == (
+        f"relaystore: {encrypted_key}: the passphrase of --keyfile-passphrase-file does not "
+        "decrypt the private key"
+    )
+    assert "wrong" not in wrong  # the passphrase is never shown
+    passphrase.write_text("open sesame\n")
+    config = tmp_path / "relaystore.toml"
+    config.write_text(f"[serve]\nkeyfile-passphrase-file = {json.dumps(str(passphrase))}\n")
+    server = Serving(spawned, command(db, "serve", *args, "--config", str(config)), cwd=db.parent)
+    answer = httpx.get(
+        f"{server.url}/healthz", verify=ssl.create_default_context(cafile=str(cert)), timeout=10
+    )
+    assert answer.status_code == 200
+    server.stop()
 
 
 def test_serving_beyond_loopback_without_tls_warns_in_one_line(
@@ -311,3 +499,92 @@ def test_the_embedder_registers_the_writers_metrics_in_its_own_registry(tmp_path
     commits = re.search(r"^relaystore_commits_total (\S+)$", text, re.MULTILINE)
     assert commits is not None
     assert float(commits[1]) >= 2
+
+
+# -- deployment: one store, its writer's user and readers run as others ----------------------
+
+WRITER_UID, READER_UID, SHARED_GID = 40001, 40002, 40010
+"""Numeric ids no account uses: the writer's user, another user, a group they share."""
+WRITE = (
+    "import sys\n"
+    "from relaystore import EventStore, SaveSession\n"
+    "from relaystore.testing import example_session\n"
+    "with EventStore.open(sys.argv[1]) as store:\n"
+    "    store.ask(SaveSession(record=example_session(sys.argv[2])))\n"
+)
+
+
+def _as(uid: int, gid: int, *args: str) -> list[str]:
+    """``args`` run as ``uid`` (primary group ``gid``, also in the shared group)."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={SHARED_GID}", *args]
+
+
+def _write_as_writer(db: Path, session: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _as(WRITER_UID, SHARED_GID, sys.executable, "-c", WRITE, str(db), session),
+        cwd=db.parent,
+        env=support.ENV,
+        capture_output=True,
+        text=True,
+        timeout=support.TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.fixture
+def shared_store() -> Iterator[Path]:
+    """A store its writer's user made, in a folder that user's group may write, and
+    made readable by the group (as a reader's user in that group would need)."""
+    base = Path(tempfile.mkdtemp(prefix="relaystore-users-"))
+    try:
+        base.chmod(0o711)
+        folder = base / "store"
+        folder.mkdir()
+        os.chown(folder, WRITER_UID, SHARED_GID)
+        folder.chmod(0o770)
+        db = folder / "store.sqlite3"
+        made = _write_as_writer(db, "session-1")
+        assert made.returncode == 0, made.stderr
+        db.chmod(0o640)
+        yield db
+    finally:
+        shutil.rmtree(base)
+
+
+def test_serve_as_another_user_refuses_rather_than_lock_the_writer_out(
+    shared_store: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    db = shared_store
+    process = subprocess.Popen(
+        _as(READER_UID, READER_UID, *command(db, "serve", "--port", "0")),
+        cwd=db.parent,
+        env=support.ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    spawned.append(process)
+    assert process.stderr is not None
+    reader = LineReader(process.stderr)
+    said = reader.take(1, deadline=time.monotonic() + support.TIMEOUT)
+    if said and " serving " in said[0]:  # it serves: stop it, the checks below fail
+        process.send_signal(signal.SIGTERM)
+    process.wait(timeout=support.TIMEOUT)
+    reader.join()
+    assert process.returncode == 1, said
+    assert said == [
+        f"relaystore: {db}: refusing to read the store as uid {READER_UID}: opening it would "
+        f"make its -wal and -shm owned by uid {READER_UID}, which its writer, uid "
+        f"{WRITER_UID}, the store file's owner, could not write; run this as uid {WRITER_UID}"
+    ]
+    made = {path.name for path in db.parent.iterdir()}
+    assert made == {"store.sqlite3", "store.sqlite3.lock"}  # no -wal, -shm or token file
+    written = _write_as_writer(db, "session-2")
+    assert written.returncode == 0, written.stderr
+
+
+def test_a_reader_run_as_root_leaves_the_writer_its_store(shared_store: Path) -> None:
+    # SQLite gives the -wal and -shm that root makes to the store file's owner.
+    ok(shared_store, "sessions")
+    written = _write_as_writer(shared_store, "session-2")
+    assert written.returncode == 0, written.stderr

@@ -23,6 +23,7 @@ from relaystore.domain.errors import (
 )
 from relaystore.storage.connection import BUSY_TIMEOUT_MS, open_reader, open_writer
 from relaystore.storage.events import insert_api_event
+from relaystore.storage.ownership import makes_foreign_files
 from relaystore.storage.paging import load_api_events, load_latest_seq
 from relaystore.storage.sessions import delete_session, load_session, save_session
 from relaystore.storage.transaction import transaction
@@ -296,3 +297,23 @@ def test_no_apsw_error_escapes_a_closed_connection(store_path: Path) -> None:
 
 def test_lock_path_is_a_sidecar_of_the_store(tmp_path: Path) -> None:
     assert lock_path(tmp_path / "x.sqlite3") == os.path.join(str(tmp_path), "x.sqlite3.lock")
+
+
+@pytest.mark.parametrize(
+    ("user", "missing", "folder_writable", "refused"),
+    [
+        (1001, 2, True, True),  # another user would make both files
+        (1001, 1, True, True),  # or one
+        (1001, 0, True, False),  # both there (the writer has the store open): nothing made
+        (1001, 2, False, False),  # a folder it cannot write: opened immutable, nothing made
+        (1000, 2, True, False),  # the owner
+        (0, 2, True, False),  # root: SQLite gives the files to the store's owner
+    ],
+)
+def test_a_reader_never_makes_side_files_its_writer_cannot_write(
+    user: int, missing: int, folder_writable: bool, refused: bool
+) -> None:
+    assert (
+        makes_foreign_files(user=user, owner=1000, missing=missing, folder_writable=folder_writable)
+        is refused
+    )
