@@ -37,6 +37,7 @@ from ..domain.messages import (
 )
 from ..domain.reads import (
     ListSessions,
+    ListSubagents,
     ListWorkspaces,
     LoadElicitations,
     LoadProjectionTail,
@@ -75,6 +76,7 @@ from ..storage.reads.transcript import (
     load_turn_summary,
 )
 from ..storage.reads.usage import load_raw_usage_page, load_usage_page
+from ..storage.subagents import list_subagents
 from ..storage.relay_log import load_relay_log
 from ..storage.requests import open_requests
 from ..storage.schema import read_store_id
@@ -191,8 +193,10 @@ def answer(connection: Connection, message: Any) -> Any:
     the module doc)."""
     match message:
         # -- the read side (domain.reads): sessions, transcript, history, usage
-        case ListSessions(workspace_id=workspace_id):
-            return list_sessions(connection, workspace_id)
+        case ListSessions(workspace_id=workspace_id, all=every):
+            return list_sessions(connection, workspace_id, top_level_only=not every)
+        case ListSubagents(parent_session_id=parent):
+            return list_subagents(connection, parent)
         case LoadSessionDetail(session_id=session_id):
             return load_session_detail(connection, session_id)
         case ListWorkspaces():

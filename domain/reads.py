@@ -36,6 +36,7 @@ from .read_replies import (
     WorkspaceList,
 )
 from .request import Request
+from .subagents import SubagentList
 from .roles import TranscriptRole
 from .transcript_views import (
     finished_only_roles,
@@ -44,6 +45,7 @@ from .transcript_views import (
 __all__ = [
     "PROJECTION_TAIL_ITEMS",
     "ListSessions",
+    "ListSubagents",
     "ListWorkspaces",
     "LoadElicitations",
     "LoadProjectionTail",
@@ -75,13 +77,19 @@ class ListSessions(Request[SessionList], frozen=True, kw_only=True):
     """Every live session (optionally of one workspace), ordered by id.
 
     ``all`` (the origin's ``?all=``, default true): false lists top-level sessions only,
-    leaving out sub-agent sessions. relaystore records no sub-agent relation (the
-    origin's ``subagent_sessions`` table is the controller's), so every session it holds
-    is top-level and both answers are the same.
+    leaving out every session recorded as a sub-agent (:class:`SaveSubagent
+    <relaystore.domain.messages.SaveSubagent>`), as the origin's ``list_sessions`` does.
     """
 
     workspace_id: str | None = None
     all: bool = True
+
+
+class ListSubagents(Request[SubagentList | None], frozen=True, kw_only=True):
+    """The sub-agents of ``parent_session_id``, each with its session, ordered by child
+    id; ``None``: no such parent (the origin's ``GET .../subagents`` answers 404)."""
+
+    parent_session_id: str
 
 
 class LoadSessionDetail(Request[ApiSession | None], frozen=True, kw_only=True):
@@ -258,6 +266,7 @@ class LoadRawElicitations(Request[RawElicitationList | None], frozen=True, kw_on
 
 ReadMessage = (
     ListSessions
+    | ListSubagents
     | LoadSessionDetail
     | LoadTranscriptPage
     | LoadRawTranscriptPage

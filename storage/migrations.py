@@ -39,6 +39,7 @@ from .schema import (
     RELAY_LOG_REVISION,
     REQUESTS_REVISION,
     SCHEMA_VERSION,
+    SUBAGENTS_REVISION,
     ensure_supported,
     read_schema_state,
     schema_mismatch,
@@ -58,6 +59,7 @@ from .schema_ddl import (
     TRANSCRIPT_SEQ_INDEX_DDL,
     tables_ddl,
 )
+from .subagents import SUBAGENTS_DDL
 from .transaction import store_error
 
 __all__ = ["create_store_schema", "migrate_schema"]
@@ -123,6 +125,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(MAINTENANCE_REQUESTS_DDL)
         connection.execute(CHANGES_DDL + REPLICA_DDL)
         connection.execute(ITEM_VIEW_DDL)
+        connection.execute(SUBAGENTS_DDL)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -225,6 +228,15 @@ def _add_item_views(connection: apsw.Connection) -> None:
         _record_revision(connection, ITEM_VIEW_REVISION)
 
 
+def _add_subagents(connection: apsw.Connection) -> None:
+    """Revision 13: sub-agent relations (additive; none recorded yet)."""
+    with _step(connection, f"migrate the relaystore schema to revision {SUBAGENTS_REVISION}"):
+        if int(connection.pragma("user_version")) != SUBAGENTS_REVISION - 1:
+            return
+        connection.execute(SUBAGENTS_DDL)
+        _record_revision(connection, SUBAGENTS_REVISION)
+
+
 _SESSION_CHECKS = (
     ("harness_kind", tuple(kind.value for kind in HarnessKind)),
     ("state", tuple(state.value for state in SessionState)),
@@ -325,6 +337,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     REQUESTS_REVISION: _add_maintenance_requests,
     CHANGES_REVISION: _add_changes,
     ITEM_VIEW_REVISION: _add_item_views,
+    SUBAGENTS_REVISION: _add_subagents,
 }
 
 

@@ -36,6 +36,7 @@ Guarantees:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import apsw
@@ -58,6 +59,7 @@ from .materialized import load_frontier, load_materialized_session
 from .projection import commit_page
 from .relay_log import load_relay_log
 from .reproject import reset_projection
+from .subagents import apply_subagent_row
 from .transaction import transaction
 
 __all__ = [
@@ -357,6 +359,9 @@ def apply_commits(
                     if not _apply_record(connection, local, value):
                         pages.pop(local, None)
                         starts.discard(local)
+                    else:
+                        parent = functools.partial(target.local, create=False)
+                        apply_subagent_row(connection, local, value.subagent, parent)
                 elif not _projected(connection, local):
                     continue  # deleted since (or never held): nothing to keep it under
                 elif isinstance(value, StartState):

@@ -67,7 +67,7 @@ Revisions (relaystore's own numbering):
    ``replica_sources``/``replica_sessions`` (:data:`~relaystore.storage.changes.REPLICA_DDL`)
    for a store filled from a stream. Additive, so the floor stays: an older build's
    writes still fire the triggers (they live in the file).
-12. *Current* (:data:`SCHEMA_VERSION`). ``materialized_transcript_items.view_role``,
+12. ``materialized_transcript_items.view_role``,
    ``view_text`` and ``view_writes``
    (:data:`~relaystore.storage.schema_ddl.ITEM_VIEW_DDL`): each item's role and flattened
    text (:func:`~relaystore.domain.transcript_views.item_role`,
@@ -81,6 +81,12 @@ Revisions (relaystore's own numbering):
    (:func:`~relaystore.storage.item_views.fill_item_views`), so a migrated store answers
    as it did.
    Additive, so the floor stays.
+13. *Current* (:data:`SCHEMA_VERSION`). ``subagent_sessions``
+   (:data:`~relaystore.storage.subagents.SUBAGENTS_DDL`): which stored session is a
+   sub-agent of which parent, with the origin's whole ``SubagentRecord``; deleted with
+   either session; its changes numbered as the child's ``record`` changes. The step's
+   number is :data:`SUBAGENTS_REVISION`. Additive, so the floor stays: an older build
+   never writes a relation, and lists every session as top-level.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -120,6 +126,7 @@ __all__ = [
     "RELAY_LOG_REVISION",
     "REQUESTS_REVISION",
     "SCHEMA_VERSION",
+    "SUBAGENTS_REVISION",
     "SchemaState",
     "check_writer_schema",
     "ensure_supported",
@@ -148,7 +155,10 @@ CHANGES_REVISION = 11
 ITEM_VIEW_REVISION = 12
 """The revision that keeps each transcript item's role and text (renumber here only)."""
 
-SCHEMA_VERSION = ITEM_VIEW_REVISION
+SUBAGENTS_REVISION = 13
+"""The revision that keeps sub-agent relations (renumber here only)."""
+
+SCHEMA_VERSION = SUBAGENTS_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

@@ -120,12 +120,34 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_12(path: str | os.PathLike[str]) -> None:
+    """Turn the current (revision-13) store at ``path`` into what a revision-12 build
+    wrote: drop ``subagent_sessions`` with its index and triggers (revision 13), turn the
+    ledger's rows above 12 into row 12 and set ``user_version`` to 12. A store at 12 or
+    below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        with connection:
+            if int(connection.pragma("user_version")) <= 12:
+                return
+            connection.execute(
+                "DROP TABLE subagent_sessions;"
+                "DELETE FROM schema_migrations WHERE version > 12;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (12, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 12;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_11(path: str | os.PathLike[str]) -> None:
-    """Turn the current (revision-12) store at ``path`` into what a revision-11 build
-    wrote: drop the trigger ``materialized_transcript_view_stale`` and the columns
+    """Turn the current store at ``path`` into what a revision-11 build wrote (after
+    :func:`step_back_to_revision_12`): drop the trigger ``materialized_transcript_view_stale`` and the columns
     ``view_role``, ``view_text`` and ``view_writes`` (revision 12), turn the ledger's rows
     above 11 into row 11 and set ``user_version`` to 11. A store at 11 or below is left
     alone."""
+    step_back_to_revision_12(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")
