@@ -9,6 +9,7 @@ the preamble's (:mod:`relaystore.actors.http_preamble`), the paths the applicati
 ``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
 ``GET /api/v1/sessions[?workspace_id=&all=]``          :class:`ListSessions`
 ``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
+``GET .../{id}/subagents``                             :class:`ListSubagents` (404: no such parent)
 ``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadRawTranscriptPage`
 ``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
 ``GET .../{id}/usage?after_seq&limit``                 :class:`LoadRawUsagePage`
@@ -44,6 +45,7 @@ from ..domain.paging import DEFAULT_HISTORY_LIMIT, DEFAULT_PAGE_LIMIT
 from ..domain.read_replies import RawElicitationList
 from ..domain.reads import (
     ListSessions,
+    ListSubagents,
     ListWorkspaces,
     LoadRawElicitations,
     LoadRawTranscriptPage,
@@ -65,6 +67,7 @@ __all__ = [
     "session_detail",
     "sessions",
     "stats",
+    "subagents",
     "transcript",
     "usage",
     "workspaces",
@@ -165,6 +168,8 @@ sessions = _asking(_sessions)
 """``GET /api/v1/sessions``."""
 session_detail = _asking(lambda r: LoadSessionDetail(session_id=r.path_params["session_id"]))
 """``GET /api/v1/sessions/{session_id}``."""
+subagents = _asking(lambda r: ListSubagents(parent_session_id=r.path_params["session_id"]))
+"""``GET .../{session_id}/subagents``."""
 transcript = _asking(_transcript)
 """``GET .../{session_id}/transcript``."""
 history = _asking(_history)
