@@ -76,12 +76,12 @@ from ..storage.reads.transcript import (
     load_turn_summary,
 )
 from ..storage.reads.usage import load_raw_usage_page, load_usage_page
-from ..storage.subagents import list_subagents
 from ..storage.relay_log import load_relay_log
 from ..storage.requests import open_requests
 from ..storage.schema import read_store_id
 from ..storage.sessions import load_state
 from ..storage.stats import load_stats
+from ..storage.subagents import list_subagents
 from ..storage.transaction import Connection
 from .envelope import TellSafeActor, Unanswerable, answers_here
 from .internal import (

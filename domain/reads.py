@@ -36,8 +36,8 @@ from .read_replies import (
     WorkspaceList,
 )
 from .request import Request
-from .subagents import SubagentList
 from .roles import TranscriptRole
+from .subagents import SubagentList
 from .transcript_views import (
     finished_only_roles,
 )

@@ -135,7 +135,8 @@ def test_a_consumer_polls_for_its_own_command_ended(server: Server, store: Event
     filtered, newest_filtered, read = _await_command_ended(
         server, "parent", "shell-mine", 0, filtered=True
     )
-    assert filtered == event and newest_filtered == newest
+    assert filtered == event
+    assert newest_filtered == newest
     assert read == 1 < scanned
 
     # The next command commits after the poll started: the poll resumes from the newest
@@ -205,7 +206,8 @@ def test_the_events_command_filters_by_command_id(store_path: Path) -> None:
         text=True,
     )
     assert refused.returncode != 0
-    assert "command_id" in refused.stderr and "Traceback" not in refused.stderr
+    assert "command_id" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_a_consumer_lists_a_parents_subagents_and_reads_each_child(server: Server) -> None:
@@ -213,7 +215,9 @@ def test_a_consumer_lists_a_parents_subagents_and_reads_each_child(server: Serve
     assert response.status_code == 200, response.text
     listed = response.json()
     assert list(listed) == ["subagents"]
-    assert [(v["parent_session_id"], v["task_name"], v["session"]["id"]) for v in listed["subagents"]] == [
+    assert [
+        (v["parent_session_id"], v["task_name"], v["session"]["id"]) for v in listed["subagents"]
+    ] == [
         ("parent", "audit deps", "child-a"),
         ("parent", "write docs", "child-b"),
     ]
@@ -226,16 +230,20 @@ def test_a_consumer_lists_a_parents_subagents_and_reads_each_child(server: Serve
     states = {v["session"]["id"]: v["session"] for v in listed["subagents"]}
     assert states["child-a"]["state"] == "Running"
     # A live child's raw error chain stays private; it says it has one.
-    assert states["child-a"]["has_error"] is True and "error" not in states["child-a"]
+    assert states["child-a"]["has_error"] is True
+    assert "error" not in states["child-a"]
     assert states["child-b"]["state"] == "Stopped"
 
     empty = server.get("/api/v1/sessions/child-a/subagents")
-    assert empty.status_code == 200 and empty.json() == {"subagents": []}
+    assert empty.status_code == 200
+    assert empty.json() == {"subagents": []}
     missing = server.get("/api/v1/sessions/nobody/subagents")
-    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "not_found"
 
     top = {s["id"] for s in server.get("/api/v1/sessions", all="false").json()["sessions"]}
-    assert "parent" in top and not top & {"child-a", "child-b"}
+    assert "parent" in top
+    assert not top & {"child-a", "child-b"}
     every = server.get("/api/v1/sessions").json()["sessions"]
     assert {"child-a", "child-b", "parent"} <= {s["id"] for s in every}
 

@@ -91,7 +91,8 @@ def test_the_cli_lists_sub_agents_and_top_level_sessions(tmp_path: Path) -> None
     assert [v["session"]["id"] for v in listed["subagents"]] == ["child-a", "child-b"]  # type: ignore[index, union-attr]
     missing = attempt(db, "subagents", "nobody")
     assert missing.returncode == 1
-    assert missing.stderr.count("\n") == 1 and "nobody" in missing.stderr
+    assert missing.stderr.count("\n") == 1
+    assert "nobody" in missing.stderr
 
 
 def test_a_backup_keeps_the_relations(tmp_path: Path) -> None:
@@ -152,8 +153,16 @@ def test_a_partial_restore_keeps_only_relations_whose_parent_it_holds(
     both = tmp_path / "c" / "store.sqlite3"
     both.parent.mkdir()
     run(
-        both, "restore", "--nats", nats_server.url, "--store", sid,
-        "--session", "parent", "--session", "child-a",
+        both,
+        "restore",
+        "--nats",
+        nats_server.url,
+        "--store",
+        sid,
+        "--session",
+        "parent",
+        "--session",
+        "child-a",
     )
     assert top_level(both) == ["parent"]
     listed = subagents(both, "parent")
@@ -175,12 +184,15 @@ def test_a_mirror_keeps_each_stores_relations_under_its_ids(
     qualified = next(
         suffix for suffix in ids if attempt(mirror, "subagents", f"parent.{suffix}").returncode == 0
     )
-    assert top_level(mirror) == sorted(["loner", "parent", f"loner.{qualified}", f"parent.{qualified}"])
+    assert top_level(mirror) == sorted(
+        ["loner", "parent", f"loner.{qualified}", f"parent.{qualified}"]
+    )
     plain = subagents(mirror, "parent")
     assert [v["session"]["id"] for v in plain["subagents"]] == ["child-a", "child-b"]  # type: ignore[index, union-attr]
     renamed = subagents(mirror, f"parent.{qualified}")
     assert [
-        (v["parent_session_id"], v["session"]["id"]) for v in renamed["subagents"]  # type: ignore[union-attr]
+        (v["parent_session_id"], v["session"]["id"])
+        for v in renamed["subagents"]  # type: ignore[union-attr]
     ] == [
         (f"parent.{qualified}", f"child-a.{qualified}"),
         (f"parent.{qualified}", f"child-b.{qualified}"),

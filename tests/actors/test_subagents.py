@@ -109,7 +109,9 @@ def test_record_update_list_and_delete(tmp_path: Path) -> None:
         # Updating: the noticed turn and the reported finish.
         finish = TerminalFinish(state="failed", detail="quota", last_completed_ordinal=7)
         store.ask(SaveSubagent(record=relation(noticed_turn=5, reported_finish=finish)))
-        with apsw.Connection(str(tmp_path / "store.sqlite3"), flags=apsw.SQLITE_OPEN_READONLY) as db:
+        with apsw.Connection(
+            str(tmp_path / "store.sqlite3"), flags=apsw.SQLITE_OPEN_READONLY
+        ) as db:
             stored = db.execute(
                 "SELECT record_json FROM subagent_sessions WHERE child_session_id = 'child-1'"
             ).get
@@ -131,7 +133,9 @@ def test_record_update_list_and_delete(tmp_path: Path) -> None:
 
         # Deleted with its sessions: the child, then the parent.
         store.ask(DeleteSession(session_id="child-2"))
-        assert [v.session.id for v in store.ask(ListSubagents(parent_session_id="parent-1")).subagents] == ["child-1"]  # type: ignore[union-attr]
+        assert [
+            v.session.id for v in store.ask(ListSubagents(parent_session_id="parent-1")).subagents
+        ] == ["child-1"]  # type: ignore[union-attr]
         store.ask(DeleteSession(session_id="parent-1"))
         assert _ids(store, every=False) == ["child-1", "loner"]
 
@@ -143,7 +147,8 @@ def test_the_async_facade_records_and_lists(tmp_path: Path) -> None:
                 await store.ask(SaveSession(record=example_session(session_id)))
             await store.ask(SaveSubagent(record=relation()))
             listed = await store.ask(ListSubagents(parent_session_id="parent-1"))
-            assert listed is not None and [v.session.id for v in listed.subagents] == ["child-1"]
+            assert listed is not None
+            assert [v.session.id for v in listed.subagents] == ["child-1"]
             top = await store.ask(ListSessions(all=False))
             assert [s.id for s in top.sessions] == ["parent-1"]
 

@@ -90,7 +90,10 @@ def test_a_plain_record_names_native_delegation_and_no_starting_selection() -> N
     ("policy", "wire"),
     [
         (AllModelsSubagents(), '{"mode":"all_models"}'),
-        (SingleModelSubagents(model="luna"), '{"mode":"single_model","model":"luna","effort":null}'),
+        (
+            SingleModelSubagents(model="luna"),
+            '{"mode":"single_model","model":"luna","effort":null}',
+        ),
         (
             SingleModelSubagents(model="luna", effort="high"),
             '{"mode":"single_model","model":"luna","effort":"high"}',

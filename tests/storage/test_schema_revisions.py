@@ -42,7 +42,6 @@ from relaystore.storage.sessions import load_session, save_session
 from relaystore.testing import example_session
 from tests.storage.builders import old_turn_outcome, scan, turn_started
 from tests.storage.legacy import (
-    step_back_to_revision_12,
     create_legacy_store,
     create_revision_2_store,
     create_revision_3_store,
@@ -53,6 +52,7 @@ from tests.storage.legacy import (
     step_back_to_revision_7,
     step_back_to_revision_8,
     step_back_to_revision_9,
+    step_back_to_revision_12,
 )
 
 FUTURE = SCHEMA_VERSION + 1
