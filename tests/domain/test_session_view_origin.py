@@ -187,3 +187,48 @@ def test_error_as_the_origin_publishes_it(
 ) -> None:
     record = msgspec.structs.replace(example_session(), state=state, last_error=last_error)
     assert _view(record) == _golden(policy='{"mode":"native"}', state=label, errors=errors)
+
+
+def test_every_optional_field_sits_where_the_origin_writes_it() -> None:
+    """``types.rs`` @e1ec72d's order with every field set: ``background_tasks``,
+    ``assessment``, ``subagents``, ``at``, ``branch``, ``base``, ``background_work``, the
+    identity, ``activity_state``, ``has_error``, ``error``, ``storage_problem``, the
+    times, the detail's outcome, ``config_options``, ``pending_elicitations``."""
+    from relaystore.domain.read_replies import ApiSession, BackgroundTask
+
+    session = ApiSession(
+        background_tasks=[BackgroundTask(id="t", command="sleep", started_at_ms=1, can_stop=True)],
+        assessment={"verdict": "ok"},
+        subagents=AllModelsSubagents(),
+        at=COMMIT,
+        branch="b",
+        base="main",
+        background_work={"known": True, "tasks": []},
+        id="s",
+        workspace_id="w",
+        title="t",
+        harness_kind="codex",
+        profile_id="p",
+        target_id="local",
+        bundle_id="b1",
+        state="Running",
+        lifecycle="live",
+        chat_phase="idle",
+        is_idle=True,
+        has_error=True,
+        error="the move did not finish: no room",
+        storage_problem="the disk is full",
+        created_at="c",
+        updated_at="u",
+    )
+    assert encode(session) == (
+        b'{"background_tasks":[{"id":"t","command":"sleep","started_at_ms":1,"can_stop":true}],'
+        b'"assessment":{"verdict":"ok"},"subagents":{"mode":"all_models"},'
+        b'"at":"' + COMMIT.encode() + b'","branch":"b","base":"main",'
+        b'"background_work":{"known":true,"tasks":[]},"id":"s","workspace_id":"w","title":"t",'
+        b'"harness_kind":"codex","profile_id":"p","target_id":"local","bundle_id":"b1",'
+        b'"state":"Running","lifecycle":"live","chat_phase":"idle","is_idle":true,'
+        b'"has_error":true,"error":"the move did not finish: no room",'
+        b'"storage_problem":"the disk is full","created_at":"c","updated_at":"u",'
+        b'"config_options":[]}'
+    )
