@@ -270,3 +270,11 @@ def test_options_probes_answer_405_with_allow(server: Server, path: str) -> None
     assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD"}
     assert response.json()["code"] == "method_not_allowed"
     assert response.headers["Mj-Api-Version"] == "1"
+
+
+def test_a_blank_command_id_filter_answers_400(server: Server) -> None:
+    for bad in (" ", "x" * 1025):
+        response = server.get("/api/v1/events", after_seq="0", command_id=bad)
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == "bad_request"
+        assert "command_id" in response.json()["error"]
