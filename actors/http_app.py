@@ -70,6 +70,7 @@ def _read_routes(preamble: Preamble) -> list[Route]:
         preamble.route("/api/v1/workspaces", reads.workspaces),
         preamble.route("/api/v1/sessions", reads.sessions),
         preamble.route(_SESSION, reads.session_detail),
+        preamble.route(_SESSION + "/subagents", reads.subagents),
         preamble.route(_SESSION + "/transcript", reads.transcript),
         preamble.route(_SESSION + "/history", reads.history),
         preamble.route(_SESSION + "/items", reads.items),

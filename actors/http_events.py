@@ -1,7 +1,8 @@
 """``relaystore serve``: the origin's ``GET /api/v1/events`` server-sent-event stream.
 
 The contract is ``origin-http-events.md``: optional ``session_id``, ``workspace_id`` and
-``after_seq`` (or the SSE ``Last-Event-ID`` header), each at most once (other parameters
+``after_seq`` (and relaystore's ``command_id``: only that command's events,
+:class:`~relaystore.domain.api_events.ApiEventFilter`) (or the SSE ``Last-Event-ID`` header), each at most once (other parameters
 are ignored, as the origin does); without a cursor the stream starts at the current
 frontier. Each event is one frame: ``id`` its ``seq``, ``event`` its ``type``, ``data``
 the line ``relaystore events`` prints for it (the stored bytes, nothing decoded or
@@ -137,6 +138,7 @@ def events(keepalive: float, streams: LiveStreams) -> Answer:
     async def answer(request: Request, store: AsyncEventStore) -> Response:
         session_id = query_text(request, "session_id")
         workspace_id = query_text(request, "workspace_id")
+        command_id = query_text(request, "command_id")
         cursor = feed_cursor(request)
         valid_id("session", session_id)
         if (
@@ -146,7 +148,10 @@ def events(keepalive: float, streams: LiveStreams) -> Answer:
             raise UnknownSession(session_id)
         valid_id("workspace", workspace_id)
         after = feed_after(cursor, await store.fetch_latest_seq())
-        event_filter = ApiEventFilter(session_id=session_id, workspace_id=workspace_id)
+        event_filter = ApiEventFilter(
+            session_id=session_id, workspace_id=workspace_id, command_id=command_id
+        )
+        event_filter.validate()
         return _Stream(
             _frames(store, after, event_filter),
             streams=streams,

@@ -9,6 +9,7 @@ the preamble's (:mod:`relaystore.actors.http_preamble`), the paths the applicati
 ``GET /api/v1/workspaces``                             :class:`ListWorkspaces`
 ``GET /api/v1/sessions[?workspace_id=&all=]``          :class:`ListSessions`
 ``GET /api/v1/sessions/{id}``                          :class:`LoadSessionDetail`
+``GET .../{id}/subagents``                             :class:`ListSubagents` (404: no such parent)
 ``GET .../{id}/transcript?after_seq&limit&role&finished_only``  :class:`LoadRawTranscriptPage`
 ``GET .../{id}/history?before_position&before_id&limit``        :class:`LoadTranscriptHistory`
 ``GET .../{id}/items?before_position&before_id|after_position&after_id&limit``  the viewer's window (below)
@@ -56,6 +57,7 @@ from ..domain.paging import DEFAULT_HISTORY_LIMIT, DEFAULT_PAGE_LIMIT, MAX_PAGE_
 from ..domain.read_replies import RawElicitationList, TranscriptItemView
 from ..domain.reads import (
     ListSessions,
+    ListSubagents,
     ListWorkspaces,
     LoadProjectionTail,
     LoadRawElicitations,
@@ -82,6 +84,7 @@ __all__ = [
     "session_detail",
     "sessions",
     "stats",
+    "subagents",
     "transcript",
     "usage",
     "workspaces",
@@ -182,6 +185,8 @@ sessions = _asking(_sessions)
 """``GET /api/v1/sessions``."""
 session_detail = _asking(lambda r: LoadSessionDetail(session_id=r.path_params["session_id"]))
 """``GET /api/v1/sessions/{session_id}``."""
+subagents = _asking(lambda r: ListSubagents(parent_session_id=r.path_params["session_id"]))
+"""``GET .../{session_id}/subagents``."""
 transcript = _asking(_transcript)
 """``GET .../{session_id}/transcript``."""
 history = _asking(_history)

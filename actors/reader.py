@@ -37,6 +37,7 @@ from ..domain.messages import (
 )
 from ..domain.reads import (
     ListSessions,
+    ListSubagents,
     ListWorkspaces,
     LoadElicitations,
     LoadProjectionTail,
@@ -82,6 +83,7 @@ from ..storage.requests import open_requests
 from ..storage.schema import read_store_id
 from ..storage.sessions import load_state
 from ..storage.stats import load_stats
+from ..storage.subagents import list_subagents
 from ..storage.transaction import Connection
 from .envelope import TellSafeActor, Unanswerable, answers_here
 from .internal import (
@@ -193,8 +195,10 @@ def answer(connection: Connection, message: Any) -> Any:
     the module doc)."""
     match message:
         # -- the read side (domain.reads): sessions, transcript, history, usage
-        case ListSessions(workspace_id=workspace_id):
-            return list_sessions(connection, workspace_id)
+        case ListSessions(workspace_id=workspace_id, all=every):
+            return list_sessions(connection, workspace_id, top_level_only=not every)
+        case ListSubagents(parent_session_id=parent):
+            return list_subagents(connection, parent)
         case LoadSessionDetail(session_id=session_id):
             return load_session_detail(connection, session_id)
         case ListWorkspaces():

@@ -84,6 +84,7 @@ from ..domain.messages import (
     SaveLifecycleSession,
     SaveRequestedCheckpoint,
     SaveSession,
+    SaveSubagent,
     SeedProjection,
     WriterMessage,
 )
@@ -96,6 +97,7 @@ from ..storage import (
     requests,
     retention,
     sessions,
+    subagents,
 )
 from ..storage.batch import Batch, BatchLost, settle_batch
 from ..storage.connection import Synchronous, WriterConnection, open_writer
@@ -144,6 +146,8 @@ def perform(
             return sessions.save_lifecycle_session(connection, record)
         case DeleteSession(session_id=session_id):
             return sessions.delete_session(connection, session_id)
+        case SaveSubagent(record=record):
+            return subagents.save_subagent(connection, record)
         case RecordActivities(activities=items, recorded_at_ms=at_ms):
             return activity.record_activities(connection, items, at_ms)
         case RecordStartupFault(session_id=session_id, message=text):

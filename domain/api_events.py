@@ -21,6 +21,7 @@ from .wire import Variant, Wire, emitted, encode, variant_type
 
 __all__ = [
     "API_EVENT_KINDS",
+    "MAX_COMMAND_ID_CHARS",
     "ApiActivityChanged",
     "ApiActivityDetails",
     "ApiActivityKind",
@@ -242,13 +243,32 @@ class ApiEvent(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class ApiEventFilter(msgspec.Struct, kw_only=True, frozen=True):
-    """Which events a page holds: one session, one workspace, or all (``None``).
+    """Which events a page holds: one session, one workspace, or all (``None``); and,
+    with ``command_id``, only the events of that command: a ``command_ended``,
+    ``session_fault`` or ``legacy_notice`` whose ``data.command_id`` it is, a
+    ``turn_started`` or ``turn_ended`` whose ``data.turn.command_id`` it is.
 
-    Both fields are always written (``null`` for "any").
+    The fields are always written (``null`` for "any").
     """
 
     session_id: str | None = None
     workspace_id: str | None = None
+    command_id: str | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidInput` for a blank ``command_id`` or one longer than
+        :data:`MAX_COMMAND_ID_CHARS` (the ids are the store's to check)."""
+        command = self.command_id
+        if command is not None and (not command.strip() or len(command) > MAX_COMMAND_ID_CHARS):
+            shown = command if len(command) <= 40 else command[:40] + "..."
+            raise InvalidInput(
+                f"command_id {shown!r} must be non-blank text of at most "
+                f"{MAX_COMMAND_ID_CHARS} characters"
+            )
+
+
+MAX_COMMAND_ID_CHARS = 1024
+"""The longest command id an event filter takes."""
 
 
 class ApiEventPage(Wire, kw_only=True):

@@ -36,6 +36,7 @@ from .request import Request
 from .retention import TranscriptRetention
 from .runtime import RuntimeReceipt
 from .sessions import SessionRecord, State
+from .subagents import SubagentRecord
 
 __all__ = [
     "BackupStore",
@@ -65,6 +66,7 @@ __all__ = [
     "SaveLifecycleSession",
     "SaveRequestedCheckpoint",
     "SaveSession",
+    "SaveSubagent",
     "SeedProjection",
     "WriterMessage",
 ]
@@ -88,6 +90,19 @@ class DeleteSession(Request[None], frozen=True, kw_only=True):
     """Delete a session with its events and projection (its context and usage stay)."""
 
     session_id: str
+
+
+class SaveSubagent(Request[None], frozen=True, kw_only=True):
+    """Record a sub-agent of a session, or update its relation (the noticed turn, the
+    reported finish): the origin's ``save_subagent_session``.
+
+    Both sessions must be stored (:class:`~relaystore.domain.errors.UnknownSession`
+    otherwise); a child keeps its parent for ever (naming another parent for a recorded
+    child is :class:`~relaystore.domain.errors.InvalidInput`). The relation is deleted
+    with either session.
+    """
+
+    record: SubagentRecord
 
 
 class RecordActivities(Request[None], frozen=True, kw_only=True):
@@ -194,6 +209,7 @@ WriterMessage = (
     SaveSession
     | SaveLifecycleSession
     | DeleteSession
+    | SaveSubagent
     | RecordActivities
     | RecordStartupFault
     | BeginCheckpoint

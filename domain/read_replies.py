@@ -28,7 +28,7 @@ from .materialized import (
 )
 from .outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
 from .roles import TranscriptRole
-from .sessions import SessionState
+from .sessions import NativeSubagents, SessionState, SubagentPolicy
 from .wire import JSON, Wire, emitted
 
 __all__ = [
@@ -83,13 +83,32 @@ class BackgroundTask(Wire, kw_only=True):
 
 
 class ApiSession(Wire, kw_only=True):
-    """One session as the origin's API presents it (``ApiSession``).
+    """One session as the origin's API presents it (``ApiSession``, ``types.rs`` @e1ec72d,
+    field for field and in its order).
 
     The list leaves ``last_turn_outcome`` and ``last_turn_diagnostic`` out; the detail
-    (:class:`~relaystore.domain.reads.LoadSessionDetail`) fills them.
+    (:class:`~relaystore.domain.reads.LoadSessionDetail`) fills them. The rules that
+    derive each field from the stored record are
+    :func:`~relaystore.domain.session_views.api_session`'s.
     """
 
-    checkout: JSON | None = None
+    background_tasks: list[BackgroundTask] = emitted([])
+    """Always written, as the origin writes it; the origin fills it from a live worker's
+    report, which relaystore never has, so it is empty here."""
+    assessment: JSON | None = None
+    """The origin's live worker assessment (``mj_core::assessment::Summary``), opaque;
+    absent unless set (relaystore has no live worker, so never set here)."""
+    subagents: SubagentPolicy = emitted(NativeSubagents())
+    """The record's delegation policy, always written (``native`` when it names none)."""
+    at: str | None = None
+    """The commit the workspace started checked out at, when one was named."""
+    branch: str | None = None
+    """The branch created at ``at``, or the existing branch checked out without it."""
+    base: str | None = None
+    """The diff base the session started with: ``at`` unless another was named."""
+    background_work: JSON | None = None
+    """The origin's observed provider-owned background work (``ApiBackgroundWork``),
+    opaque; absent without a live worker snapshot (always, here)."""
     id: str
     workspace_id: str
     title: str
@@ -104,15 +123,15 @@ class ApiSession(Wire, kw_only=True):
     activity_state: JSON | None = None
     has_error: bool
     error: str | None = None
+    storage_problem: str | None = None
+    """Why the session's target cannot take writes (its disk is full); absent unless set
+    (the origin learns it from a live target, relaystore never does)."""
     created_at: str
     updated_at: str
     last_turn_outcome: MaterializedTurnOutcome | None = None
     last_turn_diagnostic: TurnDiagnostic | None = None
     config_options: list[ConfigOption] = emitted([])
     pending_elicitations: list[ElicitationRequest] = msgspec.field(default_factory=list)
-    background_tasks: list[BackgroundTask] = emitted([])
-    """Always written, as the origin writes it; the origin fills it from a live worker's
-    report, which relaystore never has, so it is empty here."""
     projection_behind: ProjectionBehind | None = None
     """relaystore's own (detail only, absent unless set): the session's projection waits
     behind its relay log at a line of a kind this build does not know."""
@@ -344,4 +363,7 @@ class SessionFacts(msgspec.Struct, kw_only=True):
     updated_at: str
     last_error: str | None = None
     session_title_override: str | None = None
+    launch_base: str | None = None
+    launch_branch: str | None = None
     checkout: JSON | None = None
+    subagents: SubagentPolicy | bool | None = None

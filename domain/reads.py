@@ -39,6 +39,7 @@ from .read_replies import (
 from .request import Request
 from .roles import TranscriptRole
 from .search import SearchTranscripts
+from .subagents import SubagentList
 from .transcript_views import (
     finished_only_roles,
 )
@@ -46,6 +47,7 @@ from .transcript_views import (
 __all__ = [
     "PROJECTION_TAIL_ITEMS",
     "ListSessions",
+    "ListSubagents",
     "ListWorkspaces",
     "LoadElicitations",
     "LoadProjectionTail",
@@ -77,13 +79,19 @@ class ListSessions(Request[SessionList], frozen=True, kw_only=True):
     """Every live session (optionally of one workspace), ordered by id.
 
     ``all`` (the origin's ``?all=``, default true): false lists top-level sessions only,
-    leaving out sub-agent sessions. relaystore records no sub-agent relation (the
-    origin's ``subagent_sessions`` table is the controller's), so every session it holds
-    is top-level and both answers are the same.
+    leaving out every session recorded as a sub-agent (:class:`SaveSubagent
+    <relaystore.domain.messages.SaveSubagent>`), as the origin's ``list_sessions`` does.
     """
 
     workspace_id: str | None = None
     all: bool = True
+
+
+class ListSubagents(Request[SubagentList | None], frozen=True, kw_only=True):
+    """The sub-agents of ``parent_session_id``, each with its session, ordered by child
+    id; ``None``: no such parent (the origin's ``GET .../subagents`` answers 404)."""
+
+    parent_session_id: str
 
 
 class LoadSessionDetail(Request[ApiSession | None], frozen=True, kw_only=True):
@@ -260,6 +268,7 @@ class LoadRawElicitations(Request[RawElicitationList | None], frozen=True, kw_on
 
 ReadMessage = (
     ListSessions
+    | ListSubagents
     | LoadSessionDetail
     | LoadTranscriptPage
     | LoadRawTranscriptPage

@@ -64,6 +64,7 @@ __all__ = [
     "LogPageRow",
     "OperationRow",
     "RecordState",
+    "SubagentRow",
     "SeedRow",
     "SessionRow",
     "StartState",
@@ -134,6 +135,14 @@ class SeedRow(msgspec.Struct, frozen=True):
     queued_prompts_json: str
 
 
+class SubagentRow(msgspec.Struct, frozen=True):
+    """A child session's sub-agent relation as stored: its parent and the whole
+    :class:`~relaystore.domain.subagents.SubagentRecord` JSON."""
+
+    parent_session_id: str
+    record_json: str
+
+
 class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     """A ``record`` change's value (see the module doc)."""
 
@@ -144,6 +153,9 @@ class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint: CheckpointRow | None = None
     operation: OperationRow | None = None
     activity: ActivityRow | None = None
+    subagent: SubagentRow | None = None
+    """The session's relation to its parent, when it is a sub-agent (a stream written
+    before relations were published has none: read as no relation)."""
 
 
 class StartState(msgspec.Struct, frozen=True, kw_only=True):

@@ -69,6 +69,7 @@ __all__ = [
     "SingleModelSubagents",
     "State",
     "SubagentPolicy",
+    "subagent_policy",
 ]
 
 DEFAULT_WORKSPACE_ID = "default"
@@ -219,8 +220,9 @@ SubagentPolicy: TypeAlias = (
 )
 
 
-def _policy(value: SubagentPolicy | bool | None) -> SubagentPolicy | None:
-    # A stored boolean is the policy's predecessor: true meant managed sub-agents.
+def subagent_policy(value: SubagentPolicy | bool | None) -> SubagentPolicy | None:
+    """A stored sub-agent choice as a policy: a boolean is the policy's predecessor
+    (true meant managed sub-agents on any model, false the harness's own)."""
     if value is True:
         return AllModelsSubagents()
     if value is False:
@@ -309,7 +311,7 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError("duplicate field `subagents` (also given as `mjolnir_subagents`)")
             self.subagents = self.legacy_subagents
             self.legacy_subagents = UNSET
-        self.subagents = _policy(self.subagents)
+        self.subagents = subagent_policy(self.subagents)
         if self.legacy_detached_after_event_ordinal is not UNSET:
             if self.viewed_through_event_ordinal != 0:
                 raise ValueError(
@@ -322,7 +324,7 @@ class SessionRecord(Wire, kw_only=True, forbid_unknown_fields=True):
     @property
     def subagent_policy(self) -> SubagentPolicy | None:
         """``subagents`` typed without the legacy boolean (always normalised away)."""
-        return _policy(self.subagents)
+        return subagent_policy(self.subagents)
 
     def validate(self, map_key: str | None = None) -> None:
         """Raise :class:`InvalidInput` unless the record is one the origin would store.

@@ -52,6 +52,7 @@ from ..domain.replication import (
     WorkspaceRow,
 )
 from .paging import load_raw_api_events
+from .subagents import load_subagent_row
 from .transaction import transaction
 
 __all__ = [
@@ -166,7 +167,8 @@ def _row(connection: apsw.Connection, kind: type[msgspec.Struct], sql: str, key:
 
 def load_record_state(connection: apsw.Connection, session_id: str) -> RecordState:
     """The session's record as stored now: its row (None: deleted), context, workspace,
-    checkpoint, open checkpoint operation and last published activity."""
+    checkpoint, open checkpoint operation, last published activity and sub-agent
+    relation (:mod:`.subagents`' triggers number its changes as the child's)."""
     context = _row(
         connection,
         ContextRow,
@@ -214,6 +216,7 @@ def load_record_state(connection: apsw.Connection, session_id: str) -> RecordSta
             "SELECT body FROM api_session_activity WHERE session_id = ?",
             session_id,
         ),
+        subagent=load_subagent_row(connection, session_id),
     )
 
 

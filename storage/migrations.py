@@ -41,6 +41,7 @@ from .schema import (
     REQUESTS_REVISION,
     SCHEMA_VERSION,
     SEARCH_REVISION,
+    SUBAGENTS_REVISION,
     ensure_supported,
     read_schema_state,
     schema_mismatch,
@@ -61,6 +62,7 @@ from .schema_ddl import (
     TRANSCRIPT_SEQ_INDEX_DDL,
     tables_ddl,
 )
+from .subagents import SUBAGENTS_DDL
 from .transaction import store_error
 
 __all__ = ["create_store_schema", "migrate_schema"]
@@ -127,6 +129,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(CHANGES_DDL + REPLICA_DDL)
         connection.execute(ITEM_VIEW_DDL)
         connection.execute(SEARCH_DDL)
+        connection.execute(SUBAGENTS_DDL)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -238,6 +241,13 @@ def _add_search_index(connection: apsw.Connection) -> None:
         connection.execute(SEARCH_DDL)
         fill_search_index(connection)
         _record_revision(connection, SEARCH_REVISION)
+def _add_subagents(connection: apsw.Connection) -> None:
+    """Revision 14: sub-agent relations (additive; none recorded yet)."""
+    with _step(connection, f"migrate the relaystore schema to revision {SUBAGENTS_REVISION}"):
+        if int(connection.pragma("user_version")) != SUBAGENTS_REVISION - 1:
+            return
+        connection.execute(SUBAGENTS_DDL)
+        _record_revision(connection, SUBAGENTS_REVISION)
 
 
 _SESSION_CHECKS = (
@@ -341,6 +351,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     CHANGES_REVISION: _add_changes,
     ITEM_VIEW_REVISION: _add_item_views,
     SEARCH_REVISION: _add_search_index,
+    SUBAGENTS_REVISION: _add_subagents,
 }
 
 

@@ -7,8 +7,8 @@ The contract (one read transaction, so a page and its cursors are one snapshot):
 * ``after_seq=None`` means "from now": the page is empty and its cursor is
   ``latest_seq`` (:func:`~relaystore.domain.paging.feed_cursor`); a negative one is
   refused (:func:`~relaystore.domain.paging.check_after_seq`).
-* Events are those with ``seq > after_seq`` matching the filter (session and/or
-  workspace), oldest first, at most ``limit`` of them, ``limit`` clamped to
+* Events are those with ``seq > after_seq`` matching the filter (session, workspace
+  and/or command), oldest first, at most ``limit`` of them, ``limit`` clamped to
   ``1..=1000`` (:mod:`relaystore.domain.paging`).
 * ``next_after_seq`` is the last returned seq, or ``max(latest_seq, after_seq)`` for
   an empty page (:func:`~relaystore.domain.paging.next_page_cursor`): a cursor never
@@ -81,7 +81,15 @@ _JOIN = " CROSS JOIN session_contexts w ON w.session_id = e.session_id"
 _TAIL = " e.seq > ? ORDER BY e.seq LIMIT ?"
 
 
-def _page_query(columns: str, by_session: bool, by_workspace: bool) -> str:
+_COMMAND = (
+    " coalesce(json_extract(e.body, '$.data.command_id'),"
+    " json_extract(e.body, '$.data.turn.command_id')) = ? AND"
+)
+"""The command an event belongs to (``ApiEventFilter.command_id``): checked on each event
+the walk meets, after the cursor and the session's index have narrowed it."""
+
+
+def _page_query(columns: str, by_session: bool, by_workspace: bool, by_command: bool) -> str:
     """The page statement selecting ``columns`` for one filter shape.
 
     One statement per filter shape, so each can use its index (an "?1 IS NULL OR" test
@@ -95,14 +103,19 @@ def _page_query(columns: str, by_session: bool, by_workspace: bool) -> str:
         query += " e.session_id = ? AND"
     if by_workspace:
         query += " w.workspace_id = ? AND"
+    if by_command:
+        query += _COMMAND
     return query + _TAIL
 
 
 _QUERIES = {
-    (columns, by_session, by_workspace): _page_query(columns, by_session, by_workspace)
+    (columns, by_session, by_workspace, by_command): _page_query(
+        columns, by_session, by_workspace, by_command
+    )
     for columns in (_EVENT_COLUMNS, _RAW_COLUMNS)
     for by_session in (False, True)
     for by_workspace in (False, True)
+    for by_command in (False, True)
 }
 _RAW_KINDS = {f'{{"type":"{kind}","data":}}': kind for kind in API_EVENT_KINDS}
 """The head and last character of a body in relaystore's layout, by the kind it names."""
@@ -202,8 +215,10 @@ def _read_page(
     """
     check_after_seq(after_seq)
     wanted = filter if filter is not None else ApiEventFilter()
+    wanted.validate()
     session_id, workspace_id = wanted.session_id, wanted.workspace_id
     by_session, by_workspace = session_id is not None, workspace_id is not None
+    by_command = wanted.command_id is not None
     with transaction(connection, action):
         value = connection.execute(LATEST_SEQ).get
         latest = int(value) if value is not None else 0
@@ -213,10 +228,12 @@ def _read_page(
             bindings.append(session_id)
         if by_workspace:
             bindings.append(workspace_id)
+        if by_command:
+            bindings.append(wanted.command_id)
         bindings += [cursor, clamp_page_limit(limit)]
 
         def fetch(columns: str) -> _Rows:
-            query = _QUERIES[columns, by_session, by_workspace]
+            query = _QUERIES[columns, by_session, by_workspace, by_command]
             return connection.execute(query, bindings).fetchall()
 
         result = read(fetch)

@@ -43,6 +43,7 @@ Guarantees:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import apsw
@@ -67,6 +68,7 @@ from .projection import commit_page
 from .relay_log import load_relay_log
 from .replica_sources import mark_scopes
 from .reproject import reset_projection
+from .subagents import apply_subagent_row
 from .transaction import transaction
 
 __all__ = ["ApplyReport", "apply_commits"]
@@ -346,6 +348,9 @@ def apply_commits(
                     if not _apply_record(connection, local, value):
                         pages.pop(local, None)
                         starts.discard(local)
+                    else:
+                        parent = functools.partial(target.local, create=False)
+                        apply_subagent_row(connection, local, value.subagent, parent)
                 elif not _projected(connection, local):
                     continue  # deleted since (or never held): nothing to keep it under
                 elif isinstance(value, StartState):

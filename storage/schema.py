@@ -81,7 +81,7 @@ Revisions (relaystore's own numbering):
    (:func:`~relaystore.storage.item_views.fill_item_views`), so a migrated store answers
    as it did.
    Additive, so the floor stays.
-13. *Current* (:data:`SCHEMA_VERSION`). The full-text search index of transcript text
+13. The full-text search index of transcript text
    (:data:`~relaystore.storage.schema_ddl.SEARCH_DDL`): ``transcript_search_keys``
    numbers each item whose ``view_text`` is known, the FTS5 table ``transcript_search``
    indexes that text (its content is the items' own column, read through the view
@@ -92,6 +92,12 @@ Revisions (relaystore's own numbering):
    writes keep the index too (an item an older build writes without its view is not
    indexed until its text is known). The step's number is :data:`SEARCH_REVISION`,
    the one place to renumber it.
+14. *Current* (:data:`SCHEMA_VERSION`). ``subagent_sessions``
+   (:data:`~relaystore.storage.subagents.SUBAGENTS_DDL`): which stored session is a
+   sub-agent of which parent, with the origin's whole ``SubagentRecord``; deleted with
+   either session; its changes numbered as the child's ``record`` changes. The step's
+   number is :data:`SUBAGENTS_REVISION`. Additive, so the floor stays: an older build
+   never writes a relation, and lists every session as top-level.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -132,6 +138,7 @@ __all__ = [
     "REQUESTS_REVISION",
     "SEARCH_REVISION",
     "SCHEMA_VERSION",
+    "SUBAGENTS_REVISION",
     "SchemaState",
     "check_writer_schema",
     "ensure_supported",
@@ -163,7 +170,10 @@ ITEM_VIEW_REVISION = 12
 SEARCH_REVISION = 13
 """The revision that adds the full-text search index of transcript text (renumber here only)."""
 
-SCHEMA_VERSION = SEARCH_REVISION
+SUBAGENTS_REVISION = 14
+"""The revision that keeps sub-agent relations (renumber here only)."""
+
+SCHEMA_VERSION = SUBAGENTS_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

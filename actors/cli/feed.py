@@ -44,6 +44,12 @@ def register(commands: Commands) -> None:
     events.add_argument(
         "--workspace", type=checked_id("workspace"), help="only this workspace's events"
     )
+    events.add_argument(
+        "--command-id",
+        metavar="ID",
+        help="only command ID's events (its turn_started, turn_ended, command_ended, "
+        "session_fault)",
+    )
     events.add_argument("--follow", action="store_true", help="keep printing new events")
     follow_options(events, "event", "--session")
 

@@ -95,7 +95,10 @@ def events_command(args: argparse.Namespace) -> int:
 
     if args.wait and args.session is None:
         raise InvalidInput("--wait waits for a session: give it with --session")
-    event_filter = ApiEventFilter(session_id=args.session, workspace_id=args.workspace)
+    event_filter = ApiEventFilter(
+        session_id=args.session, workspace_id=args.workspace, command_id=args.command_id
+    )
+    event_filter.validate()
     remaining = args.limit
     after = args.after
     text = args.output == "text"

@@ -1,8 +1,10 @@
-"""``relaystore sessions``, ``transcript``, ``history`` and ``usage``: the read side, as
-the HTTP read routes answer it.
+"""``relaystore sessions``, ``subagents``, ``transcript``, ``history`` and ``usage``: the
+read side, as the HTTP read routes answer it.
 
 Owns: their parsers and what they print: ``sessions`` is text lines, or one JSON line
-per session with ``--json``; ``transcript`` is JSON lines (or ``-o text``) and may follow
+per session with ``--json`` (``--no-all``: top-level sessions only); ``subagents`` is
+one text line per child, or with ``--json`` the one object ``GET .../subagents``
+answers; ``transcript`` is JSON lines (or ``-o text``) and may follow
 (the loop is :mod:`.follow`'s); ``history`` and ``usage`` print one page as one JSON
 object.
 
@@ -33,7 +35,20 @@ def register(commands: Commands) -> None:
         "sessions", "list the store's sessions (lifecycle, chat phase, title)", _sessions
     )
     sessions.add_argument("--workspace", type=checked_id("workspace"), help="only this workspace's")
+    sessions.add_argument(
+        "--all",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="list sub-agent sessions too (the default); --no-all lists top-level sessions "
+        "only (as GET /api/v1/sessions?all=false)",
+    )
     json_option(sessions, "print each session as a JSON line (as GET /api/v1/sessions lists it)")
+
+    subagents = commands.add(
+        "subagents", "list a session's sub-agents (task, lifecycle, chat phase, title)", _subagents
+    )
+    subagents.add_argument("session", type=checked_id("session"), help="the parent session id")
+    json_option(subagents, "print the list as one JSON object (as GET .../subagents answers)")
 
     transcript = commands.add(
         "transcript", "print a session's transcript items as JSON lines", transcript_command
@@ -90,7 +105,7 @@ def _sessions(args: argparse.Namespace) -> int:
     from ...domain.reads import ListSessions
 
     with open_read_only(args.db) as store:
-        listed = store.ask(ListSessions(workspace_id=args.workspace))
+        listed = store.ask(ListSessions(workspace_id=args.workspace, all=args.all))
     if args.json:
         for session in listed.sessions:
             print_line(session)
@@ -98,6 +113,25 @@ def _sessions(args: argparse.Namespace) -> int:
     for session in listed.sessions:
         print(
             f"{session.id}\t{session.workspace_id}\t{session.lifecycle}\t"
+            f"{session.chat_phase}\t{session.title}"
+        )
+    return 0
+
+
+def _subagents(args: argparse.Namespace) -> int:
+    from ...domain.reads import ListSubagents
+
+    with open_read_only(args.db) as store:
+        listed = store.ask(ListSubagents(parent_session_id=args.session))
+    if listed is None:
+        raise no_session(args.db, args.session)
+    if args.json:
+        print_line(listed)  # one object, on one line
+        return 0
+    for child in listed.subagents:
+        session = child.session
+        print(
+            f"{session.id}\t{child.task_name}\t{session.lifecycle}\t"
             f"{session.chat_phase}\t{session.title}"
         )
     return 0

@@ -71,6 +71,7 @@ from .domain.messages import (
     SaveLifecycleSession as SaveLifecycleSession,
     SaveRequestedCheckpoint as SaveRequestedCheckpoint,
     SaveSession as SaveSession,
+    SaveSubagent as SaveSubagent,
 )
 from .domain.read_replies import (
     ApiSession as ApiSession,
@@ -93,6 +94,7 @@ from .domain.read_replies import (
 )
 from .domain.reads import (
     ListSessions as ListSessions,
+    ListSubagents as ListSubagents,
     ListWorkspaces as ListWorkspaces,
     LoadElicitations as LoadElicitations,
     LoadProjectionTail as LoadProjectionTail,
@@ -139,6 +141,11 @@ from .domain.sessions import (
     SessionRecord as SessionRecord,
     SessionState as SessionState,
     State as State,
+)
+from .domain.subagents import (
+    SubagentList as SubagentList,
+    SubagentRecord as SubagentRecord,
+    SubagentView as SubagentView,
 )
 from .domain.wire import (
     encode as encode,

@@ -27,7 +27,7 @@ from ...domain.wire import JSON
 from ..materialized import decode_stored, load_projection_behind, parse_execution
 from ..transaction import transaction
 
-__all__ = ["list_sessions", "list_workspaces", "load_session_detail"]
+__all__ = ["list_sessions", "list_workspaces", "load_session_detail", "load_session_view"]
 
 _SESSION_COLUMNS = """
 SELECT s.session_id, s.record_json, c.workspace_id, m.execution_state,
@@ -53,13 +53,27 @@ def _execution(session_id: str, state: Any, started: Any) -> MaterializedExecuti
     return parse_execution(str(state), started, session_id=session_id)
 
 
-def list_sessions(connection: apsw.Connection, workspace_id: str | None = None) -> SessionList:
-    """Every stored session (of ``workspace_id``, when given), ordered by id."""
+_TOP_LEVEL = (
+    "NOT EXISTS (SELECT 1 FROM subagent_sessions r WHERE r.child_session_id = s.session_id)"
+)
+
+
+def list_sessions(
+    connection: apsw.Connection, workspace_id: str | None = None, *, top_level_only: bool = False
+) -> SessionList:
+    """Every stored session (of ``workspace_id``, when given), ordered by id; with
+    ``top_level_only`` only those not recorded as a sub-agent (the origin's
+    ``?all=false``)."""
     query = _SESSION_COLUMNS
+    conditions: list[str] = []
     bindings: tuple[str, ...] = ()
     if workspace_id is not None:
-        query += " WHERE c.workspace_id = ?"
+        conditions.append("c.workspace_id = ?")
         bindings = (workspace_id,)
+    if top_level_only:
+        conditions.append(_TOP_LEVEL)
+    if conditions:
+        query += " WHERE " + " AND ".join(conditions)
     with transaction(connection, "list sessions"):
         rows = connection.execute(query + " ORDER BY s.session_id", bindings).fetchall()
     return SessionList(sessions=[_api_session(row, detail=False) for row in rows])
@@ -78,6 +92,15 @@ def load_session_detail(connection: apsw.Connection, session_id: str) -> ApiSess
     if behind is not None:
         detail = msgspec.structs.replace(detail, projection_behind=behind)
     return detail
+
+
+def load_session_view(connection: apsw.Connection, session_id: str) -> ApiSession | None:
+    """One session as the session list shows it (no last turn), or ``None``."""
+    with transaction(connection, f"load session {session_id}"):
+        row = connection.execute(
+            _SESSION_COLUMNS + " WHERE s.session_id = ?", (session_id,)
+        ).fetchone()
+    return None if row is None else _api_session(row, detail=False)
 
 
 def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:

@@ -344,8 +344,8 @@ def test_materialized_turn_refuses_unknown_fields() -> None:
         )
 
 
-def test_default_filter_writes_both_nulls() -> None:
-    assert encode(ApiEventFilter()) == b'{"session_id":null,"workspace_id":null}'
+def test_default_filter_writes_every_null() -> None:
+    assert encode(ApiEventFilter()) == b'{"session_id":null,"workspace_id":null,"command_id":null}'
 
 
 def test_empty_page_writes_an_empty_event_list() -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "step_back_to_revision_5",
     "step_back_to_revision_11",
     "step_back_to_revision_12",
+    "step_back_to_revision_13",
 ]
 
 LEGACY_SCHEMA_VERSION = 1
@@ -121,11 +122,34 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_13(path: str | os.PathLike[str]) -> None:
+    """Turn the current store at ``path`` into what a revision-13 build wrote: drop
+    ``subagent_sessions`` with its index and triggers (revision 14), turn the ledger's rows
+    above 13 into row 13 and set ``user_version`` to 13. A store at 13 or below is left
+    alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        with connection:
+            if int(connection.pragma("user_version")) <= 13:
+                return
+            connection.execute(
+                "DROP TABLE subagent_sessions;"
+                "DELETE FROM schema_migrations WHERE version > 13;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (13, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 13;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_12(path: str | os.PathLike[str]) -> None:
-    """Turn the current store at ``path`` into what a revision-12 build wrote: drop the
-    search index (revision 13: its three triggers, the FTS5 table, its content view and
-    ``transcript_search_keys``), turn the ledger's rows above 12 into row 12 and set
-    ``user_version`` to 12. A store at 12 or below is left alone."""
+    """Turn the current store at ``path`` into what a revision-12 build wrote (after
+    :func:`step_back_to_revision_13`): drop the search index (revision 13: its three
+    triggers, the FTS5 table, its content view and ``transcript_search_keys``), turn the
+    ledger's rows above 12 into row 12 and set ``user_version`` to 12. A store at 12 or
+    below is left alone."""
+    step_back_to_revision_13(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         connection.pragma("foreign_keys", "ON")

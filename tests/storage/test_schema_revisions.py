@@ -32,6 +32,7 @@ from relaystore.storage.schema import (
     REQUESTS_REVISION,
     SCHEMA_VERSION,
     SEARCH_REVISION,
+    SUBAGENTS_REVISION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
@@ -54,6 +55,7 @@ from tests.storage.legacy import (
     step_back_to_revision_9,
     step_back_to_revision_11,
     step_back_to_revision_12,
+    step_back_to_revision_13,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -127,7 +129,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == SEARCH_REVISION
+        assert writer.revision == SCHEMA_VERSION == SUBAGENTS_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -227,7 +229,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
     triggers = {name for kind, name, _ in missing if name.startswith("store_changes_")}
-    assert len(triggers) == 18  # revision 10: the change log's triggers
+    assert len(triggers) == 21  # revisions 10 and 13: the change log's triggers
     assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
     assert {name for _, name, _ in missing} - triggers == {
         "store_changes",  # revision 10: the change log
@@ -258,6 +260,8 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "transcript_search_data",
         "transcript_search_docsize",
         "transcript_search_idx",
+        "subagent_sessions",  # revision 14: sub-agent relations
+        "subagent_sessions_parent",
     }
 
 
@@ -878,6 +882,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             CHANGES_REVISION,
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
+            SUBAGENTS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -912,6 +917,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
             CHANGES_REVISION,
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
+            SUBAGENTS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -944,6 +950,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
             CHANGES_REVISION,
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
+            SUBAGENTS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -982,3 +989,53 @@ def test_a_revision_9_store_numbers_what_it_holds_and_then_every_change(
         o for o in schema_objects(fresh) if o[0] == "trigger"
     }
     assert metadata(store_path)[0] == SCHEMA_VERSION
+
+
+# -- sub-agent relations (revision 14) ----------------------------------------------------
+
+
+def test_a_revision_13_store_gains_the_relation_table_as_a_fresh_store_has_it(
+    store_path: Path, tmp_path: Path
+) -> None:
+    from relaystore.domain.subagents import SubagentRecord
+    from relaystore.storage.changes import load_changes
+    from relaystore.storage.reads.sessions import list_sessions
+    from relaystore.storage.subagents import save_subagent
+
+    with open_writer(store_path) as writer:
+        for session_id in ("child", "parent"):
+            save_session(writer.connection, example_session(session_id))
+    step_back_to_revision_13(store_path)
+    assert "subagent_sessions" not in {name for _, name, _ in schema_objects(store_path)}
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        before = load_changes(writer.connection, 0, 1000)[-1].change_seq
+        save_subagent(
+            writer.connection,
+            SubagentRecord(
+                child_session_id="child",
+                parent_session_id="parent",
+                task_name="t",
+                profile_id="p",
+                initial_prompt="i",
+                request_key="k",
+                created_at="2026-09-15",
+            ),
+        )
+        # The relation is numbered as the child's record change.
+        assert [(c.kind, c.session_id) for c in load_changes(writer.connection, before, 10)] == [
+            ("record", "child")
+        ]
+        listed = list_sessions(writer.connection, top_level_only=True)
+        assert [s.id for s in listed.sessions] == ["parent"]
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    migrated = {o for o in schema_objects(store_path) if "subagent" in o[1]}
+    assert len(migrated) == 5  # the table, its index and its three triggers
+    assert migrated == {o for o in schema_objects(fresh) if "subagent" in o[1]}
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        [SEARCH_REVISION, SUBAGENTS_REVISION],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
