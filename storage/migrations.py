@@ -241,6 +241,8 @@ def _add_search_index(connection: apsw.Connection) -> None:
         connection.execute(SEARCH_DDL)
         fill_search_index(connection)
         _record_revision(connection, SEARCH_REVISION)
+
+
 def _add_subagents(connection: apsw.Connection) -> None:
     """Revision 14: sub-agent relations (additive; none recorded yet)."""
     with _step(connection, f"migrate the relaystore schema to revision {SUBAGENTS_REVISION}"):
