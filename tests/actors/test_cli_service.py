@@ -259,7 +259,7 @@ def test_the_example_config_and_units_start_serve(
 def _install_steps() -> list[list[str]]:
     """The commands of operations.md's "Installing the units", split as a shell would."""
     text = (support.ROOT / "docs" / "operations.md").read_text()
-    section = text.split("### Installing the units", 1)[1].split("```console", 1)[1]
+    section = text.split("### Installing the units", 1)[1].split("```sh", 1)[1]
     block = section.split("```", 1)[0]
     return [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("# ")]
 

@@ -21,8 +21,11 @@ def _children() -> set[int]:
     """This process's child processes (running or zombie), from /proc."""
     found: set[int] = set()
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as listed:
-            found.update(int(pid) for pid in listed.read().split())
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as listed:
+                found.update(int(pid) for pid in listed.read().split())
+        except FileNotFoundError:  # a thread that ended since the listing has no children
+            continue
     return found
 
 

@@ -678,13 +678,17 @@
     const page = tx;
     if (!page) return;
     const box = $("transcript-scroll");
-    page.stuck = !page.newer && atEnd(box);
+    const way = Math.sign(box.scrollTop - (page.lastTop || 0));
+    page.lastTop = box.scrollTop;
+    // Only the reader scrolling up leaves the end: a scroll event that arrives after the
+    // layout moved (the room shrank, items grew) must not stop the view following.
+    if (page.newer) page.stuck = false;
+    else if (atEnd(box)) page.stuck = true;
+    else if (way < 0) page.stuck = false;
     if (page.unseen && page.stuck) {
       page.unseen = 0;
       renderWindow(page);
     }
-    const way = Math.sign(box.scrollTop - (page.lastTop || 0));
-    page.lastTop = box.scrollTop;
     if (way && !page.busy) quietly(fillView(page, way));
   }
 
