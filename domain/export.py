@@ -18,7 +18,6 @@ the file's text; it reads no store and writes no file.
 
 from __future__ import annotations
 
-import datetime
 import html
 import re
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ import msgspec
 
 from .faults import event_fault, item_fault
 from .read_replies import ApiSession, TranscriptItemView
+from .text_formats import utc_clock
 
 __all__ = ["EXPORT_FORMATS", "ExportFormat", "SessionExport", "render_export"]
 
@@ -69,13 +69,7 @@ class _Question:
 
 
 def _clock(at_ms: object) -> str:
-    if not isinstance(at_ms, int):
-        return "-"
-    try:
-        moment = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return str(at_ms)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return utc_clock(at_ms, " UTC")
 
 
 def _facts(export: SessionExport) -> list[tuple[str, str]]:

@@ -4,9 +4,10 @@ timestamps alike."""
 
 from __future__ import annotations
 
+import datetime
 import re
 
-__all__ = ["RUST_WHITESPACE", "is_date", "is_rfc3339_date_time", "is_uri"]
+__all__ = ["RUST_WHITESPACE", "is_date", "is_rfc3339_date_time", "is_uri", "utc_clock"]
 
 # Rust's `char::is_whitespace` (Unicode White_Space); Python's isspace() adds U+001C..U+001F.
 RUST_WHITESPACE = (
@@ -92,3 +93,15 @@ def is_uri(value: str) -> bool:
         if not host or any(char in _FORBIDDEN_HOST for char in host):
             return False
     return not port or (port.isascii() and port.isdigit() and int(port) <= 65535)
+
+
+def utc_clock(at_ms: object, zone: str = "") -> str:
+    """A time in milliseconds as ``YYYY-MM-DD HH:MM:SS`` (UTC) followed by ``zone``; ``-``
+    for none, and the number itself for one no calendar holds."""
+    if not isinstance(at_ms, int):
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return str(at_ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + zone

@@ -98,6 +98,7 @@ __all__ = [
     "open_requester",
     "open_writer",
     "recognise_store",
+    "truncate_wal",
 ]
 
 logger = logging.getLogger(__name__)
@@ -439,13 +440,8 @@ def _checkpoint_for_close(connection: apsw.Connection, path: str) -> bool:
     Never raises: a checkpoint that cannot complete is logged, and closing goes on.
     """
     try:
-        connection.set_busy_timeout(_CLOSE_CHECKPOINT_BUSY_MS)
-        for attempt in range(CLOSE_CHECKPOINT_ATTEMPTS):
-            row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            busy, frames, checkpointed = row if row is not None else (1, -1, -1)
-            if busy == 0 and frames == checkpointed:
-                return True
-            time.sleep(0.02 * (attempt + 1))
+        if truncate_wal(connection, _CLOSE_CHECKPOINT_BUSY_MS, CLOSE_CHECKPOINT_ATTEMPTS, 0.02):
+            return True
     except apsw.Error as exc:
         error = store_error(exc, "checkpoint the WAL before closing", None)
         logger.warning(
@@ -481,3 +477,25 @@ def _create_private(path: str) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+def truncate_wal(
+    connection: apsw.Connection, busy_ms: int, attempts: int, pause_seconds: float = 0.0
+) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)``, tried ``attempts`` times, each waiting up to
+    ``busy_ms`` for readers (and ``pause_seconds`` times the attempt's number after it);
+    True when one completed. The usual busy timeout is restored after. A checkpoint that
+    cannot complete changes nothing committed: the WAL keeps its frames. Raises apsw's
+    error for the caller's boundary to map."""
+    try:
+        connection.set_busy_timeout(busy_ms)
+        for attempt in range(attempts):
+            row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            busy, frames, copied = row if row is not None else (1, -1, -1)
+            if busy == 0 and frames == copied:
+                return True
+            if pause_seconds:
+                time.sleep(pause_seconds * (attempt + 1))
+        return False
+    finally:
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)

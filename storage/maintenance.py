@@ -29,7 +29,7 @@ import apsw
 
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.reports import BackupReport, VacuumReport
-from .connection import BUSY_TIMEOUT_MS
+from .connection import truncate_wal
 from .paging import load_latest_seq
 from .schema import ensure_supported, read_schema_state
 from .transaction import store_error
@@ -213,16 +213,8 @@ def _truncate_wal(connection: apsw.Connection) -> bool:
     if str(connection.execute("PRAGMA journal_mode").get).lower() != "wal":
         return True
     try:
-        connection.set_busy_timeout(VACUUM_CHECKPOINT_BUSY_MS)
-        for _ in range(VACUUM_CHECKPOINT_ATTEMPTS):
-            row = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            busy, frames, copied = row if row is not None else (1, -1, -1)
-            if busy == 0 and frames == copied:
-                return True
-        return False
+        return truncate_wal(connection, VACUUM_CHECKPOINT_BUSY_MS, VACUUM_CHECKPOINT_ATTEMPTS)
     except apsw.BusyError:
         return False
     except apsw.Error as exc:
         raise store_error(exc, "checkpoint the store after compacting it", connection) from exc
-    finally:
-        connection.set_busy_timeout(BUSY_TIMEOUT_MS)

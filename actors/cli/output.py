@@ -37,7 +37,6 @@ inside the printing functions, so ``--help`` loads no runtime.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import select
 import sys
@@ -46,6 +45,7 @@ from typing import Any, BinaryIO
 
 from ...domain.faults import FAULT_MARK, event_fault, item_fault
 from ...domain.redaction import redact
+from ...domain.text_formats import utc_clock
 
 __all__ = [
     "READER_POLL_SECONDS",
@@ -130,13 +130,7 @@ def reader_gone(stream: Any = None) -> bool:
 
 def clock(at_ms: object) -> str:
     """A time in milliseconds as ``YYYY-MM-DD HH:MM:SS`` (UTC); ``-`` for none."""
-    if not isinstance(at_ms, int):
-        return "-"
-    try:
-        moment = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return str(at_ms)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
+    return utc_clock(at_ms)
 
 
 def _short(text: str) -> str:
