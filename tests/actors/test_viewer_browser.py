@@ -33,6 +33,7 @@ from relaystore import (
     RecordActivities,
     SaveSession,
 )
+from relaystore.domain.messages import SaveSubagent
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
     CommandInterrupted,
@@ -43,6 +44,7 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.sessions import SessionState
+from relaystore.domain.subagents import SubagentRecord
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
@@ -866,3 +868,48 @@ def test_a_20000_item_session_opens_in_under_a_second_and_pages_at_a_flat_rate(
     )
     assert opened < 1000
     assert kept <= 200
+
+
+def test_a_session_shows_its_sub_agents_under_it_and_each_opens(
+    browser: WebDriver, tmp_path: Path, screens: Path
+) -> None:
+    """Issue 44: the viewer lists a session's sub-agents (``GET .../subagents``, answered
+    as the origin's ``mj-controller/src/server/api/subagents.rs``@04067804) under it, and a
+    session without any shows no such list."""
+    path = tmp_path / "store.sqlite3"
+    with EventStore.open(path) as store:
+        for session_id in ("parent-1", "child-1", "child-2"):
+            store.ask(SaveSession(record=example_session(session_id)))
+        for child, task in (("child-1", "audit deps"), ("child-2", "write <docs>")):
+            store.ask(
+                SaveSubagent(
+                    record=SubagentRecord(
+                        child_session_id=child,
+                        parent_session_id="parent-1",
+                        task_name=task,
+                        profile_id="helper",
+                        initial_prompt="check the lockfile",
+                        request_key=f"request-{child}",
+                        created_at="2026-09-24T00:00:00Z",
+                    )
+                )
+            )
+    running = start_server(path)
+    try:
+        _signed_in(browser, running, "/#session=parent-1")
+        _until(browser, lambda b: _shown(b, "detail-subagents"))
+        links = "#subagent-list .subagent"
+        _until(browser, lambda b: len(_texts(b, links)) == 2)
+        assert _all(browser, links, "data-session-id") == ["child-1", "child-2"]
+        tasks = _texts(browser, f"{links} .subagent-task")
+        assert tasks == ["audit deps", "write <docs>"]  # text, never markup
+        assert _text(browser, "subagent-count") == "2"
+        browser.save_screenshot(str(screens / "26-sub-agents.png"))
+
+        _click(browser, '#subagent-list .subagent[data-session-id="child-2"]')
+        _until(browser, lambda b: b.execute_script("return location.hash") == "#session=child-2")
+        facts = "return document.getElementById('detail-facts').textContent"
+        _until(browser, lambda b: "child-2" in b.execute_script(facts))
+        _until(browser, lambda b: not _shown(b, "detail-subagents"))
+    finally:
+        assert "Traceback" not in stop_server(running)

@@ -208,6 +208,7 @@
     if (selected) {
       const id = selected;
       quietly(loadDetail(id));
+      quietly(loadSubagents(id));
       quietly(followTranscript());
       if (!sessionFeed) openSessionFeed(id, sessionSeq);
     }
@@ -323,6 +324,7 @@
     showPane("detail");
     $("detail-more").open = window.innerWidth >= 1280 && window.innerHeight >= 850;
     quietly(loadDetail(id));
+    quietly(loadSubagents(id));
     // The transcript first: the turns and the session's stream wait until it shows.
     quietly(openTranscript(id).finally(() => {
       if (selected !== id) return;
@@ -373,6 +375,33 @@
       : "";
     $("detail-error").hidden = !session.has_error;
     $("detail-error").textContent = session.has_error ? `⚠ ${session.error || "The session reports an error."}` : "";
+  }
+
+  // The session's sub-agents, under it: each its task, state and title, a link to it.
+  async function loadSubagents(id) {
+    const box = $("detail-subagents");
+    box.hidden = true;
+    $("subagent-list").replaceChildren();
+    const body = await api(`/api/v1/sessions/${encodeURIComponent(id)}/subagents`);
+    if (selected !== id) return;
+    const rows = body.subagents.map((entry) => {
+      const child = entry.session;
+      const link = el("a", "subagent", null);
+      link.href = `#session=${encodeURIComponent(child.id)}`;
+      link.dataset.sessionId = child.id;
+      link.append(
+        el("span", "subagent-task", entry.task_name),
+        el("span", "subagent-state", [child.lifecycle, child.is_idle ? "idle" : "busy"].filter(Boolean).join(" · ")),
+        el("span", "subagent-title", child.title || child.id),
+      );
+      if (child.has_error) link.append(errorBadge("error"));
+      const row = el("li", null, null);
+      row.append(link);
+      return row;
+    });
+    $("subagent-list").replaceChildren(...rows);
+    $("subagent-count").textContent = rows.length ? String(rows.length) : "";
+    box.hidden = rows.length === 0;
   }
 
   function itemsPath(id, params) {
