@@ -515,8 +515,22 @@ WRITE = (
 
 
 def _as(uid: int, gid: int, *args: str) -> list[str]:
-    """``args`` run as ``uid`` (primary group ``gid``, also in the shared group)."""
-    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={SHARED_GID}", *args]
+    """``args`` run as ``uid`` (primary group ``gid``, also in the shared group).
+
+    It keeps one of root's powers, CAP_DAC_READ_SEARCH: it may read any file, so the
+    interpreter, venv and checkout a test runs from need not be readable by that user
+    (CI's are in a folder only root may enter). What it writes and makes is checked and
+    owned as that user's, which is what these tests are about."""
+    keep = "+dac_read_search"
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        f"--groups={SHARED_GID}",
+        f"--inh-caps={keep}",
+        f"--ambient-caps={keep}",
+        *args,
+    ]
 
 
 def _write_as_writer(db: Path, session: str) -> subprocess.CompletedProcess[str]:
