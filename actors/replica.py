@@ -50,6 +50,7 @@ from ..domain.replication import Incoming, Mark, check_restore_target, cut_span
 from .nats_common import (
     connect,
     is_transient,
+    last_stream_seq,
     require_stream,
     shown_servers,
     validate_servers,
@@ -314,17 +315,29 @@ class ReplicaReader:
         self.connected_url = nc.connected_url.geturl() if nc.connected_url else None
         try:
             subscription = await self._consumer(nc)
+            # A run that ends reads to the stream leader's last message: a consumer's
+            # num_pending on a replica still catching up reaches 0 before it.
+            seen = self._floor()
+            end = (
+                0
+                if self._follow
+                else await last_stream_seq(
+                    nc, self._stream, self._subject(), self._connect_timeout * 2
+                )
+            )
             while True:
                 try:
                     messages = await subscription.fetch(self._batch, timeout=self._wait)
                 except TimeoutError:
                     if nc.is_closed:
                         raise _Lost("the connection closed") from None
-                    info = await subscription.consumer_info()
-                    if info.num_pending == 0:
+                    if self._follow:
+                        info = await subscription.consumer_info()
+                        if info.num_pending == 0:
+                            self._apply_ready()
+                    elif seen >= end:
                         self._apply_ready()
-                        if not self._follow:
-                            return self._refuse_a_hole()
+                        return self._refuse_a_hole()
                     continue
                 for message in messages:
                     incoming = decode_incoming(
@@ -337,7 +350,8 @@ class ReplicaReader:
                     if self._store_id is None or incoming.store_id == self._store_id:
                         self._take(message.metadata.sequence.stream, incoming)
                 await messages[-1].ack()
-                caught_up = messages[-1].metadata.num_pending == 0
+                seen = max(seen, messages[-1].metadata.sequence.stream)
+                caught_up = messages[-1].metadata.num_pending == 0 if self._follow else seen >= end
                 if caught_up or self._buffered >= self._chunk:
                     self._apply_ready()
                 if caught_up and not self._follow:
@@ -355,9 +369,7 @@ class ReplicaReader:
         )
         jsm = nc.jsm(timeout=self._connect_timeout * 2)
         floor = self._floor()
-        subject = (
-            f"{self._prefix}.>" if self._store_id is None else f"{self._prefix}.{self._store_id}.>"
-        )
+        subject = self._subject()
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE if floor else api.DeliverPolicy.ALL,
             opt_start_seq=floor + 1 if floor else None,
@@ -369,6 +381,12 @@ class ReplicaReader:
         info = await jsm.add_consumer(self._stream, config)
         js = nc.jetstream(timeout=self._connect_timeout * 2)
         return await js.pull_subscribe_bind(info.name, self._stream)
+
+    def _subject(self) -> str:
+        """The subjects read: every store's, or the one restored."""
+        if self._store_id is None:
+            return f"{self._prefix}.>"
+        return f"{self._prefix}.{self._store_id}.>"
 
     def _refuse_a_hole(self) -> None:
         """At the end of a run: a span still waiting on a hole no later span explained
