@@ -75,6 +75,7 @@ from ..domain.maintenance import (
     StoredRequest,
     decode_request,
     encode_request,
+    failed_for_a_lock,
     request_kind,
 )
 from ..storage.connection import open_requester
@@ -111,7 +112,8 @@ _BATCH = 8
 """How many open requests the desk reads at a time."""
 LOCK_RETRY_SECONDS = (1.0, 2.0, 4.0)
 """A request whose run failed because another connection held the SQLite lock past
-its busy timeout (``StoreLocked``) is run again after each of these waits (each step is
+its busy timeout (``StoreBusy``, as the writer refuses a batch, or ``StoreLocked``:
+:func:`~relaystore.domain.maintenance.failed_for_a_lock`) is run again after each of these waits (each step is
 one transaction, so the failed one did nothing); failing still, it is answered failed."""
 _STOP_SECONDS = 1.0
 """How long closing the store waits for the desk to finish the step it is in."""
@@ -233,7 +235,7 @@ class MaintenanceDesk:
             logger.info("maintenance request %s: %s", request_id, request_kind(request))
             answer = self._run(request)
             for wait in LOCK_RETRY_SECONDS:  # a foreign SQLite lock passes: run it again
-                if answer.error_type != StoreLocked.__name__ or self._stop.wait(wait):
+                if not failed_for_a_lock(answer) or self._stop.wait(wait):
                     break
                 logger.info("maintenance request %s: run again after %g s", request_id, wait)
                 answer = self._run(request)

@@ -25,11 +25,12 @@ from typing import Literal
 
 import msgspec
 
-from .errors import InvalidInput
+from .errors import InvalidInput, StoreBusy, StoreLocked
 from .materialized import ProjectionBehind
 from .wire import encode
 
 __all__ = [
+    "failed_for_a_lock",
     "ABANDONED",
     "INTERRUPTED",
     "KEPT_ANSWERS",
@@ -274,6 +275,17 @@ class MaintenanceAnswer(msgspec.Struct, frozen=True, kw_only=True):
     error_type: str | None = None
     outcome: MaintenanceOutcome | None = None
     writer_pid: int | None = None
+
+
+_LOCK_FAILURES = frozenset({StoreBusy.__name__, StoreLocked.__name__})
+
+
+def failed_for_a_lock(answer: MaintenanceAnswer) -> bool:
+    """Whether the run ``answer`` tells failed only because another connection held
+    SQLite's lock past the busy timeout (:class:`StoreBusy`, as the writer refuses a
+    batch, or :class:`StoreLocked`): nothing of the failed step was written, and a run
+    once the lock has passed may succeed."""
+    return answer.failed and answer.error_type in _LOCK_FAILURES
 
 
 class StoredRequest(msgspec.Struct, frozen=True, kw_only=True):

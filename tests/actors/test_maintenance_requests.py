@@ -6,6 +6,7 @@ a request nobody takes times out typed and undone; a request id runs once."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -318,3 +319,56 @@ def test_an_answer_the_store_refused_for_a_while_is_recorded_once_it_can_be(
     assert "deleted session doomed" in out
     assert _requests(db) == [("held", "done", supervisor.process.pid)]
     assert _sessions(db) == {LIVE}
+
+
+class _LockWhenTaken(logging.Handler):
+    """On the desk's own log lines: takes a foreign SQLite write lock as the desk starts
+    request ``request_id`` (it has claimed it, and runs it next) and releases it when
+    the desk says it will run it again."""
+
+    def __init__(self, foreign: apsw.Connection, request_id: str) -> None:
+        super().__init__()
+        self.foreign = foreign
+        self.request_id = request_id
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        self.lines.append(line)
+        if line == f"maintenance request {self.request_id}: delete":
+            self.foreign.execute("BEGIN IMMEDIATE")
+        elif self.foreign.in_transaction and line.startswith(
+            f"maintenance request {self.request_id}: run again after"
+        ):
+            self.foreign.execute("ROLLBACK")
+
+
+def test_a_request_whose_run_met_a_foreign_lock_is_run_again_and_answered(
+    tmp_path: Path,
+) -> None:
+    """Another connection takes the store's write lock just as the desk starts a request
+    and holds it past the busy timeout: the run fails for the lock, the desk runs it
+    again once the lock has passed, and the request is answered done (before, it was
+    left running for ever, and its command and every re-run of it hung)."""
+    db = _store_with(tmp_path, "doomed")
+    foreign = apsw.Connection(str(db))
+    foreign.set_busy_timeout(int(TIMEOUT * 1000))
+    handler = _LockWhenTaken(foreign, "locked")
+    desk = logging.getLogger("relaystore.actors.maintenance_requests")
+    level = desk.level
+    desk.addHandler(handler)
+    desk.setLevel(logging.INFO)
+    try:
+        with EventStore.open(db):
+            result = cli(db, "delete", "doomed", "--request-id", "locked")
+    finally:
+        desk.removeHandler(handler)
+        desk.setLevel(level)
+        if foreign.in_transaction:
+            foreign.execute("ROLLBACK")
+        foreign.close()
+    assert result.returncode == 0, result.stderr
+    assert "deleted session doomed" in result.stdout
+    assert "maintenance request locked: run again after 1 s" in handler.lines
+    assert _requests(db) == [("locked", "done", os.getpid())]
+    assert _sessions(db) == set()
