@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import msgspec
@@ -54,6 +54,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 SESSION = WORKER_ROOTS[0].name  # 17 transcript items, 3 turns
 LIVE = "live-session"
+TURNS = "turns-session"
+"""A session of its own for the turns table's live reads (the store is the module's)."""
 WAIT = 20.0
 
 
@@ -299,10 +301,10 @@ def test_a_transcript_opens_at_its_newest_items_with_its_turns_and_usage(
     browser.save_screenshot(str(screens / "06-turns-and-usage.png"))
 
 
-def _replay(db: Path, root: Path) -> None:
+def _replay(db: Path, root: Path, session: str = LIVE) -> None:
     """``relaystore replay`` in its own process, into the store the server reads."""
     result = cli(
-        db, "replay", str(root), "--session", LIVE, "--projection", "thread", "--no-progress"
+        db, "replay", str(root), "--session", session, "--projection", "thread", "--no-progress"
     )
     assert result.returncode == 0, result.stderr
 
@@ -390,6 +392,58 @@ def test_a_replay_in_another_process_appears_live(
         "question waiting",
     ]
     browser.save_screenshot(str(screens / "10-questions-and-answers.png"))
+
+
+_SPY_USAGE = """
+window.usageReads = [];
+const fetched = window.fetch;
+window.fetch = (url, ...rest) => {
+  if (String(url).includes('/usage?')) window.usageReads.push(String(url));
+  return fetched(url, ...rest);
+};
+"""
+
+
+def _usage_rows(browser: WebDriver) -> list[str]:
+    return cast(
+        list[str],
+        browser.execute_script(
+            "return [...document.querySelectorAll('#usage-rows tr')].map(r => r.innerText)"
+        ),
+    )
+
+
+def test_the_turns_table_reads_only_the_turns_a_live_session_adds(
+    browser: WebDriver, server: Server, db: Path, tmp_path: Path
+) -> None:
+    """Before: every event of the open session read the whole turns table again from
+    its first page (and a long session re-read every page per event)."""
+    _signed_in(browser, server)
+    _until(browser, lambda b: _text(b, "feed-state") == "live")
+    journal = JournalBuilder()
+    for n in range(5):
+        journal.prompt_turn(f"Turn {n}?", chunks=("Done.",))
+    _replay(db, journal.write_worker_root(tmp_path / "root", TURNS), TURNS)
+    _until(browser, lambda b: TURNS in _sessions(b))
+    _click(browser, f'.session[data-session-id="{TURNS}"]')
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="usage"]').click()
+    _until(browser, lambda b: len(_usage_rows(b)) == 5)
+    cursor = server.get(f"/api/v1/sessions/{TURNS}/usage").json()["next_after_seq"]
+    browser.execute_script(_SPY_USAGE)
+
+    for n in range(5, 7):
+        journal.prompt_turn(f"Turn {n}?", chunks=("Done.",))
+    _replay(db, journal.write_worker_root(tmp_path / "root", TURNS), TURNS)
+    _until(browser, lambda b: len(_usage_rows(b)) == 7)
+    reads = cast(list[str], browser.execute_script("return window.usageReads"))
+    assert reads, "the live events read the turns table"
+    firsts = [int(url.split("after_seq=")[1].split("&")[0]) for url in reads]
+    assert min(firsts) >= cursor > 0, reads  # never from the first page again
+    rows = _usage_rows(browser)
+    assert [row.split("\t")[0] for row in rows] == [str(n) for n in range(1, 8)]
+    assert _text(browser, "tab-usage-count") == "7"
+    totals = server.get(f"/api/v1/sessions/{TURNS}/usage").json()["coverage"]
+    assert totals["recorded_turns"] == 7
 
 
 def test_sign_out_forgets_the_cookie(browser: WebDriver, server: Server, screens: Path) -> None:

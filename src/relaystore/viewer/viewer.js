@@ -318,6 +318,7 @@
     $("questions").replaceChildren();
     $("usage-rows").replaceChildren();
     $("usage-totals").replaceChildren();
+    usage = { id: null, count: 0, after: 0, busy: false, again: false };
     marks.badTurns = new Map();
     marks.faults = new Set();
     if (!id) return;
@@ -748,22 +749,56 @@
 
   const marks = { badTurns: new Map(), faults: new Set() }; // completion ordinal -> outcome; fault texts
 
+  // The turns table grows: a turn is recorded once, when it ends, so a live event reads
+  // only the usage pages after the last turn shown (GET .../usage?after_seq=), never the
+  // whole table again. One read at a time per session; an event during one asks for
+  // another after it. A session projected again (its newest turn behind the cursor) is
+  // read again from its start.
+  let usage = { id: null, count: 0, after: 0, busy: false, again: false };
+
   async function loadUsage(id) {
-    const turns = [];
-    let body = null;
-    let after = 0;
-    for (let pages = 0; pages < 50; pages += 1) {
-      body = await api(`/api/v1/sessions/${encodeURIComponent(id)}/usage?after_seq=${after}&limit=200`);
-      turns.push(...body.turns);
-      if (!body.turns.length || body.next_after_seq >= body.latest_seq) break;
-      after = body.next_after_seq;
+    if (usage.id !== id) usage = { id, count: 0, after: 0, busy: false, again: false };
+    const state = usage;
+    if (state.busy) {
+      state.again = true;
+      return;
     }
-    if (selected !== id || !body) return;
+    state.busy = true;
+    try {
+      do {
+        state.again = false;
+        await readUsage(state);
+      } while (state.again && usage === state && selected === id);
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  async function readUsage(state) {
+    const path = `/api/v1/sessions/${encodeURIComponent(state.id)}/usage`;
+    const turns = [];
+    let after = state.after;
+    let body = null;
+    for (let pages = 0; pages < 50; pages += 1) {
+      body = await api(`${path}?after_seq=${after}&limit=200`);
+      if (usage !== state) return;
+      if (body.latest_seq < after) { // projected again: every turn anew
+        state.count = 0;
+        after = 0;
+        turns.length = 0;
+        continue;
+      }
+      turns.push(...body.turns);
+      after = Math.max(after, body.next_after_seq);
+      if (!body.turns.length || body.next_after_seq >= body.latest_seq) break;
+    }
+    if (selected !== state.id || usage !== state || !body) return;
     const rows = $("usage-rows");
-    rows.replaceChildren();
+    if (!state.count) rows.replaceChildren();
     let remarked = false;
-    turns.forEach((turn, index) => {
-      const usage = turn.usage || {};
+    for (const turn of turns) {
+      state.count += 1;
+      const usageOf = turn.usage || {};
       const outcome = turn.outcome || {};
       const bad = isBadOutcome(outcome);
       const tr = el("tr", bad ? "turn-error" : "");
@@ -779,14 +814,15 @@
       }
       const why = [outcome.stop_reason, outcome.reason, outcome.message].filter(Boolean).join(" · ");
       if (why) cell.append(el("span", bad ? "why" : "fine", ` ${why}`));
-      tr.append(el("td", "num", index + 1), el("td", "mono", turn.command_id), cell, el("td", null, when(turn.completed_at_ms)));
+      tr.append(el("td", "num", state.count), el("td", "mono", turn.command_id), cell, el("td", null, when(turn.completed_at_ms)));
       for (const key of ["total_tokens", "input_tokens", "output_tokens", "cached_read_tokens"]) {
-        tr.append(el("td", "num", tokens(usage[key])));
+        tr.append(el("td", "num", tokens(usageOf[key])));
       }
       rows.append(tr);
-    });
+    }
+    state.after = after;
     if (remarked) remark();
-    if (!turns.length) {
+    if (!state.count) {
       const tr = el("tr");
       const td = el("td", "empty", "No turns recorded yet.");
       td.colSpan = 8;
@@ -808,7 +844,7 @@
     $("usage-coverage").textContent =
       `${coverage.recorded_turns || 0} turns recorded; ${coverage.full_turn_reports || 0} reported their usage in full, ` +
       `${coverage.missing_reports || 0} without a report.`;
-    $("tab-usage-count").textContent = turns.length ? String(turns.length) : "";
+    $("tab-usage-count").textContent = state.count ? String(state.count) : "";
   }
 
   // -- questions ------------------------------------------------------------------------
