@@ -51,9 +51,15 @@ class _Ack(msgspec.Struct):
 
 
 _ACK = msgspec.json.Decoder(_Ack)
-_NAMES = {"e": "event seq", "c": "change", "m": "the commit marker of change"}
+_NAMES = {
+    "e": "event seq",
+    "c": "change",
+    "m": "the commit marker of change",
+    "g": "the gap from seq",
+}
 """What each kind of message is called in a message: ``e`` an event (its seq), ``c`` a
-change (its number), ``m`` a commit marker (the change it follows)."""
+change (its number), ``m`` a commit marker (the change it follows), ``g`` a gap (its
+first seq)."""
 
 
 class AckWindow:
@@ -80,6 +86,11 @@ class AckWindow:
         """The lowest change the server refused (until a connection resumes)."""
         self.acked = 0
         self.acked_change = 0
+        self.stored = 0
+        """The last event seq the stream acknowledged (the publisher moves ``acked`` past
+        events it skipped; this never passes what the stream was given)."""
+        self.stored_change = 0
+        """The last change the stream acknowledged."""
         self.published = 0
         self.duplicates = 0
         self.changes_published = 0
@@ -168,11 +179,11 @@ class AckWindow:
                     self.duplicates += 1
                 else:
                     self.published += 1
-                self.acked = number
+                self.acked = self.stored = number
             elif kind == "c":
                 self.changes_published += not result
-                self.acked_change = number
-            else:
+                self.acked_change = self.stored_change = number
+            elif kind == "m":
                 self.markers += not result
         self._progress.set()
 

@@ -29,6 +29,12 @@ Guarantees, and why they hold:
   refused with :class:`~relaystore.domain.errors.StoreForked` before anything is sent
   (the rule: :mod:`relaystore.domain.publishing`); ``relaystore new-store-id`` gives
   it a new id, under which it publishes as a new store.
+* **A stream that lost the store's messages is said.** What the stream acknowledged is
+  recorded beside it (:class:`~relaystore.actors.nats_stream.PublishedRecord`); a
+  connection that finds the stream's last message of the store behind that record (the
+  stream purged, or its limits removed them) logs a warning naming what was lost before
+  it publishes it again (the rule: :func:`~relaystore.domain.publishing.lost_from_stream`)
+  and counts it (``stream_lost``).
 * **Order.** Events are sent in ``seq`` order and changes in their number's order on
   one connection, so each store's messages are in that order in the stream; a commit
   marker follows only what a whole snapshot held.
@@ -88,11 +94,12 @@ from .nats_common import (
     validate_stream_name,
     validate_subject_prefix,
 )
-from .nats_stream import StreamTarget, SubjectCache
+from .nats_stream import PublishedRecord, StreamTarget, SubjectCache
 from .replication import (
     Outgoing,
     change_message,
     event_message,
+    gap_message,
     load_round,
     marker_message,
 )
@@ -140,6 +147,9 @@ class PublisherMetrics(msgspec.Struct, frozen=True, kw_only=True):
     """``store_latest_change - acked_change``: what a lost machine would lose."""
     changes_published: int = 0
     markers: int = 0
+    stream_lost: int = 0
+    """Connections that found the stream had lost messages of the store it acknowledged
+    before (purged, or removed by its limits), each said in a warning."""
 
 
 class Publisher:
@@ -211,6 +221,8 @@ class Publisher:
         self._log_interval = float(log_interval)
         self._stopping = asyncio.Event()
         self._subjects = SubjectCache(store, self._prefix, self._store_id)
+        self._record = PublishedRecord(self._target, logger)
+        self._stream_lost = 0
         self._acks = AckWindow(max_outstanding, float(ack_timeout))
         self._once = bool(once)
         # Figures.
@@ -254,6 +266,7 @@ class Publisher:
             change_lag=max(0, self._latest_change - acks.acked_change),
             changes_published=acks.changes_published,
             markers=acks.markers,
+            stream_lost=self._stream_lost,
         )
 
     def stop(self) -> None:
@@ -340,8 +353,12 @@ class Publisher:
                         "purge this store's subjects and publish again"
                     )
             acks.refused = acks.refused_change = None
-            self._resumed = acks.acked = self._sent_seq = after
-            acks.acked_change = after_change
+            lost = await self._record.check(nc, after, after_change)
+            if lost is not None:
+                self._stream_lost += 1
+                logger.warning("%s", lost)
+            self._resumed = acks.acked = acks.stored = self._sent_seq = after
+            acks.acked_change = acks.stored_change = after_change
             logger.info(
                 "publishing store %s to stream %s on %s after seq %d",
                 self._store_id,
@@ -374,11 +391,13 @@ class Publisher:
                 changes = batch.changes[-1].ref.change_seq
                 unmarked = True
             if batch.events:
-                await self._send(nc, reply, batch.events)
+                await self._send(nc, reply, cursor, batch.events)
                 cursor = batch.events[-1].seq
                 unmarked = True
-            else:
-                cursor = max(cursor, batch.next_after_seq)
+            elif batch.next_after_seq > cursor:  # deleted, every one: a gap says so
+                await self._gap(nc, reply, cursor + 1, batch.next_after_seq)
+                cursor = batch.next_after_seq
+                unmarked = True
             now = time.monotonic()
             if now - logged >= self._log_interval:
                 rate = (acks.acked - logged_seq) / (now - logged)
@@ -403,6 +422,7 @@ class Publisher:
             await acks.settle()
             acks.acked = max(acks.acked, cursor)  # skipped or deleted events included
             acks.acked_change = max(acks.acked_change, changes)
+            await self._record.write(acks.stored, acks.stored_change, force=self._once)
             if self._once:
                 return
             while not self._stopping.is_set():
@@ -415,6 +435,7 @@ class Publisher:
                 if await self._changed_since(changes):
                     break
         await acks.settle()
+        await self._record.write(acks.stored, acks.stored_change, force=True)
 
     def _marker(self, changes: int, cursor: int) -> Outgoing:
         return marker_message(self._prefix, self._store_id, changes, cursor)
@@ -429,16 +450,29 @@ class Publisher:
             await self._acks.publish(nc, reply, "c", change.ref.change_seq, message)
         self._acks.check()
 
-    async def _send(self, nc: Client, reply: str, events: list[RawApiEvent]) -> None:
+    async def _send(self, nc: Client, reply: str, after: int, events: list[RawApiEvent]) -> None:
+        """Send ``events`` (the round's, after seq ``after``), and a gap for each run of
+        seqs among them the store no longer holds (deleted, or its session deleted
+        since the round was read)."""
         subjects = await self._subjects.subjects_of(events)
+        missing = after + 1  # the first seq of the run not sent yet
         for event, subject in zip(events, subjects, strict=True):
             if subject is None:
                 self._skipped += 1
                 continue
+            if event.seq > missing:
+                await self._gap(nc, reply, missing, event.seq - 1)
             message = event_message(subject, self._store_id, event.seq, event.json)
             await self._acks.publish(nc, reply, "e", event.seq, message)
             self._sent_seq = event.seq
+            missing = event.seq + 1
+        if events[-1].seq >= missing:
+            await self._gap(nc, reply, missing, events[-1].seq)
         self._acks.check()
+
+    async def _gap(self, nc: Client, reply: str, first: int, last: int) -> None:
+        message = gap_message(self._prefix, self._store_id, first, last)
+        await self._acks.publish(nc, reply, "g", first, message)
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,6 +11,9 @@ store's history in it ends, and which subject each event goes to.
   :mod:`relaystore.domain.publishing`) and that the message is relaystore's.
 * :meth:`StreamTarget.remove_foreign` deletes one message on this store's subjects
   that relaystore did not publish for it (``publish --remove-foreign``), and nothing else.
+* :class:`PublishedRecord` keeps, beside the stream, what the stream acknowledged of
+  this store, so that a stream that lost the store's messages (purged, or removed by
+  its limits) is told apart from one that never had them, and the publisher says so.
 * :class:`SubjectCache` names each event's subject from its session's workspace, asking
   the store once per session it has not seen (a deleted session: no subject, the event
   is skipped).
@@ -23,16 +26,17 @@ given (the publisher's, which ``relaystore publish`` shows).
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..domain.api_events import RawApiEvent
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.messages import LoadRawApiEvents, LoadState
-from ..domain.publishing import fork_from_changes, fork_from_stream
+from ..domain.publishing import fork_from_changes, fork_from_stream, lost_from_stream
 from .aio import AsyncEventStore
 from .nats_common import DUPLICATE_WINDOW_SECONDS, HEADER_SEQ, HEADER_STORE, store_subjects
 from .replication import (
@@ -49,7 +53,14 @@ if TYPE_CHECKING:
     from nats.aio.client import Client
     from nats.js.api import RawStreamMsg
 
-__all__ = ["SUBJECT_CACHE", "StreamTarget", "SubjectCache"]
+__all__ = [
+    "PUBLISHED_BUCKET",
+    "RECORD_INTERVAL",
+    "SUBJECT_CACHE",
+    "PublishedRecord",
+    "StreamTarget",
+    "SubjectCache",
+]
 
 SUBJECT_CACHE = 4096
 """How many sessions' subjects the publisher keeps (a miss asks the store once)."""
@@ -226,6 +237,115 @@ class StreamTarget:
             stream_seq,
             self.stream,
         )
+
+
+PUBLISHED_BUCKET = "{stream}_published"
+"""The key-value bucket beside a stream where each store's publisher records what the
+stream acknowledged (key ``PREFIX.STORE_ID``, value ``{"seq": N, "change": M}``)."""
+
+RECORD_INTERVAL = 1.0
+"""At most one record write a second while publishing (and one when a round of
+``once`` ends or the publisher stops): the record may lag the stream, never pass it."""
+
+
+class _Published(msgspec.Struct):
+    seq: int = 0
+    change: int = 0
+
+
+_PUBLISHED = msgspec.json.Decoder(_Published)
+
+
+class PublishedRecord:
+    """What the stream acknowledged of one store, kept in :data:`PUBLISHED_BUCKET`
+    (created with the stream's replicas when absent). Best effort: a server that does
+    not let the publisher keep it (no key-value store, no permission) costs the
+    warning of :meth:`check`, once, and nothing else."""
+
+    def __init__(self, target: StreamTarget, log: logging.Logger) -> None:
+        self._target = target
+        self._log = log
+        self._kv: Any = None
+        self._key = f"{target.prefix}.{target.store_id}"
+        self._recorded = _Published()
+        self._written_at = 0.0
+        self._failed = False
+
+    async def check(self, nc: Client, stream_seq: int, stream_change: int) -> str | None:
+        """Read the record and return what to say when the stream, whose last event and
+        change of the store are ``stream_seq`` and ``stream_change``, lost messages it
+        acknowledged (:func:`~relaystore.domain.publishing.lost_from_stream`); the
+        record then follows the stream to where it ends."""
+        import nats.errors
+        import nats.js.errors
+        from nats.js import api
+
+        bucket = PUBLISHED_BUCKET.format(stream=self._target.stream)
+        try:
+            js = nc.jetstream(timeout=self._target.timeout)
+            try:
+                self._kv = await js.key_value(bucket)
+            except nats.js.errors.BucketNotFoundError:
+                info = await nc.jsm(timeout=self._target.timeout).stream_info(self._target.stream)
+                self._kv = await js.create_key_value(
+                    bucket=bucket,
+                    history=1,
+                    storage=api.StorageType.FILE,
+                    replicas=info.config.num_replicas or 1,
+                    description=f"what stream {self._target.stream} acknowledged of each store",
+                )
+            try:
+                entry = await self._kv.get(self._key)
+                self._recorded = _PUBLISHED.decode(entry.value or b"{}")
+            except nats.js.errors.KeyNotFoundError:
+                self._recorded = _Published()
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            self._recorded = _Published()  # not relaystore's: written over below
+        except (nats.errors.Error, OSError) as exc:
+            self._give_up(exc)
+            return None
+        said = lost_from_stream(
+            store_id=self._target.store_id,
+            stream=self._target.stream,
+            stream_seq=stream_seq,
+            stream_change=stream_change,
+            published_seq=self._recorded.seq,
+            published_change=self._recorded.change,
+        )
+        await self.write(stream_seq, stream_change, force=True)
+        return said
+
+    async def write(self, seq: int, change: int, *, force: bool = False) -> None:
+        """Record that the stream acknowledged events up to ``seq`` and changes up to
+        ``change``: at most once per :data:`RECORD_INTERVAL` unless ``force``, and
+        nothing when the record says so already."""
+        now = time.monotonic()
+        if self._kv is None or (seq, change) == (self._recorded.seq, self._recorded.change):
+            return
+        if not force and now - self._written_at < RECORD_INTERVAL:
+            return
+        import nats.errors
+
+        value = _Published(seq=seq, change=change)
+        try:
+            await self._kv.put(self._key, msgspec.json.encode(value))
+        except (nats.errors.Error, OSError) as exc:
+            self._give_up(exc)
+            return
+        self._recorded, self._written_at = value, now
+
+    def _give_up(self, exc: BaseException) -> None:
+        self._kv = None
+        if not self._failed:
+            self._failed = True
+            self._log.warning(
+                "cannot keep the record of what stream %s acknowledged of store %s in "
+                "bucket %s (%s): a purge of its messages will not be told",
+                self._target.stream,
+                self._target.store_id,
+                PUBLISHED_BUCKET.format(stream=self._target.stream),
+                type(exc).__name__,
+            )
 
 
 class SubjectCache:

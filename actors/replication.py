@@ -15,6 +15,8 @@ subject                                   what
                                           (newline-joined, zlib-compressed)
 ``PREFIX.STORE.commit``                   a commit marker: everything before it in the
                                           stream is a committed state of the store
+``PREFIX.STORE.gap``                      a gap: seqs the store no longer held when they
+                                          were published (its sessions deleted); no data
 =======================================  =============================================
 
 Headers: every message carries ``Relaystore-Store`` and a ``Nats-Msg-Id`` (the
@@ -24,11 +26,14 @@ stream's duplicate window drops a repeat): ``STORE:SEQ`` for an event (with
 ``Relaystore-First-Ordinal``, ``Relaystore-Last-Ordinal`` and ``Relaystore-Raw-Bytes``,
 or ``Relaystore-Gone: 1`` with no data for a page pruned or deleted before it was
 sent), ``STORE:m:N:SEQ`` for a marker (with ``Relaystore-Change: N`` and
-``Relaystore-Seq: SEQ``: the store's newest change and event it covers).
+``Relaystore-Seq: SEQ``: the store's newest change and event it covers;
+``Relaystore-Gaps: 1``: its publisher sends a gap for every seq it does not send), and
+``STORE:g:FIRST:LAST`` for a gap (``Relaystore-Seq: FIRST``, ``Relaystore-Last-Seq:
+LAST``).
 
 The subjects of the three sorts have different token counts, so a filter selects one
 sort: ``PREFIX.STORE.*.*`` the feed (what ``fleet events`` reads), ``PREFIX.STORE.*.*.*``
-the changes, ``PREFIX.STORE.commit`` the markers.
+the changes, ``PREFIX.STORE.commit`` the markers, ``PREFIX.STORE.gap`` the gaps.
 
 A reader of the stream (:mod:`relaystore.actors.replica`) applies a store's messages
 marker to marker, each span in one transaction, so what it holds is always a state
@@ -45,6 +50,7 @@ import msgspec
 
 from ..domain.errors import InvalidInput, StoreError
 from ..domain.replication import (
+    GAP,
     Change,
     Incoming,
     LogPageRow,
@@ -70,6 +76,7 @@ __all__ = [
     "decode_incoming",
     "event_message",
     "event_subjects",
+    "gap_message",
     "load_round",
     "marker_message",
     "marker_subject",
@@ -83,6 +90,8 @@ HEADER_FIRST = "Relaystore-First-Ordinal"
 HEADER_LAST = "Relaystore-Last-Ordinal"
 HEADER_RAW = "Relaystore-Raw-Bytes"
 HEADER_GONE = "Relaystore-Gone"
+HEADER_LAST_SEQ = "Relaystore-Last-Seq"
+HEADER_GAPS = "Relaystore-Gaps"
 MARKER = "commit"
 _KINDS = ("record", "start", "log")
 
@@ -173,6 +182,22 @@ def marker_message(prefix: str, store_id: str, change: int, seq: int) -> Outgoin
             HEADER_CHANGE: str(change),
             HEADER_SEQ: str(seq),
             HEADER_KIND: MARKER,
+            HEADER_GAPS: "1",
+        },
+    )
+
+
+def gap_message(prefix: str, store_id: str, first: int, last: int) -> Outgoing:
+    """The gap of seqs ``first..last``: the store held none of them when the round that
+    would have sent them was read (their sessions deleted)."""
+    return Outgoing(
+        f"{prefix}.{store_id}.{GAP}",
+        b"",
+        {
+            "Nats-Msg-Id": f"{store_id}:g:{first}:{last}",
+            HEADER_STORE: store_id,
+            HEADER_SEQ: str(first),
+            HEADER_LAST_SEQ: str(last),
         },
     )
 
@@ -230,7 +255,14 @@ def decode_incoming(
                 None,
                 None,
                 marker_seq=_number(headers, HEADER_SEQ, where),
+                says_gaps=headers.get(HEADER_GAPS) == "1",
             )
+        if len(tokens) == 2 and tokens[1] == GAP:
+            first = _number(headers, HEADER_SEQ, where)
+            last = _number(headers, HEADER_LAST_SEQ, where)
+            if not 1 <= first <= last:
+                raise StoreError(f"{where}: a gap of seqs {first}..{last}")
+            return Incoming(GAP, store_id, first, None, None, marker_seq=last)
         kind = headers.get(HEADER_KIND, "")
         session = headers.get(HEADER_SESSION, "")
         if len(tokens) != 4 or tokens[3] != kind or kind not in _KINDS or not session:

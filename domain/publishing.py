@@ -21,6 +21,17 @@ The same rule holds for the store's numbered changes (:func:`fork_from_changes`)
 stream's last change ``N`` for the id against the store's newest change number and its
 change ``N`` (what changed: kind and session).
 
+A stream can also lose what a store published to it: purged, or its limits (``max_age``,
+``max_msgs``, ``max_bytes``) removed the store's messages. Limits remove the oldest
+first, so a stream that still holds any message of the store holds its newest; what the
+stream acknowledged is recorded beside it (the publisher's record, written after the
+acks). Rule (:func:`lost_from_stream`): the stream's last event (or change) of the store
+is below the one recorded: the stream lost the store's newest messages and the publisher
+will publish them again from there. That is said, never silent: a consumer that kept
+them (a mirror) applies none twice, but one that reads the stream afresh finds what was
+published again, and what the server drops as a repeat while its duplicate window still
+holds the lost ids is missing from it.
+
 A forked store is refused, never published: it takes a new id
 (``relaystore new-store-id``) and then publishes its whole history as a new store,
 while the stream keeps the old id's history as it was.
@@ -30,7 +41,7 @@ from __future__ import annotations
 
 from .errors import StoreForked
 
-__all__ = ["fork_from_changes", "fork_from_stream"]
+__all__ = ["fork_from_changes", "fork_from_stream", "lost_from_stream"]
 
 
 def fork_from_stream(
@@ -113,4 +124,28 @@ def _forked(store_id: str, stream_seq: int, why: str) -> StoreForked:
         "`relaystore new-store-id` and publish it again as a new store",
         store_id=store_id,
         stream_seq=stream_seq,
+    )
+
+
+def lost_from_stream(
+    *,
+    store_id: str,
+    stream: str,
+    stream_seq: int,
+    stream_change: int,
+    published_seq: int,
+    published_change: int,
+) -> str | None:
+    """What to say when ``stream`` lost messages this store published to it (its last
+    event ``stream_seq`` or change ``stream_change`` is below what the stream
+    acknowledged before, as recorded: ``published_seq``, ``published_change``), or None."""
+    if stream_seq >= published_seq and stream_change >= published_change:
+        return None
+    return (
+        f"stream {stream} holds store {store_id}'s events up to seq {stream_seq} and its "
+        f"changes up to {stream_change}, but it acknowledged events up to seq "
+        f"{published_seq} and changes up to {published_change} before: it was purged or "
+        "its limits (max_age, max_msgs, max_bytes) removed them; publishing them again "
+        f"from seq {stream_seq + 1} and change {stream_change + 1} (a mirror applies none "
+        "twice; the server drops as repeats what its duplicate window still remembers)"
     )

@@ -32,9 +32,13 @@ holds already (a re-publish after a purge, a second publisher) and is dropped; o
 the marker waits for a later marker (a second publisher ahead of the first). Refused,
 before anything of the span is written, naming the first one: a change number of
 C0+1..C the stream lacks (change numbers have no holes); an event seq of S0+1..S it
-lacks, unless the span deletes a session (a session deleted before its events were
-published leaves such holes, and the stream cannot tell them from a deleted message;
-a span with such a hole waits for the next marker, whose span may delete it);
+lacks. A publisher of 0.5 or later says which seqs the store no longer held when it
+published (a ``gap`` message: seqs FIRST..LAST, events of sessions deleted before they
+were sent) and its markers say so (``gaps``); in a span closed by such a marker every
+seq is an event or in a gap, and any other missing seq is a hole. A marker of an older
+publisher says nothing of gaps: there a hole is taken for a deleted session's events
+when the span deletes a session (the stream cannot tell them apart). A span with a hole
+waits for the next marker, whose span may explain it;
 one event seq with two different bodies; a marker behind the mark on one count and
 ahead on the other (no state of the store is that). A marker behind on both is a stale
 one (nothing to apply).
@@ -43,6 +47,7 @@ one (nothing to apply).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -52,6 +57,7 @@ from .errors import InvalidInput, StoreError
 from .ids import validate_id
 
 __all__ = [
+    "GAP",
     "Change",
     "Incoming",
     "WireEvent",
@@ -76,6 +82,10 @@ __all__ = [
     "check_restore_target",
     "cut_span",
 ]
+
+
+GAP = "gap"
+"""The kind of a message saying the store held none of seqs ``number..marker_seq``."""
 
 
 class ChangeRef(msgspec.Struct, frozen=True, kw_only=True):
@@ -231,7 +241,10 @@ class Incoming:
     session_id: str | None
     value: WireEvent | RecordState | StartState | LogPageRow | None
     marker_seq: int = 0
+    """A marker's seq; a gap's last seq (``number`` its first)."""
     first_ordinal: int | None = None
+    says_gaps: bool = False
+    """A marker whose publisher sends a gap for every seq it did not send."""
 
 
 def mirror_session_id(session_id: str, store_id: str, taken: bool) -> str:
@@ -270,24 +283,33 @@ class Span:
     """The mark once ``messages`` are applied."""
     hole: str | None = None
     """Set (the refusal, naming the first missing seq) when an event seq is missing and
-    the span deletes no session: nothing is applied, every message waits, and the next
-    marker's span decides (a session deleted while its events were being published is
-    deleted by a change of the next span); a run that ends with it refuses with it."""
+    no gap says it (or, under an older publisher's marker, the span deletes no session):
+    nothing is applied, every message waits, and the next marker's span decides; a run
+    that ends with it refuses with it."""
 
 
-def _first_missing(numbers: list[int], low: int, high: int) -> int | None:
-    """The first number of ``low+1..high`` not in ``numbers`` (all in that range)."""
+def _first_missing(
+    numbers: list[int], low: int, high: int, ranges: Sequence[tuple[int, int]] = ()
+) -> int | None:
+    """The first number of ``low+1..high`` neither in ``numbers`` (all in that range)
+    nor in one of the inclusive ``ranges``."""
+    covered = sorted([(number, number) for number in numbers] + list(ranges))
     expected = low + 1
-    for number in sorted(numbers):
-        if number != expected:
-            return expected
-        expected += 1
+    for first, last in covered:
+        if first > expected:
+            break
+        expected = max(expected, last + 1)
     return expected if expected <= high else None
 
 
 def _low_of(message: Incoming, mark: Mark) -> int:
     """The mark's number for ``message``'s sort: its seq for an event, else its change."""
-    return mark.seq if message.kind == "event" else mark.change
+    return mark.seq if message.kind in ("event", GAP) else mark.change
+
+
+def _top_of(message: Incoming) -> int:
+    """The highest number ``message`` stands for (a gap's last seq)."""
+    return message.marker_seq if message.kind == GAP else message.number
 
 
 def _deletes_a_session(changes: list[Incoming]) -> bool:
@@ -316,7 +338,7 @@ def cut_span(
         )
         mark = Mark(min(mark.change, change), min(mark.seq, seq))
     if change <= mark.change and seq <= mark.seq:
-        return Span([], [(at, m) for at, m in buffered if m.number > _low_of(m, mark)], mark)
+        return Span([], [(at, m) for at, m in buffered if _top_of(m) > _low_of(m, mark)], mark)
     if change < mark.change or seq < mark.seq:
         raise StoreError(
             f"{where} says change {change} and seq {seq}, but change {mark.change} and seq "
@@ -324,12 +346,18 @@ def cut_span(
         )
     changes: dict[int, Incoming] = {}
     events: dict[int, Incoming] = {}
+    gaps: list[tuple[int, int]] = []
     held = []
     for at, message in buffered:
         is_event = message.kind == "event"
-        low, high = (mark.seq, seq) if is_event else (mark.change, change)
-        if message.number <= low:
+        low, high = (mark.seq, seq) if message.kind in ("event", GAP) else (mark.change, change)
+        if _top_of(message) <= low:
             continue  # held already
+        if message.kind == GAP:
+            gaps.append((message.number, message.marker_seq))
+            if message.marker_seq > high:
+                held.append((at, message))  # its seqs past the marker: for a later one
+            continue
         if message.number > high:
             held.append((at, message))
             continue
@@ -352,14 +380,14 @@ def cut_span(
             "published): nothing of the span applied"
         )
     ordered = [changes[number] for number in sorted(changes)]
-    missing = _first_missing(list(events), mark.seq, seq)
-    if missing is not None and not _deletes_a_session(ordered):
+    missing = _first_missing(list(events), mark.seq, seq, gaps)
+    if missing is not None and (marker.says_gaps or not _deletes_a_session(ordered)):
         hole = (
             f"API event seq {missing} of store {store_id} is missing from the stream before "
             f"{where} (its events {mark.seq + 1}..{seq}; deleted from the stream or never "
             "published): nothing of the span applied"
         )
-        waiting = [(at, m) for at, m in buffered if m.number > (_low_of(m, mark))]
+        waiting = [(at, m) for at, m in buffered if _top_of(m) > _low_of(m, mark)]
         return Span([], waiting, mark, hole)
     ordered.extend(events[number] for number in sorted(events))
     return Span(ordered, held, Mark(change, seq))

@@ -136,6 +136,29 @@ def test_restore_refuses_an_event_deleted_from_the_stream(
     assert "run again" not in done  # said only when there is more to do
 
 
+def test_restore_refuses_a_hole_in_a_span_that_also_deletes_a_session(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """Before: exit 0, a store lacking the seq: a span deleting a session took any hole
+    for that session's events. The publisher now says which seqs it did not send (the
+    deleted session's, as gaps), so any other missing seq is a hole."""
+    source = make_store(tmp_path / "a", "store", turns=5, extra="gone")
+    run(source, "replay", str(journal_root(tmp_path / "roots", "kept", 5)))
+    run(source, "delete", "gone")
+    run(source, "publish", "--nats", nats_server.url, "--once")
+    sid = store_id(source)
+    gaps = raw_messages(nats_server.url, STREAM, f"relaystore.{sid}.gap")
+    assert gaps, "the deleted session's seqs are said as gaps"
+    kept = raw_messages(nats_server.url, STREAM, f"relaystore.{sid}.*.kept")
+    hole = kept[len(kept) // 2]
+    delete_message(nats_server.url, STREAM, hole.position)
+    target = tmp_path / "b" / "store.sqlite3"
+    target.parent.mkdir()
+    line = _refused(target, "restore", "--nats", nats_server.url, "--store", sid)
+    assert f"API event seq {hole.headers['Relaystore-Seq']} of store {sid} is missing" in line
+    assert session_ids(target) == []
+
+
 def test_restore_refuses_a_missing_change_a_forged_id_and_garbage(
     tmp_path: Path, nats_server: NatsServer
 ) -> None:

@@ -167,3 +167,50 @@ def test_a_forged_change_with_a_store_header_but_no_number_is_named(
     assert f"on {subject} (stream seq {forged})" in refused.stderr.splitlines()[-1]
     assert publish_once(db, url, "--remove-foreign", str(forged)).returncode == 0
     assert publish_once(db, url).returncode == 0
+
+
+# -- D: a store's subjects emptied under it (47.3) ----------------------------------------
+
+
+async def _purge(url: str, subject: str) -> None:
+    import nats
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        assert await nc.jsm().purge_stream(STREAM, subject=subject)
+    finally:
+        await nc.close()
+
+
+def _lost_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "but it acknowledged events" in line]
+
+
+def test_a_publisher_says_when_the_stream_lost_what_it_had_acknowledged(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """Before: after a purge of its subjects the store was published again from seq 1,
+    and nothing said the stream had lost what it held."""
+    url = nats_server.url
+    db = new_store(tmp_path)
+    sid = store_id(db)
+    first = publish_once(db, url)
+    assert first.returncode == 0, first.stderr
+    assert _lost_lines(first.stderr) == []  # a new store: nothing was lost
+    published = len(store_stream(url, sid))
+    assert published == latest_seq(db) > 0
+    again = publish_once(db, url)  # the stream holds all of it: nothing to say
+    assert again.returncode == 0, again.stderr
+    assert _lost_lines(again.stderr) == []
+
+    asyncio.run(_purge(url, f"relaystore.{sid}.>"))
+    told = publish_once(db, url)
+    assert told.returncode == 0, told.stderr
+    lines = _lost_lines(told.stderr)
+    assert len(lines) == 1, told.stderr
+    assert lines[0].startswith(
+        f"relaystore: stream {STREAM} holds store {sid}'s events up to seq 0 and its changes "
+        f"up to 0, but it acknowledged events up to seq {published} and changes up to "
+    ), lines
+    assert "it was purged or its limits (max_age, max_msgs, max_bytes) removed them" in lines[0]
+    assert "publishing them again from seq 1 and change 1" in lines[0]

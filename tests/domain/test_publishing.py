@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relaystore.domain.errors import StoreForked
-from relaystore.domain.publishing import fork_from_stream
+from relaystore.domain.publishing import fork_from_stream, lost_from_stream
 
 SID = "0" * 32
 
@@ -49,3 +49,41 @@ def test_a_store_whose_event_differs_from_the_stream_has_forked() -> None:
     fork = _fork(4000, 4600, b'{"seq":4000,"other":1}')
     assert isinstance(fork, StoreForked)
     assert "its event seq 4000 differs from the one stream S holds" in str(fork)
+
+
+@pytest.mark.parametrize(
+    ("stream_seq", "stream_change", "lost"),
+    [(40, 7, False), (41, 9, False), (39, 7, True), (40, 6, True), (0, 0, True)],
+)
+def test_a_stream_behind_what_it_acknowledged_lost_messages(
+    stream_seq: int, stream_change: int, lost: bool
+) -> None:
+    said = lost_from_stream(
+        store_id="s" * 32,
+        stream="RELAYSTORE",
+        stream_seq=stream_seq,
+        stream_change=stream_change,
+        published_seq=40,
+        published_change=7,
+    )
+    assert (said is not None) == lost
+    if said is not None:
+        assert said.startswith(
+            f"stream RELAYSTORE holds store {'s' * 32}'s events up to seq {stream_seq} and "
+            f"its changes up to {stream_change}, but it acknowledged events up to seq 40 "
+            "and changes up to 7 before"
+        )
+
+
+def test_a_store_the_stream_never_had_lost_nothing() -> None:
+    assert (
+        lost_from_stream(
+            store_id="s" * 32,
+            stream="RELAYSTORE",
+            stream_seq=0,
+            stream_change=0,
+            published_seq=0,
+            published_change=0,
+        )
+        is None
+    )

@@ -8,6 +8,7 @@ import pytest
 
 from relaystore.domain.errors import StoreError
 from relaystore.domain.replication import (
+    GAP,
     Incoming,
     Mark,
     RecordState,
@@ -28,8 +29,12 @@ def _record(number: int, *, deleted: bool = False) -> Incoming:
     return Incoming("record", STORE, number, "s1", value if deleted else None)
 
 
-def _marker(change: int, seq: int) -> Incoming:
-    return Incoming("commit", STORE, change, None, None, marker_seq=seq)
+def _marker(change: int, seq: int, *, says_gaps: bool = False) -> Incoming:
+    return Incoming("commit", STORE, change, None, None, marker_seq=seq, says_gaps=says_gaps)
+
+
+def _gap(first: int, last: int) -> Incoming:
+    return Incoming(GAP, STORE, first, None, None, marker_seq=last)
 
 
 def _at(messages: list[Incoming]) -> list[tuple[int, Incoming]]:
@@ -97,9 +102,41 @@ def test_a_missing_event_seq_waits_for_the_next_marker_naming_it(
     assert later.mark == Mark(2, 3)
 
 
-def test_a_hole_is_taken_for_a_deleted_sessions_events_only_in_a_span_deleting_one() -> None:
+def test_under_an_older_publisher_a_hole_is_taken_for_a_deleted_sessions_events() -> None:
     span = cut_span(STORE, Mark(0, 0), _marker(1, 3), 9, _at([_record(1, deleted=True), _event(1)]))
     assert [m.number for m in span.messages] == [1, 1]
+
+
+def test_a_marker_that_says_gaps_refuses_a_hole_its_gaps_do_not_cover() -> None:
+    """Before: a hole inside a span that also deleted a session was accepted."""
+    deleting = [_record(1, deleted=True), _event(1), _gap(2, 3), _event(5), _gap(6, 6)]
+    span = cut_span(STORE, Mark(0, 0), _marker(1, 6, says_gaps=True), 9, _at(deleting))
+    assert span.hole is not None
+    assert f"API event seq 4 of store {STORE} is missing" in span.hole
+    assert span.messages == []
+    whole = [*deleting[:3], _event(4), *deleting[3:]]
+    span = cut_span(STORE, Mark(0, 0), _marker(1, 6, says_gaps=True), 9, _at(whole))
+    assert span.hole is None
+    assert [(m.kind, m.number) for m in span.messages] == [
+        ("record", 1),
+        ("event", 1),
+        ("event", 4),
+        ("event", 5),
+    ]
+    assert span.mark == Mark(1, 6)
+
+
+def test_a_gap_past_the_marker_waits_and_one_the_mark_covers_is_dropped() -> None:
+    messages = [_record(1), _event(1), _gap(2, 4), _gap(5, 7)]
+    span = cut_span(STORE, Mark(0, 0), _marker(1, 4, says_gaps=True), 9, _at(messages))
+    assert span.hole is None
+    assert [m.number for m in span.messages] == [1, 1]
+    assert [(m.kind, m.number) for _, m in span.held] == [(GAP, 5)]
+    later = cut_span(
+        STORE, span.mark, _marker(1, 8, says_gaps=True), 9, [*span.held, (9, _event(8))]
+    )
+    assert later.hole is None
+    assert [m.number for m in later.messages] == [8]
 
 
 def test_a_marker_behind_on_one_count_and_ahead_on_the_other_is_refused() -> None:
