@@ -332,10 +332,9 @@ def cut_span(
     where = f"the commit marker of store {store_id} at stream seq {position}"
     change, seq = marker.number, marker.marker_seq
     if mark is None:
-        mark = Mark(
-            min([m.number for _, m in buffered if m.kind != "event"], default=change + 1) - 1,
-            min([m.number for _, m in buffered if m.kind == "event"], default=seq + 1) - 1,
-        )
+        seqs = [m.number for _, m in buffered if m.kind in ("event", GAP)]
+        changes_read = [m.number for _, m in buffered if m.kind not in ("event", GAP)]
+        mark = Mark(min(changes_read, default=change + 1) - 1, min(seqs, default=seq + 1) - 1)
         mark = Mark(min(mark.change, change), min(mark.seq, seq))
     if change <= mark.change and seq <= mark.seq:
         return Span([], [(at, m) for at, m in buffered if _top_of(m) > _low_of(m, mark)], mark)

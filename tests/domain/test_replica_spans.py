@@ -148,3 +148,16 @@ def test_a_replica_without_a_mark_starts_from_the_lowest_it_reads() -> None:
     span = cut_span(STORE, None, _marker(4, 8), 9, _at([_record(4), _event(7), _event(8)]))
     assert span.mark == Mark(4, 8)
     assert [m.number for m in span.messages] == [4, 7, 8]
+
+
+def test_a_replica_without_a_mark_counts_a_gap_among_the_seqs_not_the_changes() -> None:
+    """A gap's number is a seq: read as a change it would start the span at change 2."""
+    messages = [_record(4), _gap(2, 6), _event(7), _event(8)]
+    span = cut_span(STORE, None, _marker(4, 8, says_gaps=True), 9, _at(messages))
+    assert span.hole is None
+    assert span.mark == Mark(4, 8)
+    assert [(m.kind, m.number) for m in span.messages] == [
+        ("record", 4),
+        ("event", 7),
+        ("event", 8),
+    ]
