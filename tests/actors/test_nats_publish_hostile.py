@@ -8,6 +8,7 @@ Each case runs the real command against a real ``nats-server -js`` on a loopback
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -214,3 +215,50 @@ def test_a_publisher_says_when_the_stream_lost_what_it_had_acknowledged(
     ), lines
     assert "it was purged or its limits (max_age, max_msgs, max_bytes) removed them" in lines[0]
     assert "publishing them again from seq 1 and change 1" in lines[0]
+
+
+def test_a_server_that_refuses_the_record_costs_one_warning_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A user whose permissions deny the key-value bucket: the publisher says once that
+    it cannot keep the record, and publishes everything as before."""
+    from tests.actors.nats_support import _free_port, nats_server
+
+    port = _free_port()
+    config = tmp_path / "nats.conf"
+    config.write_text(
+        f"listen: 127.0.0.1:{port}\n"
+        f'jetstream {{ store_dir: "{tmp_path / "js"}" }}\n'
+        "authorization { users = [ { user: pub, password: pw, permissions: {\n"
+        '  publish: { allow: [">"], deny: ["$KV.>", "$JS.API.STREAM.CREATE.KV_>"] },\n'
+        '  subscribe: { allow: [">"] } } } ] }\n'
+    )
+    log = (tmp_path / "server.log").open("ab")
+    server = subprocess.Popen([nats_server(), "-c", str(config)], stdout=log, stderr=log)
+    log.close()
+    url = f"nats://pub:pw@127.0.0.1:{port}"
+    try:
+        db = new_store(tmp_path)
+        sid = store_id(db)
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # until the server listens (as the fixture's servers are waited for)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nats-server never listened"
+                time.sleep(0.05)
+        done = publish_once(db, url)
+        assert done.returncode == 0, done.stderr
+        said = [line for line in done.stderr.splitlines() if "cannot keep the record" in line]
+        assert len(said) == 1, done.stderr
+        assert said[0].startswith(
+            f"relaystore: cannot keep the record of what stream {STREAM} acknowledged of "
+            f"store {sid} in bucket {STREAM}_published ("
+        ), said
+        assert "pub:pw@" not in done.stderr
+        assert "Traceback" not in done.stderr
+        assert len(store_stream(url, sid)) == latest_seq(db)
+    finally:
+        server.terminate()
+        server.wait(timeout=TIMEOUT)
