@@ -29,7 +29,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -249,8 +249,8 @@ RECORD_INTERVAL = 1.0
 
 
 class _Published(msgspec.Struct):
-    seq: int = 0
-    change: int = 0
+    seq: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
+    change: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
 
 
 _PUBLISHED = msgspec.json.Decoder(_Published)

@@ -302,9 +302,15 @@ def _first_missing(
     return expected if expected <= high else None
 
 
+def _numbers_seqs(message: Incoming) -> bool:
+    """Whether ``message``'s numbers are event seqs (an event, a gap), not changes."""
+    return message.kind in ("event", GAP)
+
+
 def _low_of(message: Incoming, mark: Mark) -> int:
-    """The mark's number for ``message``'s sort: its seq for an event, else its change."""
-    return mark.seq if message.kind in ("event", GAP) else mark.change
+    """The mark's number for ``message``'s sort: its seq for an event or a gap, else its
+    change."""
+    return mark.seq if _numbers_seqs(message) else mark.change
 
 
 def _top_of(message: Incoming) -> int:
@@ -332,8 +338,8 @@ def cut_span(
     where = f"the commit marker of store {store_id} at stream seq {position}"
     change, seq = marker.number, marker.marker_seq
     if mark is None:
-        seqs = [m.number for _, m in buffered if m.kind in ("event", GAP)]
-        changes_read = [m.number for _, m in buffered if m.kind not in ("event", GAP)]
+        seqs = [m.number for _, m in buffered if _numbers_seqs(m)]
+        changes_read = [m.number for _, m in buffered if not _numbers_seqs(m)]
         mark = Mark(min(changes_read, default=change + 1) - 1, min(seqs, default=seq + 1) - 1)
         mark = Mark(min(mark.change, change), min(mark.seq, seq))
     if change <= mark.change and seq <= mark.seq:
@@ -349,7 +355,7 @@ def cut_span(
     held = []
     for at, message in buffered:
         is_event = message.kind == "event"
-        low, high = (mark.seq, seq) if message.kind in ("event", GAP) else (mark.change, change)
+        low, high = (mark.seq, seq) if _numbers_seqs(message) else (mark.change, change)
         if _top_of(message) <= low:
             continue  # held already
         if message.kind == GAP:

@@ -262,3 +262,34 @@ def test_a_server_that_refuses_the_record_costs_one_warning_and_nothing_else(
     finally:
         server.terminate()
         server.wait(timeout=TIMEOUT)
+
+
+async def _put_record(url: str, key: str, value: bytes) -> None:
+    import nats
+
+    nc = await nats.connect(url, allow_reconnect=False)
+    try:
+        kv = await nc.jetstream().key_value(f"{STREAM}_published")
+        await kv.put(key, value)
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("value", [b"\xff not json", b'{"seq": -5, "change": 0}'])
+def test_a_record_that_is_not_relaystores_is_written_over_without_a_word(
+    tmp_path: Path, nats_server: NatsServer, value: bytes
+) -> None:
+    """Garbage, or a negative seq, in the store's record: read as no record (nothing was
+    lost that the publisher knows of), then written over with what the stream holds."""
+    url = nats_server.url
+    db = new_store(tmp_path)
+    sid = store_id(db)
+    assert publish_once(db, url).returncode == 0
+    asyncio.run(_put_record(url, f"relaystore.{sid}", value))
+    again = publish_once(db, url)
+    assert again.returncode == 0, again.stderr
+    assert _lost_lines(again.stderr) == []
+    assert "Traceback" not in again.stderr
+    asyncio.run(_purge(url, f"relaystore.{sid}.>"))  # the record was written over: it tells
+    told = publish_once(db, url)
+    assert len(_lost_lines(told.stderr)) == 1, told.stderr
