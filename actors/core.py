@@ -6,7 +6,7 @@
 * **routing** a checked message to the actor that owns it, and handing it over (a
   session's messages to its projector actor through the
   :class:`~relaystore.actors.live.LiveProjectors`, or with ``projection="process"`` to
-  its entry in the :class:`~relaystore.actors.session_runners.SessionRunners`);
+  its entry in the :class:`~relaystore.actors.workers.runners.SessionRunners`);
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
   :class:`~relaystore.actors.wal_watch.WalWatcher`).
@@ -16,10 +16,10 @@ part keeps its own rules: the options and checks in :mod:`~relaystore.actors.set
 the writer and the readers open their own connections (``WriterActor.open``,
 ``ReaderActor.open``); the projectors' loads and page commits in
 :mod:`~relaystore.actors.projector_wiring` (with ``projection="process"`` on the store's
-:class:`~relaystore.actors.worker_pool.WorkerPool`); the follow pager in
+:class:`~relaystore.actors.workers.pool.WorkerPool`); the follow pager in
 :mod:`~relaystore.actors.pager`; the figures in :mod:`~relaystore.actors.metrics`; the
 exit hook and the fork check in :mod:`~relaystore.actors.exit_hook`; the maintenance
-requests in a writable store's :class:`~relaystore.actors.maintenance_requests.MaintenanceDesk`;
+requests in a writable store's :class:`~relaystore.actors.maintenance.desk.MaintenanceDesk`;
 the main thread's hand-overs in its :class:`~relaystore.actors.courier.Courier`.
 
 The two facades compose one core and differ only where blocking and awaiting differ:
@@ -69,12 +69,11 @@ from .internal import (
     LoadTranscriptItem,
 )
 from .live import LiveProjectors
-from .maintenance_requests import MaintenanceDesk
+from .maintenance.desk import MaintenanceDesk
 from .metrics import Followers, StoreReadings, WriterStats, store_metrics
 from .pager import FollowPager
 from .projector_wiring import ProjectorWiring
 from .reader import ReaderActor, ReaderDesk
-from .session_runners import SessionRunners
 from .settings import (
     OpenOptions,
     Settings,
@@ -84,7 +83,8 @@ from .settings import (
     check_timeout,
 )
 from .wal_watch import WalWatcher
-from .worker_pool import WorkerPool
+from .workers.pool import WorkerPool
+from .workers.runners import SessionRunners
 from .writer import WriterActor
 from .writer_pen import WriterPen
 

@@ -1,5 +1,5 @@
 """The actors' own messages: what a projector asks of the writer, and what the
-maintenance desk (:mod:`relaystore.actors.maintenance_requests`) asks. Not part of the
+maintenance desk (:mod:`relaystore.actors.maintenance.desk`) asks. Not part of the
 contract.
 
 A projector loads its session's committed projection and commits its pages through the
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..domain.maintenance import MaintenanceAnswer, RequestState
 from ..domain.projection.page import PageDelta
-from ..domain.sessions import CheckpointMetadata
+from ..domain.sessions.records import CheckpointMetadata
 
 __all__ = [
     "INTERNAL_MESSAGES",

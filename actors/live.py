@@ -1,6 +1,6 @@
 """The live projectors of a store projecting in threads: at most ``limit`` at once, idle
 ones stopped (with ``projection="process"`` the
-:class:`~relaystore.actors.session_runners.SessionRunners` keep the live sessions).
+:class:`~relaystore.actors.workers.runners.SessionRunners` keep the live sessions).
 
 Each live session has a projector actor (a thread holding the session's projection in
 memory). :class:`LiveProjectors` bounds them: starting a projector for one more session

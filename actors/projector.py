@@ -124,7 +124,7 @@ class _InFlight:
 class Projection(Protocol):
     """What a projector actor runs its messages through: a :class:`ProjectorCore` in the
     actor's thread, or a projection worker process's proxy
-    (:class:`~relaystore.actors.worker_proxy.RemoteProjection`)."""
+    (:class:`~relaystore.actors.workers.proxy.RemoteProjection`)."""
 
     def handle(self, message: Any) -> Any:
         """Answer an :class:`ObserveRelayEvents` or a :class:`Reproject`."""

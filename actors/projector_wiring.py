@@ -3,8 +3,8 @@ page it made reaches the writer.
 
 Owns :class:`ProjectorWiring`, which starts a session's projector actor (its
 :class:`~relaystore.actors.projector.ProjectorCore` in the actor's thread, or with
-``projection="process"`` a :class:`~relaystore.actors.worker_proxy.RemoteProjection`
-on the store's :class:`~relaystore.actors.worker_pool.WorkerPool`) and gives it its
+``projection="process"`` a :class:`~relaystore.actors.workers.proxy.RemoteProjection`
+on the store's :class:`~relaystore.actors.workers.pool.WorkerPool`) and gives it its
 callbacks: loading the session (whole, or paged through readers as a reloading
 projector enters it) and committing a page, which goes to the writer actor directly
 (``ask_writer``), never back through the facade's routing. How many items and index
@@ -32,8 +32,8 @@ from ..domain.projection.index import ColdEntry
 from .internal import CommitPage, LoadProjection
 from .projector import PageCommit, ProjectorActor, ProjectorCore
 from .transcript_pages import SessionMoved, reloaded_entries
-from .worker_pool import WorkerPool
-from .worker_proxy import RemoteProjection
+from .workers.pool import WorkerPool
+from .workers.proxy import RemoteProjection
 
 __all__ = [
     "LOAD_PAGE_ENTRIES",

@@ -54,7 +54,7 @@ from ..domain.messages import (
 from ..domain.reads import LoadSessionDetail
 from ..domain.relay import AgentInitialized, RelayCursor, RelayEvent, RelayLine
 from ..domain.runtime import HarnessKind
-from ..domain.sessions import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
+from ..domain.sessions.records import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 from .journal import JournalReader, JournalSource, Location, TornTail
 from .journal.start import history_start
 from .projector import PAGE_SIZE

@@ -52,7 +52,7 @@ MAX_READERS = 64
 
 ProjectionMode = Literal["thread", "process"]
 """Where projectors project: in their actor's thread, or in a worker process
-(:mod:`relaystore.actors.worker_proxy`)."""
+(:mod:`relaystore.actors.workers.proxy`)."""
 
 DEFAULT_READERS = 2
 DEFAULT_QUEUE_CAPACITY = 256

@@ -27,7 +27,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.projection import SessionProjection
 from relaystore.domain.relay import (

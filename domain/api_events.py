@@ -13,7 +13,7 @@ from typing import Any, get_args
 
 import msgspec
 
-from .elicitation import ElicitationRequest
+from .elicitation.forms import ElicitationRequest
 from .errors import InvalidInput
 from .outcomes import ApiTurnOutcome, CommandResult, OutcomeReason
 from .runtime import RuntimeReceipt

@@ -12,7 +12,7 @@ import msgspec
 from .api_events import ApiCommandEnded
 from .errors import InvalidInput, LifecycleConflict
 from .outcomes import CommandOwner, CommandResultKind, OutcomeReason
-from .sessions import SessionRecord, SessionState
+from .sessions.records import SessionRecord, SessionState
 
 __all__ = [
     "CHECKPOINT_COMMAND_KIND",

@@ -11,7 +11,7 @@ import msgspec
 
 from .api_events import ApiSessionFault
 from .outcomes import OutcomeReason
-from .sessions import SessionRecord
+from .sessions.records import SessionRecord
 
 __all__ = ["LIFECYCLE_FIELDS", "keep_viewed", "lifecycle_fault", "merge_lifecycle", "startup_fault"]
 

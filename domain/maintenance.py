@@ -7,7 +7,7 @@ structs here, stored as its JSON in ``maintenance_requests``), the supervisor's 
 takes it, runs it and records a :class:`MaintenanceAnswer`, and the command prints that
 answer. This module is the rule of it, pure: what a request is, its states, and the
 bounds. :mod:`relaystore.storage.requests` keeps the rows;
-:mod:`relaystore.actors.maintenance` runs a request, the desk takes them and the
+:mod:`relaystore.actors.maintenance.runs` runs a request, the desk takes them and the
 command waits for them.
 
 A request's life: ``pending`` (recorded; the requester may withdraw it) -> ``running``

@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from .api_events import ApiEventData, MaterializedTurn
-from .elicitation import ElicitationRequest
+from .elicitation.forms import ElicitationRequest
 from .outcomes import MaterializedTurnOutcome, ProviderCost
 from .relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
 from .wire import JSON, Wire, emitted

@@ -30,12 +30,12 @@ from .materialized import (
 from .projection.rebuild import ReprojectReport
 from .reads import ReadMessage
 from .relay import RelayCursor, RelayEvent, RelayLine
-from .relay_log import PruneReport, StoredRelayLog
+from .relay.log import PruneReport, StoredRelayLog
 from .reports import BackupReport, StoreStats, VacuumReport
 from .request import Request
 from .retention import TranscriptRetention
 from .runtime import RuntimeReceipt
-from .sessions import SessionRecord, State
+from .sessions.records import SessionRecord, State
 from .subagents import SubagentRecord
 
 __all__ = [

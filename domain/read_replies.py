@@ -8,7 +8,7 @@ origin's (``mj-controller/src/server/api/types.rs``, ``database/materialized.rs`
 is part of that contract.
 
 Types only: no rules (those live in :mod:`relaystore.domain.transcript_views`,
-:mod:`relaystore.domain.session_views`, :mod:`relaystore.domain.usage` and
+:mod:`relaystore.domain.sessions.views`, :mod:`relaystore.domain.usage` and
 :mod:`relaystore.domain.paging`) and no I/O.
 """
 
@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-from .elicitation import ElicitationRequest
+from .elicitation.forms import ElicitationRequest
 from .materialized import (
     MaterializedExecutionState,
     MaterializedSession,
@@ -28,7 +28,7 @@ from .materialized import (
 )
 from .outcomes import MaterializedTurnOutcome, ProviderCost, TurnDiagnostic
 from .roles import TranscriptRole
-from .sessions import NativeSubagents, SessionState, SubagentPolicy
+from .sessions.records import NativeSubagents, SessionState, SubagentPolicy
 from .wire import JSON, Wire, emitted
 
 __all__ = [
@@ -89,7 +89,7 @@ class ApiSession(Wire, kw_only=True):
     The list leaves ``last_turn_outcome`` and ``last_turn_diagnostic`` out; the detail
     (:class:`~relaystore.domain.reads.LoadSessionDetail`) fills them. The rules that
     derive each field from the stored record are
-    :func:`~relaystore.domain.session_views.api_session`'s.
+    :func:`~relaystore.domain.sessions.views.api_session`'s.
     """
 
     background_tasks: list[BackgroundTask] = emitted([])
@@ -346,7 +346,7 @@ class RawElicitationList(Wire, kw_only=True):
 
 
 class SessionFacts(msgspec.Struct, kw_only=True):
-    """The fields of a stored :class:`~relaystore.domain.sessions.SessionRecord` the API shows.
+    """The fields of a stored :class:`~relaystore.domain.sessions.records.SessionRecord` the API shows.
 
     Decoded straight from the record's JSON, every other field skipped unread: listing a
     thousand sessions must not cost a thousand full record decodes.

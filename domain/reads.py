@@ -11,7 +11,7 @@ an unknown session. It holds no rules and no reply shapes; those live by topic:
 
 * the replies: :mod:`relaystore.domain.read_replies`;
 * seq, roles, text, turns, titles: :mod:`relaystore.domain.transcript_views`;
-* lifecycle, chat phase and the session view: :mod:`relaystore.domain.session_views`;
+* lifecycle, chat phase and the session view: :mod:`relaystore.domain.sessions.views`;
 * usage coverage and totals: :mod:`relaystore.domain.usage`;
 * limits and cursors: :mod:`relaystore.domain.paging`;
 * searching transcript text (its message too): :mod:`relaystore.domain.search`.

@@ -25,7 +25,7 @@ import msgspec
 from .errors import InvalidInput
 from .ids import validate_id
 from .read_replies import ApiSession
-from .session_checks import U64, quoted
+from .sessions.checks import U64, quoted
 from .wire import Wire, emitted
 
 __all__ = [

@@ -42,7 +42,7 @@ from .relay import (
     encode_relay_event,
     line_too_long,
 )
-from .session_checks import validate_timestamp
+from .sessions.checks import validate_timestamp
 
 __all__ = ["validate_message"]
 

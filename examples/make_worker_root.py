@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, UsageScope
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,

@@ -29,7 +29,7 @@ from ..domain.checkpoints import (
 )
 from ..domain.errors import InvalidInput, LifecycleConflict, UnknownSession
 from ..domain.outcomes import CommandResultKind, OutcomeReason
-from ..domain.sessions import CheckpointMetadata, SessionRecord
+from ..domain.sessions.records import CheckpointMetadata, SessionRecord
 from ..domain.wire import decode_json
 from .events import insert_api_event
 from .materialized import load_frontier

@@ -26,7 +26,7 @@ import apsw
 import msgspec
 
 from ..domain.api_events import MaterializedTurn
-from ..domain.elicitation import ElicitationRequest
+from ..domain.elicitation.forms import ElicitationRequest
 from ..domain.errors import ProjectionError
 from ..domain.materialized import (
     AgentBody,

@@ -26,7 +26,7 @@ from ..domain.api_events import ApiLegacyNotice, ApiTurnEnded
 from ..domain.errors import InvalidInput, SchemaMismatchReason
 from ..domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
 from ..domain.runtime import HarnessKind
-from ..domain.sessions import SessionState
+from ..domain.sessions.records import SessionState
 from ..domain.wire import decode_json
 from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
 from .events import encode_event_body

@@ -3,7 +3,7 @@
 :func:`write_log_page` is called by :func:`storage.projection.commit_page` inside the
 page's transaction, so a page and its log row commit or roll back together: the log's
 last ordinal is the projection's frontier whenever the log is on. Packing and what the
-rows cover are decided in :mod:`relaystore.domain.relay_log`.
+rows cover are decided in :mod:`relaystore.domain.relay.log`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..domain.errors import InvalidInput, RelayLogUnavailable, UnknownSession
 from ..domain.materialized import MaterializedQueuedPrompt
 from ..domain.projection.page import PageDelta
 from ..domain.relay import RelayCursor
-from ..domain.relay_log import (
+from ..domain.relay.log import (
     LogPageSpan,
     PruneReport,
     StoredRelayLog,

@@ -52,7 +52,7 @@ import msgspec
 from ..domain.errors import InvalidInput, StoreError, UnknownSession
 from ..domain.projection.rebuild import rebuild, rebuild_from
 from ..domain.relay import RelayCursor
-from ..domain.relay_log import unpack_events
+from ..domain.relay.log import unpack_events
 from ..domain.replication import (
     Incoming,
     LogPageRow,

@@ -1,6 +1,6 @@
 """Where a store filled from a stream stands: ``replica_sources`` and what it holds.
 
-``relaystore restore`` and ``relaystore mirror`` (:mod:`relaystore.actors.replica`)
+``relaystore restore`` and ``relaystore mirror`` (:mod:`relaystore.actors.nats.replica`)
 read here, before they apply anything (:mod:`.replica`), how far each source store is
 applied (its stream position and its :class:`~relaystore.domain.replication.Mark`),
 whether the target is empty, and what it holds that a restore did not write.

@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS relay_log_pages (
 ) STRICT;
 """
 """The relay log: each committed page's journal lines, newline-joined, zlib-compressed
-(:mod:`relaystore.domain.relay_log`); ``raw_bytes`` is their uncompressed size."""
+(:mod:`relaystore.domain.relay.log`); ``raw_bytes`` is their uncompressed size."""
 
 FORWARD_DDL = """
 CREATE TABLE IF NOT EXISTS projection_behind (

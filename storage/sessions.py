@@ -32,7 +32,7 @@ from ..domain.lifecycle import (
     lifecycle_fault,
     merge_lifecycle,
 )
-from ..domain.sessions import CheckpointMetadata, SessionRecord, State
+from ..domain.sessions.records import CheckpointMetadata, SessionRecord, State
 from ..domain.wire import decode_json, encode
 from .events import insert_api_event
 from .transaction import transaction

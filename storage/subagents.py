@@ -25,7 +25,7 @@ import msgspec
 
 from ..domain.errors import InvalidInput, UnknownSession
 from ..domain.replication import SubagentRow
-from ..domain.session_checks import quoted
+from ..domain.sessions.checks import quoted
 from ..domain.subagents import SubagentList, SubagentRecord, SubagentView
 from ..domain.wire import decode_json, encode
 from .reads.sessions import load_session_view

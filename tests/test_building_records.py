@@ -16,9 +16,9 @@ import msgspec
 import pytest
 
 import relaystore
-import relaystore.domain.session_provisioning
-import relaystore.domain.session_targets
-import relaystore.domain.sessions
+import relaystore.domain.sessions.provisioning
+import relaystore.domain.sessions.records
+import relaystore.domain.sessions.targets
 from relaystore import (
     EventStore,
     HarnessKind,
@@ -31,8 +31,8 @@ from relaystore import (
     SessionRecord,
     SessionState,
 )
-from relaystore.domain.session_provisioning import AdditionalMount, MountAccess
-from relaystore.domain.sessions import CheckpointMetadata, PublicationAssessment
+from relaystore.domain.sessions.provisioning import AdditionalMount, MountAccess
+from relaystore.domain.sessions.records import CheckpointMetadata, PublicationAssessment
 from relaystore.testing import example_session
 
 
@@ -63,9 +63,9 @@ def test_every_enum_a_record_needs_is_exported() -> None:
     enums = {
         name: value
         for module in (
-            relaystore.domain.sessions,
-            relaystore.domain.session_provisioning,
-            relaystore.domain.session_targets,
+            relaystore.domain.sessions.records,
+            relaystore.domain.sessions.provisioning,
+            relaystore.domain.sessions.targets,
         )
         for name, value in vars(module).items()
         if isinstance(value, type) and issubclass(value, enum.Enum)

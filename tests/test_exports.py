@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import relaystore
-import relaystore.domain.sessions as domain_sessions
+import relaystore.domain.sessions.records as domain_sessions
 from relaystore import actors, domain, storage, testing
 from tests.paths import ROOT
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import relaystore.domain.sessions as domain_sessions
+import relaystore.domain.sessions.records as domain_sessions
 from relaystore.actors.store import EventStore
 from relaystore.domain.api_events import (
     ApiCommandEnded,

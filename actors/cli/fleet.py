@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...domain.redaction import redact
-from ..nats_common import require_nats
+from ..nats.common import require_nats
 from .follow import require_store
 from .options import (
     checked_id,
@@ -161,7 +161,7 @@ def _nats_log(*, publisher: bool) -> Iterator[None]:
     handler.setFormatter(Redacting("relaystore: %(message)s"))
     logs = [logging.getLogger("nats")]
     if publisher:
-        logs.append(logging.getLogger("relaystore.actors.nats_publish"))
+        logs.append(logging.getLogger("relaystore.actors.nats.publish"))
         logs[-1].setLevel(logging.INFO)
     for log in logs:
         log.addHandler(handler)
@@ -174,7 +174,7 @@ def _nats_log(*, publisher: bool) -> Iterator[None]:
 
 async def _publish_until_stopped(args: argparse.Namespace) -> int:
     from ..aio import AsyncEventStore  # the store: imported when the command runs
-    from ..nats_publish import Publisher  # needs relaystore[nats]
+    from ..nats.publish import Publisher  # needs relaystore[nats]
 
     with _nats_log(publisher=True):
         async with AsyncEventStore.open(args.db, read_only=True, readers=1) as store:
@@ -213,7 +213,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 async def _fleet_events(args: argparse.Namespace) -> int:
-    from ..fleet import FleetFeed  # needs relaystore[nats]
+    from ..nats.fleet import FleetFeed  # needs relaystore[nats]
 
     out = sys.stdout.buffer
     with _nats_log(publisher=False):
@@ -236,6 +236,6 @@ async def _fleet_events(args: argparse.Namespace) -> int:
 
 def _replica(args: argparse.Namespace) -> int:
     require_nats(args.command)
-    from ..replica import run_command  # needs relaystore[nats]
+    from ..nats.replica import run_command  # needs relaystore[nats]
 
     return run_command(args)

@@ -225,7 +225,7 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     exit 1 when it failed."""
     import msgspec
 
-    from ..maintenance_requests import REQUEST_TIMEOUT_SECONDS, maintain
+    from ..maintenance.desk import REQUEST_TIMEOUT_SECONDS, maintain
 
     require_store(args.db)
     handed: list[str] = []  # the request id, once a writer's desk was handed the request
@@ -284,7 +284,7 @@ def _unanswered_document(
     """The ``--json`` object of a request that got no answer: nobody ran it to the end
     (``run_by`` null), ``writer_pid`` the process holding the store when one does, and the
     error's one line and type, as a request refused as a whole reports them."""
-    from ..maintenance import error_text
+    from ..maintenance.runs import error_text
 
     holder = getattr(error, "holder_pid", None)
     request_id = getattr(error, "request_id", None) or args.request_id

@@ -10,7 +10,7 @@ than one command takes (``--config``, the NATS options).
 Must not: read a store, run a command, or import the runtime at module level. The
 checks that need :mod:`msgspec`-backed modules (``INT64_MAX``, the digest test) import
 them when a value is checked, so that ``--version``, ``--help`` and a usage error load
-no runtime (``tests/actors/test_cli_small.py``).
+no runtime (``tests/actors/cli/test_cli_small.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ...domain.errors import InvalidInput
 from ...domain.ids import validate_id
 from ...domain.origins import validate_origin
 from ...domain.redaction import redact
-from ..nats_common import (
+from ..nats.common import (
     validate_consumer_name,
     validate_servers,
     validate_store_id,

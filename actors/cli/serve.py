@@ -39,7 +39,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..http import TlsFiles
+    from ..http.server import TlsFiles
     from . import Commands
 
 __all__ = ["register"]
@@ -126,7 +126,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise InvalidInput(
             f"serve needs {', '.join(missing)}, which are not installed: " + install_extra("http")
         )
-    from .. import http  # the optional extra relaystore[http]: imported once it is there
+    from ..http import (
+        server as http,  # the optional extra relaystore[http]: imported once it is there
+    )
 
     try:
         tls = _tls(args, http.TlsFiles)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.outcomes import TokenUsage, UsageScope
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V2,

@@ -14,7 +14,7 @@ Figures:
 
 The details also hold zlib's compression of the journal in 128-line pages at levels 1,
 6 and 9 (kept fraction and seconds), the evidence for
-:data:`relaystore.domain.relay_log.LOG_COMPRESSION_LEVEL`.
+:data:`relaystore.domain.relay.log.LOG_COMPRESSION_LEVEL`.
 """
 
 from __future__ import annotations

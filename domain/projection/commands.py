@@ -57,7 +57,7 @@ from ..relay import (
     SteeredOutcome,
     UserShellOutcome,
 )
-from ..relay_observations import CommandQueuedData
+from ..relay.observations import CommandQueuedData
 from ..wire import JSON
 from .context import (
     ProjectionContext,

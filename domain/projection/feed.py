@@ -40,7 +40,7 @@ from ..relay import (
     UserShellOutcome,
     UserShellStatus,
 )
-from ..relay_observations import CommandEndedData
+from ..relay.observations import CommandEndedData
 from ..runtime import RuntimeReceipt
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..elicitation import ElicitationRequest
+from ..elicitation.forms import ElicitationRequest
 from ..materialized import (
     ExecutionClosed,
     ExecutionClosing,

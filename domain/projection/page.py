@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..api_events import ApiEventData, MaterializedTurn
 from ..chain import Step, advance
-from ..elicitation import ElicitationRequest
+from ..elicitation.forms import ElicitationRequest
 from ..errors import ChainFault, RelayChainError
 from ..materialized import (
     UNCHANGED,
@@ -31,7 +31,7 @@ from ..materialized import (
 )
 from ..outcomes import MaterializedTurnOutcome, ProviderCost
 from ..relay import RelayCursor, RelayEvent, RelayLine
-from ..relay_log import pack_lines
+from ..relay.log import pack_lines
 from ..wire import JSON
 from .fold import fold_fields
 from .integrity import check_mutation
@@ -42,7 +42,7 @@ __all__ = ["PackedLog", "PageDelta", "PendingItem"]
 @dataclass(frozen=True, slots=True)
 class PackedLog:
     """A page's events as its relay log row: their journal lines, packed
-    (:func:`~relaystore.domain.relay_log.pack_lines`)."""
+    (:func:`~relaystore.domain.relay.log.pack_lines`)."""
 
     first_ordinal: int
     last_ordinal: int

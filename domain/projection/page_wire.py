@@ -17,7 +17,7 @@ from __future__ import annotations
 import msgspec
 
 from ..api_events import ApiEventData, MaterializedTurn
-from ..elicitation import ElicitationRequest
+from ..elicitation.forms import ElicitationRequest
 from ..materialized import (
     UNCHANGED,
     MaterializedExecutionState,

@@ -35,7 +35,7 @@ from ..materialized import (
     TranscriptItem,
 )
 from ..relay import RelayEvent, RelayLine
-from ..relay_log import StoredRelayLog
+from ..relay.log import StoredRelayLog
 from ..seed import start_before
 from ..wire import encode
 from .page import PageDelta
@@ -84,7 +84,7 @@ def rebuild(stored: StoredRelayLog, *, action: str = "reproject") -> Rebuilt:
     """Project the whole of ``stored`` (a session's log) with the current rules.
 
     Raises :class:`RelayLogUnavailable` when the log does not hold the session's whole
-    history (see :class:`~relaystore.domain.relay_log.LogCoverage`), or the history
+    history (see :class:`~relaystore.domain.relay.log.LogCoverage`), or the history
     starts at a checkpoint seed the store did not keep (seeded before schema revision
     8); the chain and projection errors of a damaged log otherwise. A seeded history
     starts from its seed's cursor and queued prompts. Lines of a kind this build does

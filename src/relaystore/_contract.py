@@ -108,7 +108,7 @@ from .domain.reads import (
     LoadTurnSummary as LoadTurnSummary,
     LoadUsagePage as LoadUsagePage,
 )
-from .domain.relay_events import (
+from .domain.relay.events import (
     RelayEvent as RelayEvent,
     RelayLine as RelayLine,
     decode_relay_event as decode_relay_event,
@@ -131,17 +131,17 @@ from .domain.search import (
     SearchTranscripts as SearchTranscripts,
     SnippetPart as SnippetPart,
 )
-from .domain.session_provisioning import (
+from .domain.sessions.provisioning import (
     ManagedCheckoutKind as ManagedCheckoutKind,
     MountAccess as MountAccess,
 )
-from .domain.session_targets import ExecutionPolicy as ExecutionPolicy
-from .domain.sessions import (
+from .domain.sessions.records import (
     PublicationState as PublicationState,
     SessionRecord as SessionRecord,
     SessionState as SessionState,
     State as State,
 )
+from .domain.sessions.targets import ExecutionPolicy as ExecutionPolicy
 from .domain.subagents import (
     SubagentList as SubagentList,
     SubagentRecord as SubagentRecord,

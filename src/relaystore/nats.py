@@ -12,15 +12,15 @@ Importing :mod:`relaystore` never imports this module or nats-py.
 
 from __future__ import annotations
 
-from relaystore.actors.fleet import FleetEvent, FleetFeed
-from relaystore.actors.nats_common import (
+from relaystore.actors.nats.common import (
     DEFAULT_STREAM,
     DEFAULT_SUBJECT_PREFIX,
     DUPLICATE_WINDOW_SECONDS,
     filter_subject,
     subject_token,
 )
-from relaystore.actors.nats_publish import Publisher, PublisherMetrics
+from relaystore.actors.nats.fleet import FleetEvent, FleetFeed
+from relaystore.actors.nats.publish import Publisher, PublisherMetrics
 
 __all__ = [
     "DEFAULT_STREAM",

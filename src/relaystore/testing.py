@@ -38,7 +38,7 @@ import msgspec
 
 from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
 from relaystore.domain.ids import validate_id
 from relaystore.domain.integers import INT64_MAX
@@ -111,14 +111,18 @@ from relaystore.domain.relay import (
     encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.session_provisioning import AdditionalMount, ContainerAllocation, MountAccess
-from relaystore.domain.session_targets import LocalPodmanTarget
-from relaystore.domain.sessions import (
+from relaystore.domain.sessions.provisioning import (
+    AdditionalMount,
+    ContainerAllocation,
+    MountAccess,
+)
+from relaystore.domain.sessions.records import (
     DEFAULT_WORKSPACE_ID,
     CheckpointMetadata,
     SessionRecord,
     SessionState,
 )
+from relaystore.domain.sessions.targets import LocalPodmanTarget
 from relaystore.domain.wire import JSON, decode_json, encode
 from relaystore.domain.worker_root import (
     ACTIVE_JOURNAL_NAME,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from ...domain.elicitation import ElicitationRequest
+from ...domain.elicitation.forms import ElicitationRequest
 from ...domain.read_replies import ElicitationList, RawElicitationList
 from ..materialized import decode_stored, raw_stored
 from ..transaction import transaction

@@ -4,7 +4,7 @@ Owns the statements that read a stored session with its context, projection, act
 and queue in one row (:func:`list_sessions`, :func:`load_session_detail`) and the
 workspace list (:func:`list_workspaces`). Each reads in one transaction; the view of a
 session (title, lifecycle, chat phase, errors, settings) is
-:func:`~relaystore.domain.session_views.api_session`'s to decide, not this module's.
+:func:`~relaystore.domain.sessions.views.api_session`'s to decide, not this module's.
 A stored record that does not decode raises :class:`InvalidInput`; a projection column
 that does not decode raises :class:`ProjectionError` naming the session.
 """
@@ -17,12 +17,12 @@ import apsw
 import msgspec
 
 from ...domain.api_events import ApiActivityState
-from ...domain.elicitation import ElicitationRequest
+from ...domain.elicitation.forms import ElicitationRequest
 from ...domain.errors import InvalidInput
 from ...domain.materialized import MaterializedExecutionState
 from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.read_replies import ApiSession, SessionFacts, SessionList, Workspace, WorkspaceList
-from ...domain.session_views import api_session
+from ...domain.sessions.views import api_session
 from ...domain.wire import JSON
 from ..materialized import decode_stored, load_projection_behind, parse_execution
 from ..transaction import transaction

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import apsw
 import msgspec
 
-from ...domain.elicitation import shown
+from ...domain.elicitation.forms import shown
 from ...domain.errors import InvalidInput, ProjectionError
 from ...domain.materialized import MaterializedExecutionState, TranscriptBody
 from ...domain.outcomes import MaterializedTurnOutcome

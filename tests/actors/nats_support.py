@@ -217,7 +217,7 @@ async def _make_replicated_stream(url: str, name: str, deadline: float) -> None:
     import nats
     from nats.js import api
 
-    from relaystore.actors.nats_common import DUPLICATE_WINDOW_SECONDS
+    from relaystore.actors.nats.common import DUPLICATE_WINDOW_SECONDS
 
     while True:
         nc = await nats.connect(url.split(","), allow_reconnect=False)
@@ -349,7 +349,7 @@ async def _read(url: str, stream: str, subject: str) -> list[StreamMessage]:
     import nats
     from nats.js import api
 
-    from relaystore.actors.nats_common import last_stream_seq
+    from relaystore.actors.nats.common import last_stream_seq
 
     nc = await nats.connect(url.split(","), allow_reconnect=False)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from relaystore import EventStore, ObserveRelayEvents, SaveSession
-from relaystore.domain.sessions import CheckpointMetadata
+from relaystore.domain.sessions.records import CheckpointMetadata
 from relaystore.testing import JournalBuilder, example_session
 
 SESSION = "session-1"

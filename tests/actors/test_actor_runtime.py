@@ -257,7 +257,7 @@ def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> Non
 def thread_store(path: Path) -> Iterator[EventStore]:
     """:func:`store` projecting in its projectors' threads, for a test that injects a
     bug into this interpreter (a worker process's deaths are
-    tests/actors/test_projection_worker.py's)."""
+    tests/actors/workers/test_projection_worker.py's)."""
     with EventStore.open(path, queue_capacity=4, projection="thread") as store:
         store.ask(SaveSession(record=example_session()))
         yield store

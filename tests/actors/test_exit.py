@@ -164,7 +164,7 @@ STOPPED_WORKERS = """
     import signal
     import sys
     from relaystore import EventStore, ObserveRelayEvents, SaveSession
-    from relaystore.actors import worker_pool
+    from relaystore.actors.workers import pool as worker_pool
     from relaystore.testing import JournalBuilder, example_session
 
     worker_pool.SILENCE_SECONDS = 1.0  # the bound, shortened for the test

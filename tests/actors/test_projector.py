@@ -28,8 +28,8 @@ from relaystore.actors.projector import (
     ProjectorActor,
     ProjectorCore,
 )
-from relaystore.actors.worker_pool import WorkerPool
-from relaystore.actors.worker_proxy import RemoteProjection
+from relaystore.actors.workers.pool import WorkerPool
+from relaystore.actors.workers.proxy import RemoteProjection
 from relaystore.domain.errors import ProjectionError, RelayChainError, WriterStopped
 from relaystore.domain.materialized import MaterializedSession, TranscriptItem
 from relaystore.domain.messages import ObserveRelayEvents, ProjectionReport

@@ -16,8 +16,8 @@ from relaystore.domain.chain import check_own_digest
 from relaystore.domain.errors import RelayChainError
 from relaystore.domain.messages import LoadMaterializedSession, LoadRelayLog, SaveSession
 from relaystore.domain.relay import decode_relay_event, encode_relay_event
-from relaystore.domain.relay_log import StoredRelayLog, unpack_lines
-from relaystore.domain.sessions import CheckpointMetadata
+from relaystore.domain.relay.log import StoredRelayLog, unpack_lines
+from relaystore.domain.sessions.records import CheckpointMetadata
 from tests.actors.journal_factory import conversation, write_journal
 
 SESSION = "session-log"

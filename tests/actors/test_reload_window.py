@@ -20,9 +20,9 @@ import pytest
 from relaystore.actors import (
     projector_wiring as wiring_module,
     reader as reader_module,
-    worker_pool,
 )
 from relaystore.actors.store import EventStore
+from relaystore.actors.workers import pool as worker_pool
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.domain.messages import LoadMaterializedSession, ObserveRelayEvents, SaveSession

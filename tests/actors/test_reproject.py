@@ -33,7 +33,7 @@ from relaystore.domain.messages import (
 from relaystore.domain.projection.observations import HANDLERS
 from relaystore.domain.projection.rebuild import Rebuilt, ReprojectReport
 from relaystore.domain.relay import CommandCompleted
-from relaystore.domain.relay_log import StoredRelayLog
+from relaystore.domain.relay.log import StoredRelayLog
 from relaystore.domain.wire import encode
 from relaystore.testing import example_session
 from tests.actors.journal_factory import conversation, write_journal

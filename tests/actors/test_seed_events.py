@@ -25,7 +25,7 @@ from relaystore.domain.api_events import (
     ApiSessionFault,
     ApiTurnEnded,
 )
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.errors import LifecycleConflict, RelayChainError
 from relaystore.domain.materialized import SystemBody
 from relaystore.domain.messages import (
@@ -67,7 +67,7 @@ from relaystore.domain.runtime import (
     RuntimeIdentity,
     RuntimeProvenance,
 )
-from relaystore.domain.sessions import CheckpointMetadata, SessionState
+from relaystore.domain.sessions.records import CheckpointMetadata, SessionState
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.seed import all_events, chain, page, turn
 

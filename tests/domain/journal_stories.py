@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import (
     MaterializedSession,
 )

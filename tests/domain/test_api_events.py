@@ -28,7 +28,7 @@ from relaystore.domain.api_events import (
     MaterializedTurn,
     decode_api_event_data,
 )
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import (
     ApiTurnOutcome,

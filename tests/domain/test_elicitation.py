@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from relaystore.domain.elicitation import (
+from relaystore.domain.elicitation.acp import (
+    MAX_ELICITATION_BYTES,
+    MAX_FIELDS,
+    MAX_OPTIONS,
+    MAX_TEXT_BYTES,
+)
+from relaystore.domain.elicitation.answers import validate_field_value, validate_response
+from relaystore.domain.elicitation.forms import (
     ElicitationAccept,
     ElicitationCancel,
     ElicitationDecline,
@@ -22,13 +29,6 @@ from relaystore.domain.elicitation import (
     ElicitationValue,
     decode_elicitation_response,
 )
-from relaystore.domain.elicitation_acp import (
-    MAX_ELICITATION_BYTES,
-    MAX_FIELDS,
-    MAX_OPTIONS,
-    MAX_TEXT_BYTES,
-)
-from relaystore.domain.elicitation_answers import validate_field_value, validate_response
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.wire import decode_json, encode
 

@@ -16,7 +16,7 @@ from relaystore.domain.api_events import (
     ApiTurnStarted,
     MaterializedTurn,
 )
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import (
     AgentBody,
     ExecutionIdle,

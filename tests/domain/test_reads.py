@@ -20,8 +20,8 @@ from relaystore.domain.paging import (
     clamp_page_limit,
     transcript_page_cursor as finished_page_cursor,
 )
-from relaystore.domain.session_views import chat_phase_of, lifecycle_of, state_label
-from relaystore.domain.sessions import SessionState
+from relaystore.domain.sessions.records import SessionState
+from relaystore.domain.sessions.views import chat_phase_of, lifecycle_of, state_label
 from relaystore.domain.transcript_views import (
     finished_only_roles,
     is_open_agent_item,

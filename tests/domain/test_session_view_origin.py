@@ -23,13 +23,13 @@ import msgspec
 import pytest
 
 from relaystore.domain.read_replies import SessionFacts
-from relaystore.domain.session_views import api_session
-from relaystore.domain.sessions import (
+from relaystore.domain.sessions.records import (
     AllModelsSubagents,
     SessionRecord,
     SessionState,
     SingleModelSubagents,
 )
+from relaystore.domain.sessions.views import api_session
 from relaystore.domain.wire import encode
 from relaystore.testing import example_session
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.ids import validate_id
 from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.session_provisioning import (
+from relaystore.domain.sessions.provisioning import (
     AdditionalMount,
     AwsEc2Allocation,
     ContainerAllocation,
@@ -22,7 +22,16 @@ from relaystore.domain.session_provisioning import (
     MountAccess,
     SshWorktreeTarget,
 )
-from relaystore.domain.session_targets import (
+from relaystore.domain.sessions.records import (
+    AllModelsSubagents,
+    CheckpointMetadata,
+    NativeSubagents,
+    SessionRecord,
+    SessionState,
+    SingleModelSubagents,
+    State,
+)
+from relaystore.domain.sessions.targets import (
     AppleContainerTarget,
     AwsConnection,
     AwsEc2Target,
@@ -35,15 +44,6 @@ from relaystore.domain.session_targets import (
     SshPodmanTarget,
     TargetRuntimeSettings,
     VolumeStorage,
-)
-from relaystore.domain.sessions import (
-    AllModelsSubagents,
-    CheckpointMetadata,
-    NativeSubagents,
-    SessionRecord,
-    SessionState,
-    SingleModelSubagents,
-    State,
 )
 from relaystore.domain.wire import decode_json, encode
 from relaystore.testing import checkpointed_session, example_session

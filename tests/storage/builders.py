@@ -27,7 +27,7 @@ from relaystore.domain.outcomes import (
     TurnOutcomeCompleted,
 )
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
-from relaystore.domain.sessions import SessionRecord, SessionState
+from relaystore.domain.sessions.records import SessionRecord, SessionState
 from relaystore.storage.events import insert_api_event
 from relaystore.storage.paging import load_api_events
 from relaystore.testing import example_session

@@ -9,7 +9,7 @@ import pytest
 from relaystore.domain.api_events import ApiCommandEnded
 from relaystore.domain.errors import InvalidInput, LifecycleConflict, UnknownSession
 from relaystore.domain.outcomes import CommandOwner, CommandResult, CommandResultKind, OutcomeReason
-from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, SessionState
+from relaystore.domain.sessions.records import CheckpointMetadata, SessionRecord, SessionState
 from relaystore.storage.checkpoints import (
     RECOVERED_CHECKPOINT_ERROR,
     begin_checkpoint,

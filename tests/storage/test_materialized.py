@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from relaystore.domain.api_events import MaterializedTurn
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.materialized import (
     AgentBody,

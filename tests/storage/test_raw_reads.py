@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.errors import ProjectionError
 from relaystore.domain.outcomes import MaterializedTurnOutcome, ProviderCost
 from relaystore.domain.wire import encode

@@ -15,7 +15,7 @@ from relaystore.domain.errors import InvalidInput, ProjectionError, RelayLogUnav
 from relaystore.domain.materialized import MaterializedSessionMutation, ProjectionBehind
 from relaystore.domain.projection.page import PageDelta
 from relaystore.domain.relay import encode_relay_event
-from relaystore.domain.relay_log import unpack_lines
+from relaystore.domain.relay.log import unpack_lines
 from relaystore.storage.materialized import load_frontier, load_materialized_session
 from relaystore.storage.projection import commit_page
 from relaystore.storage.relay_log import load_relay_log, prune_relay_log

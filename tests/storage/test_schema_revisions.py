@@ -18,7 +18,7 @@ from relaystore.domain.outcomes import (
     TurnResultKind,
 )
 from relaystore.domain.runtime import HarnessKind
-from relaystore.domain.sessions import SessionRecord, SessionState
+from relaystore.domain.sessions.records import SessionRecord, SessionState
 from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events

@@ -10,9 +10,14 @@ from relaystore.domain.api_events import ApiSessionFault
 from relaystore.domain.errors import InvalidInput, UnknownSession
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import RELAY_EVENT_GENESIS_DIGEST
-from relaystore.domain.session_provisioning import ContainerAllocation
-from relaystore.domain.session_targets import LocalBareTarget
-from relaystore.domain.sessions import CheckpointMetadata, SessionRecord, SessionState, State
+from relaystore.domain.sessions.provisioning import ContainerAllocation
+from relaystore.domain.sessions.records import (
+    CheckpointMetadata,
+    SessionRecord,
+    SessionState,
+    State,
+)
+from relaystore.domain.sessions.targets import LocalBareTarget
 from relaystore.storage.activity import record_activities
 from relaystore.storage.checkpoints import begin_checkpoint
 from relaystore.storage.paging import load_api_events, load_latest_seq

@@ -19,7 +19,7 @@ from relaystore.domain.api_events import (
     LegacyNoticeData,
     SessionFaultEventData,
 )
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import (
     AgentBody,
     MaterializedSession,

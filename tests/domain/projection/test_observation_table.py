@@ -13,7 +13,7 @@ import pytest
 from relaystore.domain.api_events import (
     MaterializedTurn,
 )
-from relaystore.domain.elicitation import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import (
     UNCHANGED,
     AgentBody,
