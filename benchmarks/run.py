@@ -6,7 +6,8 @@
 Every figure is measured next to its baseline in the same run and reported as a ratio
 to it. Prints a table (stdout; progress goes to stderr) and appends one JSON line per
 figure to ``--json`` (default ``benchmarks/results/results.jsonl``). Benchmarks:
-replay, writer, peer, reads, memory, open (see ``benchmarks/README.md``). ``--quick``
+``suite.BENCHMARKS`` (replay, writer, peer, reads, memory, open, ..., wal; see
+``benchmarks/README.md``). ``--quick``
 scales everything down (~25 s); the full run takes ~11 minutes on 2 cores.
 Exit status 1 when a benchmark failed to run (a missed aim is reported, not an error).
 ``--compare`` runs nothing: it prints the ratios of the newest run in each of two result

@@ -99,3 +99,33 @@ def test_the_stage_profile_names_the_cpu_of_each_thread_and_of_the_worker() -> N
     assert "replayed 2,000 events (process)" in result.stdout
     for stage in ("thread MainThread", "thread WriterActor", "worker process"):
         assert stage in result.stdout, result.stdout
+
+
+def test_the_wal_row_counts_the_pages_each_commit_writes(tmp_path: Path) -> None:
+    """``--only wal`` counts the frames of real commits: the bare one-row insert writes
+    about one page a commit, and an event through the store names the b-trees its pages
+    belong to (the feed's table among them)."""
+    figures = tmp_path / "figures.jsonl"
+    result = _python(
+        str(ROOT / "benchmarks" / "run.py"),
+        "--quick",
+        "--only",
+        "wal",
+        "--json",
+        str(figures),
+        "--scratch",
+        str(tmp_path / "scratch"),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in figures.read_text().splitlines()]
+    assert len(rows) == 3
+    one = rows[0]
+    assert one["unit"] == "pages/event"
+    assert one["aim"] == "<= 2 pages"
+    assert 1 <= one["baseline_value"] < 1.5  # the bare insert: its leaf, now and then more
+    details = one["details"]
+    assert details["commits"] == details["events"] > 0
+    assert details["frames"] >= details["commits"]
+    assert "api_events" in details["pages_per_commit_by_btree"]
+    assert "| wal" in result.stdout

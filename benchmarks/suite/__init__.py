@@ -27,6 +27,7 @@ BENCHMARKS = {
     "nats": "suite.nats",
     "relaylog": "suite.relaylog",
     "search": "suite.search",
+    "wal": "suite.walpages",
 }
 """Benchmark name -> module, in the order a full run takes them."""
 
