@@ -7,7 +7,8 @@ one message whose value is one of these shapes (JSON, or the log page's bytes):
 
 * ``record``: :class:`RecordState`: the session's rows as stored (``session`` None:
   the session was deleted), with its context and workspace (which outlive it), its
-  checkpoint, its open checkpoint operation and the last activity it published.
+  checkpoint, its open checkpoint operation, the last activity it published, its
+  sub-agent relation and the answers recorded for its questions.
 * ``start``: :class:`StartState`: where its history starts (a checkpoint seed's
   cursor and queued prompts, and/or the first ordinal it holds).
 * ``log``: :class:`LogPageRow`: one relay log page, the worker's lines compressed as
@@ -64,6 +65,7 @@ __all__ = [
     "stored_body",
     "ReplicationRound",
     "ActivityRow",
+    "AnswerRow",
     "ChangeRef",
     "CheckpointRow",
     "ContextRow",
@@ -153,6 +155,16 @@ class SubagentRow(msgspec.Struct, frozen=True):
     record_json: str
 
 
+class AnswerRow(msgspec.Struct, frozen=True):
+    """One recorded answer to a session's question as stored: who answered, when, and
+    the response JSON (its ``secret`` fields masked before it was stored)."""
+
+    elicitation_id: str
+    answered_by: str
+    answered_at_ms: int
+    response_json: str
+
+
 class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     """A ``record`` change's value (see the module doc)."""
 
@@ -166,6 +178,9 @@ class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     subagent: SubagentRow | None = None
     """The session's relation to its parent, when it is a sub-agent (a stream written
     before relations were published has none: read as no relation)."""
+    answers: list[AnswerRow] = msgspec.field(default_factory=list)
+    """The answers recorded for its questions, in the order recorded (a stream written
+    before answers were published has none: read as none recorded)."""
 
 
 class StartState(msgspec.Struct, frozen=True, kw_only=True):
