@@ -23,6 +23,7 @@ from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
+    ANSWERS_REVISION,
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
@@ -33,7 +34,6 @@ from relaystore.storage.schema import (
     SCHEMA_VERSION,
     SEARCH_REVISION,
     SUBAGENTS_REVISION,
-    ANSWERS_REVISION,
     SchemaState,
     check_writer_schema,
     ensure_supported,
