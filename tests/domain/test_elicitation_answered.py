@@ -3,6 +3,7 @@ one-answer-per-question rule (:mod:`relaystore.domain.elicitation.answered`)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from relaystore.domain.elicitation.answered import (
@@ -150,3 +151,26 @@ def test_one_answer_per_question_a_retry_changes_nothing_a_second_is_refused() -
         with pytest.raises(InvalidInput) as refused:
             admit_answer(_recorded(), other)
         assert "answered already, by 'ada' at 1 ms" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("row", "named"),
+    [
+        (("q1", "ada\x07", 1, '{"action":"decline"}'), "answers[0].answered_by"),
+        (("", "ada", 1, '{"action":"decline"}'), "answers[0].elicitation_id"),
+        (("q1", "ada", -5, '{"action":"decline"}'), "answers[0].answered_at_ms"),
+        (("q1", "ada", 1, '{"action":"maybe"}'), "answers[0].response_json"),
+    ],
+)
+def test_a_replica_refuses_a_published_answer_no_store_could_have_recorded(
+    row: tuple[str, str, int, str], named: str
+) -> None:
+    from relaystore.domain.replication import AnswerRow, RecordState, check_record_ids
+
+    state = RecordState(
+        session_id="s1", workspace=None, context=None, session=None, answers=[AnswerRow(*row)]
+    )
+    check_record_ids("change 3", "s1", msgspec.structs.replace(state, answers=[]))
+    with pytest.raises(InvalidInput) as refused:
+        check_record_ids("change 3", "s1", state)
+    assert str(refused.value).startswith(f"change 3: {named}")
