@@ -39,6 +39,7 @@ from ..domain.reads import (
     ListSessions,
     ListSubagents,
     ListWorkspaces,
+    LoadElicitationAnswers,
     LoadElicitations,
     LoadProjectionTail,
     LoadRawElicitations,
@@ -66,7 +67,11 @@ from ..storage.paging import (
     load_raw_api_events,
     load_runtime_receipt,
 )
-from ..storage.reads.elicitations import load_elicitations, load_raw_elicitations
+from ..storage.reads.elicitations import (
+    load_elicitation_answers,
+    load_elicitations,
+    load_raw_elicitations,
+)
 from ..storage.reads.search import search_transcripts
 from ..storage.reads.sessions import list_sessions, list_workspaces, load_session_detail
 from ..storage.reads.transcript import (
@@ -250,6 +255,8 @@ def answer(connection: Connection, message: Any) -> Any:
             return load_elicitations(connection, session_id)
         case LoadRawElicitations(session_id=session_id):
             return load_raw_elicitations(connection, session_id)
+        case LoadElicitationAnswers(session_id=session_id):
+            return load_elicitation_answers(connection, session_id)
         case SearchTranscripts():
             return search_transcripts(
                 connection,

@@ -79,6 +79,7 @@ from ..domain.messages import (
     FinishFailedCheckpoint,
     PruneRelayLog,
     RecordActivities,
+    RecordElicitationAnswer,
     RecordStartupFault,
     RecoverInterruptedCheckpoints,
     SaveLifecycleSession,
@@ -90,6 +91,7 @@ from ..domain.messages import (
 )
 from ..storage import (
     activity,
+    answers,
     checkpoints,
     projection,
     relay_log,
@@ -152,6 +154,8 @@ def perform(
             return activity.record_activities(connection, items, at_ms)
         case RecordStartupFault(session_id=session_id, message=text):
             return activity.record_startup_fault(connection, session_id, text)
+        case RecordElicitationAnswer():
+            return answers.record_answer(connection, message)
         case BeginCheckpoint(session=record, command_id=command_id):
             return checkpoints.begin_checkpoint(connection, record, command_id)
         case SaveRequestedCheckpoint(session=record, command_id=command_id):

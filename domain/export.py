@@ -3,7 +3,8 @@
 What ``relaystore export`` writes, to attach to a bug report: the session's facts; its
 errors and faults first (:mod:`relaystore.domain.faults`: failed or interrupted turns,
 session faults, failed commands, failing tool calls and shell commands); the questions
-it asked and how each was answered; then the whole transcript in order, each item with
+it asked and how each was resolved (the journal's action), with who answered and what
+where an answer was recorded (a secret field masked, as the store keeps it); then the whole transcript in order, each item with
 its seq, time and role, a turn that failed marked where it ended (its completed ordinal
 is a transcript seq).
 
@@ -27,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from .faults import event_fault, item_fault
-from .read_replies import ApiSession, TranscriptItemView
+from .read_replies import ApiSession, ElicitationAnswer, TranscriptItemView
 from .text_formats import utc_clock
 
 __all__ = ["EXPORT_FORMATS", "ExportFormat", "SessionExport", "render_export"]
@@ -39,13 +40,15 @@ EXPORT_FORMATS: tuple[ExportFormat, ...] = ("markdown", "html")
 @dataclass(frozen=True, slots=True)
 class SessionExport:
     """What an export shows: the session, its transcript in seq order, its API events
-    (their wire JSON, in seq order), where it was read and when."""
+    (their wire JSON, in seq order), where it was read and when, and the answers
+    recorded for its questions."""
 
     session: ApiSession
     items: Sequence[TranscriptItemView]
     events: Sequence[Mapping[str, Any]]
     store: str
     exported_at_ms: int
+    answers: Sequence[ElicitationAnswer] = ()
 
 
 @dataclass(slots=True)
@@ -59,13 +62,16 @@ class _Entry:
     fault: str | None = None
 
 
+_NOT_ANSWERED = "not answered"
+
+
 @dataclass(slots=True)
 class _Question:
     id: str
     asked_at_ms: int | None
     message: str
     fields: list[str] = field(default_factory=list)
-    answer: str = "not answered"
+    answer: str = _NOT_ANSWERED
 
 
 def _clock(at_ms: object) -> str:
@@ -161,6 +167,13 @@ def _questions(export: SessionExport) -> list[_Question]:
             question = asked.get(str(data.get("elicitation_id")))
             if question is not None:
                 question.answer = f"{data.get('action')} at {_clock(event.get('recorded_at_ms'))}"
+    for given in export.answers:  # who answered and what, where it was recorded
+        question = asked.get(given.elicitation_id)
+        if question is not None:
+            said = f"answered by {given.answered_by} at {_clock(given.answered_at_ms)}: "
+            said += given.answer
+            waiting = question.answer == _NOT_ANSWERED
+            question.answer = said if waiting else f"{question.answer}; {said}"
     return list(asked.values())
 
 

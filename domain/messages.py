@@ -22,6 +22,9 @@ from .api_events import (
     ApiEventPage,
     RawApiEventPage,
 )
+from .elicitation.answered import check_answerer, check_elicitation_id
+from .elicitation.forms import ElicitationResponse
+from .integers import UInt64
 from .materialized import (
     MaterializedQueuedPrompt,
     MaterializedSession,
@@ -59,6 +62,7 @@ __all__ = [
     "PruneRelayLog",
     "ReaderMessage",
     "RecordActivities",
+    "RecordElicitationAnswer",
     "RecordStartupFault",
     "RecoverInterruptedCheckpoints",
     "Reproject",
@@ -117,6 +121,33 @@ class RecordStartupFault(Request[None], frozen=True, kw_only=True):
 
     session_id: str
     message: str
+
+
+class RecordElicitationAnswer(Request[None], frozen=True, kw_only=True):
+    """Record who answered a session's question and what, as the embedder that forwarded
+    the answer to the worker knows it (the journal keeps only the action).
+
+    ``response`` is checked against the question the session asked
+    (:func:`~relaystore.domain.elicitation.answers.validate_response`); the value of a
+    ``secret`` field is stored masked, so no read shows it. One answer per question
+    (:func:`~relaystore.domain.elicitation.answered.admit_answer`): the same record
+    again changes nothing, a different one is refused. Raises
+    :class:`~relaystore.domain.errors.UnknownSession` for a session the store lacks and
+    :class:`~relaystore.domain.errors.InvalidInput` (naming the field) for a question the
+    session never asked, an answer its question refuses, or a second answer. The record
+    is deleted with its session.
+    """
+
+    session_id: str
+    elicitation_id: str
+    answered_by: str
+    response: ElicitationResponse
+    answered_at_ms: UInt64
+
+    def check(self) -> None:
+        name = type(self).__name__
+        check_elicitation_id(f"{name}.elicitation_id", self.elicitation_id)
+        check_answerer(f"{name}.answered_by", self.answered_by)
 
 
 class BeginCheckpoint(Request[None], frozen=True, kw_only=True):
@@ -212,6 +243,7 @@ WriterMessage = (
     | SaveSubagent
     | RecordActivities
     | RecordStartupFault
+    | RecordElicitationAnswer
     | BeginCheckpoint
     | SaveRequestedCheckpoint
     | FinishFailedCheckpoint

@@ -18,7 +18,7 @@ from typing import Literal
 
 import msgspec
 
-from .elicitation.forms import ElicitationRequest
+from .elicitation.forms import ElicitationRequest, ElicitationValue
 from .materialized import (
     MaterializedExecutionState,
     MaterializedSession,
@@ -36,6 +36,8 @@ __all__ = [
     "BackgroundTask",
     "ChatPhase",
     "ConfigOption",
+    "ElicitationAnswer",
+    "ElicitationAnswerList",
     "ElicitationList",
     "HistoryCursor",
     "HistoryItem",
@@ -320,6 +322,28 @@ class ElicitationList(Wire, kw_only=True):
     """``GET .../elicitations``: the session's pending structured questions."""
 
     elicitations: list[ElicitationRequest] = emitted([])
+
+
+class ElicitationAnswer(Wire, kw_only=True):
+    """One question's recorded answer (relaystore's own, not the origin's): who gave it,
+    when, the action and the answer on one line (``answer``,
+    :func:`~relaystore.domain.elicitation.answered.answer_text`) and by field
+    (``content``); a ``secret`` field's value is the mask, never the answer."""
+
+    elicitation_id: str
+    action: str
+    answered_by: str
+    answered_at_ms: int
+    answer: str
+    content: dict[str, ElicitationValue] = emitted({})
+
+
+class ElicitationAnswerList(Wire, kw_only=True):
+    """``GET .../answers`` (relaystore's own route): every recorded answer of the
+    session, in the order they were recorded."""
+
+    session_id: str
+    answers: list[ElicitationAnswer] = emitted([])
 
 
 class RawUsagePage(Wire, kw_only=True):

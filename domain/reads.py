@@ -23,6 +23,7 @@ from .errors import InvalidInput
 from .paging import DEFAULT_HISTORY_LIMIT, DEFAULT_ITEMS_LIMIT, DEFAULT_PAGE_LIMIT
 from .read_replies import (
     ApiSession,
+    ElicitationAnswerList,
     ElicitationList,
     ProjectionTail,
     RawElicitationList,
@@ -49,6 +50,7 @@ __all__ = [
     "ListSessions",
     "ListSubagents",
     "ListWorkspaces",
+    "LoadElicitationAnswers",
     "LoadElicitations",
     "LoadProjectionTail",
     "LoadRawElicitations",
@@ -266,6 +268,15 @@ class LoadRawElicitations(Request[RawElicitationList | None], frozen=True, kw_on
     session_id: str
 
 
+class LoadElicitationAnswers(Request[ElicitationAnswerList | None], frozen=True, kw_only=True):
+    """Every answer recorded for the session's questions
+    (:class:`~relaystore.domain.messages.RecordElicitationAnswer`), in the order they were
+    recorded, with who answered and when; a ``secret`` field's value is masked. What
+    ``GET .../answers`` (relaystore's own route) answers. ``None``: no such session."""
+
+    session_id: str
+
+
 ReadMessage = (
     ListSessions
     | ListSubagents
@@ -281,6 +292,7 @@ ReadMessage = (
     | LoadElicitations
     | LoadRawUsagePage
     | LoadRawElicitations
+    | LoadElicitationAnswers
     | SearchTranscripts
 )
 """The reads of this module and :class:`~relaystore.domain.search.SearchTranscripts`

@@ -7,7 +7,8 @@ one message whose value is one of these shapes (JSON, or the log page's bytes):
 
 * ``record``: :class:`RecordState`: the session's rows as stored (``session`` None:
   the session was deleted), with its context and workspace (which outlive it), its
-  checkpoint, its open checkpoint operation and the last activity it published.
+  checkpoint, its open checkpoint operation, the last activity it published, its
+  sub-agent relation and the answers recorded for its questions.
 * ``start``: :class:`StartState`: where its history starts (a checkpoint seed's
   cursor and queued prompts, and/or the first ordinal it holds).
 * ``log``: :class:`LogPageRow`: one relay log page, the worker's lines compressed as
@@ -53,6 +54,8 @@ from dataclasses import dataclass
 import msgspec
 
 from .api_events import RawApiEvent
+from .elicitation.answered import check_answerer, check_elicitation_id
+from .elicitation.forms import decode_elicitation_response
 from .errors import InvalidInput, StoreError
 from .ids import validate_id
 
@@ -64,6 +67,7 @@ __all__ = [
     "stored_body",
     "ReplicationRound",
     "ActivityRow",
+    "AnswerRow",
     "ChangeRef",
     "CheckpointRow",
     "ContextRow",
@@ -153,6 +157,16 @@ class SubagentRow(msgspec.Struct, frozen=True):
     record_json: str
 
 
+class AnswerRow(msgspec.Struct, frozen=True):
+    """One recorded answer to a session's question as stored: who answered, when, and
+    the response JSON (its ``secret`` fields masked before it was stored)."""
+
+    elicitation_id: str
+    answered_by: str
+    answered_at_ms: int
+    response_json: str
+
+
 class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     """A ``record`` change's value (see the module doc)."""
 
@@ -166,6 +180,9 @@ class RecordState(msgspec.Struct, frozen=True, kw_only=True):
     subagent: SubagentRow | None = None
     """The session's relation to its parent, when it is a sub-agent (a stream written
     before relations were published has none: read as no relation)."""
+    answers: list[AnswerRow] = msgspec.field(default_factory=list)
+    """The answers recorded for its questions, in the order recorded (a stream written
+    before answers were published has none: read as none recorded)."""
 
 
 class StartState(msgspec.Struct, frozen=True, kw_only=True):
@@ -400,8 +417,9 @@ def cut_span(
 
 def check_record_ids(where: str, session_id: str, value: object) -> None:
     """The session's and workspace's ids a change carries follow the id rule
-    (:func:`~relaystore.domain.ids.validate_id`): :class:`InvalidInput` naming ``where``
-    otherwise (a session no command could show or delete)."""
+    (:func:`~relaystore.domain.ids.validate_id`), and its recorded answers the checks an
+    answer passes when it is recorded: :class:`InvalidInput` naming ``where`` otherwise
+    (a session no command could show or delete, an answer no read could show)."""
     found: list[tuple[str, str]] = [("session", session_id)]
     if isinstance(value, RecordState):
         if value.workspace is not None:
@@ -418,11 +436,26 @@ def check_record_ids(where: str, session_id: str, value: object) -> None:
         except InvalidInput as exc:
             raise InvalidInput(f"{where}: {exc.detail}") from None
     if isinstance(value, RecordState):
+        for index, answer in enumerate(value.answers):
+            _check_answer_row(f"{where}: answers[{index}]", answer)
         owners = {value.session_id}
         owners |= {value.context.session_id} if value.context is not None else set()
         owners |= {value.session.session_id} if value.session is not None else set()
         if owners != {session_id}:
             raise InvalidInput(f"{where}: its rows are of sessions {sorted(owners)}")
+
+
+def _check_answer_row(where: str, row: AnswerRow) -> None:
+    """A published answer is one this build could have recorded: its id and answerer
+    pass the boundary's checks, its time is not negative, its response decodes."""
+    check_elicitation_id(f"{where}.elicitation_id", row.elicitation_id)
+    check_answerer(f"{where}.answered_by", row.answered_by)
+    if row.answered_at_ms < 0:
+        raise InvalidInput(f"{where}.answered_at_ms: {row.answered_at_ms} is negative")
+    try:
+        decode_elicitation_response(row.response_json)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}.response_json: {exc.detail}") from None
 
 
 def check_restore_target(

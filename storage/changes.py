@@ -51,6 +51,7 @@ from ..domain.replication import (
     StartState,
     WorkspaceRow,
 )
+from .answers import load_answer_rows
 from .paging import load_raw_api_events
 from .subagents import load_subagent_row
 from .transaction import transaction
@@ -167,8 +168,9 @@ def _row(connection: apsw.Connection, kind: type[msgspec.Struct], sql: str, key:
 
 def load_record_state(connection: apsw.Connection, session_id: str) -> RecordState:
     """The session's record as stored now: its row (None: deleted), context, workspace,
-    checkpoint, open checkpoint operation, last published activity and sub-agent
-    relation (:mod:`.subagents`' triggers number its changes as the child's)."""
+    checkpoint, open checkpoint operation, last published activity, sub-agent
+    relation (:mod:`.subagents`' triggers number its changes as the child's) and
+    recorded answers (:mod:`.answers`' triggers number theirs as the session's)."""
     context = _row(
         connection,
         ContextRow,
@@ -217,6 +219,7 @@ def load_record_state(connection: apsw.Connection, session_id: str) -> RecordSta
             session_id,
         ),
         subagent=load_subagent_row(connection, session_id),
+        answers=load_answer_rows(connection, session_id),
     )
 
 

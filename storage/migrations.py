@@ -28,10 +28,12 @@ from ..domain.outcomes import ApiTurnOutcome, MaterializedTurnOutcome
 from ..domain.runtime import HarnessKind
 from ..domain.sessions.records import SessionState
 from ..domain.wire import decode_json
+from .answers import ANSWERS_DDL
 from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
 from .events import encode_event_body
 from .item_views import fill_item_views, fill_search_index
 from .schema import (
+    ANSWERS_REVISION,
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
@@ -130,6 +132,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(ITEM_VIEW_DDL)
         connection.execute(SEARCH_DDL)
         connection.execute(SUBAGENTS_DDL)
+        connection.execute(ANSWERS_DDL)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -252,6 +255,15 @@ def _add_subagents(connection: apsw.Connection) -> None:
         _record_revision(connection, SUBAGENTS_REVISION)
 
 
+def _add_answers(connection: apsw.Connection) -> None:
+    """Revision 15: recorded answers to questions (additive; none recorded yet)."""
+    with _step(connection, f"migrate the relaystore schema to revision {ANSWERS_REVISION}"):
+        if int(connection.pragma("user_version")) != ANSWERS_REVISION - 1:
+            return
+        connection.execute(ANSWERS_DDL)
+        _record_revision(connection, ANSWERS_REVISION)
+
+
 _SESSION_CHECKS = (
     ("harness_kind", tuple(kind.value for kind in HarnessKind)),
     ("state", tuple(state.value for state in SessionState)),
@@ -354,6 +366,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     ITEM_VIEW_REVISION: _add_item_views,
     SEARCH_REVISION: _add_search_index,
     SUBAGENTS_REVISION: _add_subagents,
+    ANSWERS_REVISION: _add_answers,
 }
 
 

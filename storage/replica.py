@@ -13,7 +13,7 @@ Guarantees:
 
 * **Rows as published.** A ``record`` change upserts the session's rows (its context
   and workspace, which are never changed once written, its checkpoint, open checkpoint
-  operation and last activity; a ``None`` one deletes them), a session of None deletes
+  operation, last activity and recorded answers; a ``None`` one deletes them), a session of None deletes
   the session (its projection, log and feed go with it, as in the source), a ``start``
   change its seed and history start, a ``log`` change inserts the page's bytes as
   published. Changes apply in their number's order, so the last value wins.
@@ -63,6 +63,7 @@ from ..domain.replication import (
     mirror_session_id,
     stored_body,
 )
+from .answers import apply_answer_rows
 from .materialized import load_frontier, load_materialized_session
 from .projection import commit_page
 from .relay_log import load_relay_log
@@ -351,6 +352,7 @@ def apply_commits(
                     else:
                         parent = functools.partial(target.local, create=False)
                         apply_subagent_row(connection, local, value.subagent, parent)
+                        apply_answer_rows(connection, local, value.answers)
                 elif not _projected(connection, local):
                     continue  # deleted since (or never held): nothing to keep it under
                 elif isinstance(value, StartState):

@@ -92,12 +92,19 @@ Revisions (relaystore's own numbering):
    writes keep the index too (an item an older build writes without its view is not
    indexed until its text is known). The step's number is :data:`SEARCH_REVISION`,
    the one place to renumber it.
-14. *Current* (:data:`SCHEMA_VERSION`). ``subagent_sessions``
+14. ``subagent_sessions``
    (:data:`~relaystore.storage.subagents.SUBAGENTS_DDL`): which stored session is a
    sub-agent of which parent, with the origin's whole ``SubagentRecord``; deleted with
    either session; its changes numbered as the child's ``record`` changes. The step's
    number is :data:`SUBAGENTS_REVISION`. Additive, so the floor stays: an older build
    never writes a relation, and lists every session as top-level.
+15. *Current* (:data:`SCHEMA_VERSION`). ``elicitation_answers``
+   (:data:`~relaystore.storage.answers.ANSWERS_DDL`): who answered each of a session's
+   questions, when, and what (secret fields masked), as the embedder recorded it
+   (``RecordElicitationAnswer``); deleted with its session; its changes numbered as the
+   session's ``record`` changes. The step's number is :data:`ANSWERS_REVISION`.
+   Additive, so the floor stays: an older build never records an answer, and its
+   deletes of a session delete the answers too (the foreign key cascades).
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -129,6 +136,7 @@ from .schema_ddl import RANDOM_STORE_ID
 from .transaction import transaction
 
 __all__ = [
+    "ANSWERS_REVISION",
     "CHANGES_REVISION",
     "COMPATIBILITY_FLOOR",
     "FORWARD_REVISION",
@@ -173,7 +181,10 @@ SEARCH_REVISION = 13
 SUBAGENTS_REVISION = 14
 """The revision that keeps sub-agent relations (renumber here only)."""
 
-SCHEMA_VERSION = SUBAGENTS_REVISION
+ANSWERS_REVISION = 15
+"""The revision that keeps who answered each question and what (renumber here only)."""
+
+SCHEMA_VERSION = ANSWERS_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

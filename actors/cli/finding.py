@@ -114,18 +114,20 @@ def _export(args: argparse.Namespace) -> int:
     import time
 
     from ...domain.export import SessionExport, render_export
-    from ...domain.reads import LoadSessionDetail
+    from ...domain.reads import LoadElicitationAnswers, LoadSessionDetail
 
     with open_read_only(args.db) as store:
         session = store.ask(LoadSessionDetail(session_id=args.session))
         if session is None:
             raise no_session(args.db, args.session)
+        answers = store.ask(LoadElicitationAnswers(session_id=args.session))
         export = SessionExport(
             session=session,
             items=_items(store, args.session),
             events=_events(store, args.session),
             store=os.fspath(args.db),
             exported_at_ms=int(time.time() * 1000),
+            answers=() if answers is None else answers.answers,
         )
     text = render_export(export, args.format)
     if args.output is None:

@@ -76,6 +76,7 @@ def _read_routes(preamble: Preamble) -> list[Route]:
         preamble.route(_SESSION + "/items", reads.items),
         preamble.route(_SESSION + "/usage", reads.usage),
         preamble.route(_SESSION + "/elicitations", reads.elicitations),
+        preamble.route(_SESSION + "/answers", reads.answers),
         preamble.route("/api/v1/search", search),
     ]
 

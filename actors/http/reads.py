@@ -15,6 +15,7 @@ the preamble's (:mod:`relaystore.actors.http.preamble`), the paths the applicati
 ``GET .../{id}/items?before_position&before_id|after_position&after_id&limit``  the viewer's window (below)
 ``GET .../{id}/usage?after_seq&limit``                 :class:`LoadRawUsagePage`
 ``GET .../{id}/elicitations``                          :class:`LoadRawElicitations`
+``GET .../{id}/answers``                               :class:`LoadElicitationAnswers` (relaystore's own)
 ``GET /healthz``                                       no token: ``{"status": "ok", ...}``
 ``GET /stats``                                         :class:`LoadStats` (``stats --json``)
 ``GET /metrics``                                       Prometheus text (``relaystore[metrics]``): :mod:`relaystore.actors.prometheus`
@@ -28,6 +29,11 @@ the bare array of questions, as the origin's handler does. ``role`` may repeat.
 (no such session, or no transcript recorded for it) is the preamble's 404. The session
 list refuses unknown parameters, as the origin's does; the other routes ignore them; ids
 are checked by the store, with the message (its field named in the 400).
+
+``/answers`` is relaystore's own (the origin keeps no answers): every answer recorded
+for the session's questions (:class:`~relaystore.domain.read_replies.ElicitationAnswerList`),
+who gave it, when and what, a secret field's value masked; ``/elicitations`` stays the
+origin's bare array of pending questions.
 
 ``/items`` is relaystore's own (the viewer pages a long transcript with it): whole items
 in position order, each in the ``/transcript`` item shape, ``limit`` (default 50, at most
@@ -59,6 +65,7 @@ from ...domain.reads import (
     ListSessions,
     ListSubagents,
     ListWorkspaces,
+    LoadElicitationAnswers,
     LoadProjectionTail,
     LoadRawElicitations,
     LoadRawTranscriptPage,
@@ -76,6 +83,7 @@ from ..aio import AsyncEventStore
 from .preamble import Answer, UnknownSession, error, query_integer, query_text
 
 __all__ = [
+    "answers",
     "elicitations",
     "healthz",
     "history",
@@ -195,6 +203,8 @@ usage = _asking(_usage)
 """``GET .../{session_id}/usage``."""
 elicitations = _asking(lambda r: LoadRawElicitations(session_id=r.path_params["session_id"]))
 """``GET .../{session_id}/elicitations``."""
+answers = _asking(lambda r: LoadElicitationAnswers(session_id=r.path_params["session_id"]))
+"""``GET .../{session_id}/answers`` (relaystore's own)."""
 
 
 WINDOW_LIMIT = 50

@@ -64,6 +64,7 @@ from .domain.messages import (
     ProjectionReport as ProjectionReport,
     PruneRelayLog as PruneRelayLog,
     RecordActivities as RecordActivities,
+    RecordElicitationAnswer as RecordElicitationAnswer,
     RecordStartupFault as RecordStartupFault,
     RecoverInterruptedCheckpoints as RecoverInterruptedCheckpoints,
     Reproject as Reproject,
@@ -75,6 +76,8 @@ from .domain.messages import (
 )
 from .domain.read_replies import (
     ApiSession as ApiSession,
+    ElicitationAnswer as ElicitationAnswer,
+    ElicitationAnswerList as ElicitationAnswerList,
     ElicitationList as ElicitationList,
     HistoryItem as HistoryItem,
     ProjectionTail as ProjectionTail,
@@ -96,6 +99,7 @@ from .domain.reads import (
     ListSessions as ListSessions,
     ListSubagents as ListSubagents,
     ListWorkspaces as ListWorkspaces,
+    LoadElicitationAnswers as LoadElicitationAnswers,
     LoadElicitations as LoadElicitations,
     LoadProjectionTail as LoadProjectionTail,
     LoadRawElicitations as LoadRawElicitations,

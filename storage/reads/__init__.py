@@ -4,7 +4,8 @@
 * :mod:`.transcript`: transcript pages, history, whole-item pages, turn summaries and
   projection tails;
 * :mod:`.usage`: usage pages (typed and raw);
-* :mod:`.elicitations`: pending structured questions (typed and raw);
+* :mod:`.elicitations`: pending structured questions (typed and raw) and the answers
+  recorded for them;
 * :mod:`.search`: transcript text found by the full-text index.
 
 Each function reads in one transaction (one snapshot: a page and its cursors agree) and

@@ -1,11 +1,14 @@
-"""A session's pending structured questions, typed or as stored.
+"""A session's structured questions: the pending ones, typed or as stored, and the
+answers recorded for them.
 
 Owns the statement reading ``materialized_sessions.pending_elicitations_json`` and its
 two replies: decoded (:func:`load_elicitations`) or passed through as the stored JSON
 array (:func:`load_raw_elicitations`, what ``GET .../elicitations`` answers). ``None``:
 no projection of the session; a stored value that does not decode (or is not an array,
-for the raw reply) raises :class:`~relaystore.domain.errors.ProjectionError`. It decides
-nothing about the questions themselves.
+for the raw reply) raises :class:`~relaystore.domain.errors.ProjectionError`. And
+:func:`load_elicitation_answers`: who answered each question, when and what (as
+:mod:`relaystore.storage.answers` stored it, secret fields masked), what
+``GET .../answers`` answers. It decides nothing about the questions themselves.
 """
 
 from __future__ import annotations
@@ -13,12 +16,19 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from ...domain.elicitation.forms import ElicitationRequest
-from ...domain.read_replies import ElicitationList, RawElicitationList
+from ...domain.elicitation.answered import answer_text
+from ...domain.elicitation.forms import ElicitationAccept, ElicitationRequest
+from ...domain.read_replies import (
+    ElicitationAnswer,
+    ElicitationAnswerList,
+    ElicitationList,
+    RawElicitationList,
+)
+from ..answers import decode_answer
 from ..materialized import decode_stored, raw_stored
 from ..transaction import transaction
 
-__all__ = ["load_elicitations", "load_raw_elicitations"]
+__all__ = ["load_elicitation_answers", "load_elicitations", "load_raw_elicitations"]
 
 _ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 
@@ -52,3 +62,37 @@ def load_raw_elicitations(
     return RawElicitationList(
         elicitations=raw_stored(stored, "pending elicitations", session_id, array=True)
     )
+
+
+def load_elicitation_answers(
+    connection: apsw.Connection, session_id: str
+) -> ElicitationAnswerList | None:
+    """Every answer recorded for the session's questions, in the order recorded, in one
+    read transaction; ``None`` when the store lacks the session."""
+    with transaction(connection, f"load the answers of session {session_id}"):
+        if (
+            connection.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).get
+            is None
+        ):
+            return None
+        rows = connection.execute(
+            "SELECT elicitation_id, answered_by, answered_at_ms, response_json "
+            "FROM elicitation_answers WHERE session_id = ? ORDER BY answered_at_ms, rowid",
+            (session_id,),
+        ).fetchall()
+    answers = []
+    for ident, by, at, response_json in rows:
+        assert isinstance(at, int)  # the table's STRICT INTEGER column
+        recorded = decode_answer(session_id, str(ident), str(by), at, str(response_json))
+        response = recorded.response
+        answers.append(
+            ElicitationAnswer(
+                elicitation_id=recorded.elicitation_id,
+                action=response.action_name,
+                answered_by=recorded.answered_by,
+                answered_at_ms=recorded.answered_at_ms,
+                answer=answer_text(response),
+                content=response.content if isinstance(response, ElicitationAccept) else {},
+            )
+        )
+    return ElicitationAnswerList(session_id=session_id, answers=answers)

@@ -122,11 +122,32 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+def step_back_to_revision_14(path: str | os.PathLike[str]) -> None:
+    """Turn the current store at ``path`` into what a revision-14 build wrote: drop
+    ``elicitation_answers`` with its triggers (revision 15), turn the ledger's rows above
+    14 into row 14 and set ``user_version`` to 14. A store at 14 or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        with connection:
+            if int(connection.pragma("user_version")) <= 14:
+                return
+            connection.execute(
+                "DROP TABLE elicitation_answers;"
+                "DELETE FROM schema_migrations WHERE version > 14;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (14, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 14;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_13(path: str | os.PathLike[str]) -> None:
-    """Turn the current store at ``path`` into what a revision-13 build wrote: drop
-    ``subagent_sessions`` with its index and triggers (revision 14), turn the ledger's rows
-    above 13 into row 13 and set ``user_version`` to 13. A store at 13 or below is left
-    alone."""
+    """Turn the current store at ``path`` into what a revision-13 build wrote (after
+    :func:`step_back_to_revision_14`): drop ``subagent_sessions`` with its index and
+    triggers (revision 14), turn the ledger's rows above 13 into row 13 and set
+    ``user_version`` to 13. A store at 13 or below is left alone."""
+    step_back_to_revision_14(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         with connection:

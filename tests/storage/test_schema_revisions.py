@@ -23,6 +23,7 @@ from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
+    ANSWERS_REVISION,
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
     FORWARD_REVISION,
@@ -56,6 +57,7 @@ from tests.storage.legacy import (
     step_back_to_revision_11,
     step_back_to_revision_12,
     step_back_to_revision_13,
+    step_back_to_revision_14,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -129,7 +131,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == SUBAGENTS_REVISION
+        assert writer.revision == SCHEMA_VERSION == ANSWERS_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -229,7 +231,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
     triggers = {name for kind, name, _ in missing if name.startswith("store_changes_")}
-    assert len(triggers) == 21  # revisions 10 and 13: the change log's triggers
+    assert len(triggers) == 24  # revisions 10, 14 and 15: the change log's triggers
     assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
     assert {name for _, name, _ in missing} - triggers == {
         "store_changes",  # revision 10: the change log
@@ -262,6 +264,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
         "transcript_search_idx",
         "subagent_sessions",  # revision 14: sub-agent relations
         "subagent_sessions_parent",
+        "elicitation_answers",  # revision 15: recorded answers
     }
 
 
@@ -883,6 +886,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
+            ANSWERS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -918,6 +922,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
+            ANSWERS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -951,6 +956,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
             ITEM_VIEW_REVISION,
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
+            ANSWERS_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -1036,6 +1042,59 @@ def test_a_revision_13_store_gains_the_relation_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "subagent" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [SEARCH_REVISION, SUBAGENTS_REVISION],
+        [SEARCH_REVISION, SUBAGENTS_REVISION, ANSWERS_REVISION],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- recorded answers (revision 15) -------------------------------------------------------
+
+
+def test_a_revision_14_store_gains_the_answers_table_as_a_fresh_store_has_it(
+    store_path: Path, tmp_path: Path
+) -> None:
+    from relaystore.domain.elicitation.forms import ElicitationAccept
+    from relaystore.domain.messages import RecordElicitationAnswer
+    from relaystore.storage.answers import record_answer
+    from relaystore.storage.changes import load_changes
+    from relaystore.storage.reads.elicitations import load_elicitation_answers
+    from tests.storage.answers_support import pend, question
+
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("asked"))
+        pend(writer.connection, "asked", question("q1"))
+    step_back_to_revision_14(store_path)
+    assert "elicitation_answers" not in {name for _, name, _ in schema_objects(store_path)}
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        before = load_changes(writer.connection, 0, 1000)[-1].change_seq
+        record_answer(
+            writer.connection,
+            RecordElicitationAnswer(
+                session_id="asked",
+                elicitation_id="q1",
+                answered_by="ada",
+                response=ElicitationAccept(content={"name": "Ada", "pin": "1234"}),
+                answered_at_ms=5,
+            ),
+        )
+        # The answer is numbered as the session's record change, and reads back masked.
+        assert [(c.kind, c.session_id) for c in load_changes(writer.connection, before, 10)] == [
+            ("record", "asked")
+        ]
+        answers = load_elicitation_answers(writer.connection, "asked")
+        assert answers is not None
+        assert [(a.answered_by, a.answer) for a in answers.answers] == [
+            ("ada", "accepted: name = Ada; pin = ***")
+        ]
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    migrated = {o for o in schema_objects(store_path) if "elicitation_answers" in o[1]}
+    assert len(migrated) == 4  # the table and its three triggers
+    assert migrated == {o for o in schema_objects(fresh) if "elicitation_answers" in o[1]}
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        [SUBAGENTS_REVISION, ANSWERS_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )

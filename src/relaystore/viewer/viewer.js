@@ -852,14 +852,19 @@
   // Every question the session asked, in order, with how it was resolved: the session's
   // own event stream from its start (input_required with the question, input_resolved
   // with the action), and the pending list for questions asked before the stream knew.
+  // Who answered and what come from relaystore's own GET .../answers (the journal keeps
+  // the action only; the embedder that forwarded the answer recorded the rest).
   let questions = new Map(); // elicitation id -> { request, askedAt, turnId, resolved }
+  let answers = new Map(); // elicitation id -> { answered_by, answered_at_ms, answer }
 
   async function loadQuestions(id) {
-    const pending = await api(`/api/v1/sessions/${encodeURIComponent(id)}/elicitations`);
+    const base = `/api/v1/sessions/${encodeURIComponent(id)}`;
+    const [pending, recorded] = await Promise.all([api(`${base}/elicitations`), api(`${base}/answers`)]);
     if (selected !== id) return;
     for (const request of pending) {
       if (!questions.has(request.id)) questions.set(request.id, { request, seq: Infinity, askedAt: null, turnId: null, resolved: null });
     }
+    answers = new Map((recorded.answers || []).map((a) => [a.elicitation_id, a]));
     renderQuestions();
   }
 
@@ -902,14 +907,23 @@
       }
       card.append(fields);
       const answer = el("p", "answer");
+      const given = answers.get(question.id);
       if (entry.resolved) {
         const action = entry.resolved.action;
         answer.append(el("strong", null, ACTIONS[action] || `Resolved (${action})`));
-        answer.append(el("span", "fine", `${when(entry.resolved.at)} · who answered and what: not recorded (the journal keeps the action only)`));
+        const said = given ? "" : " · who answered and what: not recorded (the journal keeps the action only)";
+        answer.append(el("span", "fine", `${when(entry.resolved.at)}${said}`));
       } else {
         answer.append(el("strong", null, "Waiting for an answer"));
       }
-      card.append(answer, el("p", "fine mono", question.id));
+      card.append(answer);
+      if (given) {
+        // Recorded by relaystore: who answered, when, and what (a secret field shows masked).
+        const by = el("p", "answered-by");
+        by.append(el("span", "fine", `answered by ${given.answered_by} at ${when(given.answered_at_ms)}: `), el("span", "text", given.answer));
+        card.append(by);
+      }
+      card.append(el("p", "fine mono", question.id));
       box.append(card);
     });
   }

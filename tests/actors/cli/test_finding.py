@@ -19,10 +19,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from relaystore import EventStore, ObserveRelayEvents, RecordStartupFault, SaveSession
+from relaystore import (
+    EventStore,
+    ObserveRelayEvents,
+    RecordElicitationAnswer,
+    RecordStartupFault,
+    SaveSession,
+)
+from relaystore.domain.elicitation.forms import ElicitationAccept
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import command, run_command
 from tests.actors.http_support import Server, start_server, stop_server
+from tests.storage.answers_support import SCHEMA
 
 SESSION = "s1"
 HOSTILE = "<script>alert('x')</script> ``` & </pre>"
@@ -40,7 +48,17 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         events += journal.question(action="accept")
         events += journal.restart_mid_turn("third")  # interrupted: worker_restarted
         events += journal.shell_command("false", exit_code=1, stderr="boom")  # failed command
+        events += journal.question("Who signs?", request_id="sign", schema=SCHEMA)
         store.ask(ObserveRelayEvents(session_id=SESSION, events=events))
+        store.ask(
+            RecordElicitationAnswer(
+                session_id=SESSION,
+                elicitation_id="sign",
+                answered_by="ada <ada@example.com>",
+                response=ElicitationAccept(content={"name": "<i>Ada</i>", "pin": "8642"}),
+                answered_at_ms=1_700_000_000_000,
+            )
+        )
         store.ask(SaveSession(record=example_session("s2")))
         store.ask(RecordStartupFault(session_id="s2", message="could not start"))
     return path
@@ -180,8 +198,15 @@ def test_an_html_export_is_self_contained_and_keeps_hostile_text_text(
     assert f"why does the linker fail {HOSTILE}" in text  # shown as written
     assert "Errors and faults (4)" in text  # 2 turns, the shell command, its item
     assert "ERROR turn failed (quota_limit)" in text
-    assert "Questions (1)" in text
+    assert "Questions (2)" in text
     assert "answer: accept" in text
+    # Who answered and what, as recorded: hostile text stays text, the secret is masked.
+    assert (
+        "answered by ada <ada@example.com> at 2023-11-14 22:13:20 UTC: "
+        "accepted: name = <i>Ada</i>; pin = ***" in text
+    )
+    assert "<i>Ada" not in document
+    assert "8642" not in document
     assert text.index("why does the linker") < text.index("partial answer") < text.index("third")
 
 
@@ -193,6 +218,12 @@ def test_a_markdown_export_fences_every_item_and_escapes_the_facts(db: Path) -> 
     body = out.split("## Transcript")[1]
     assert f"````text\nwhy does the linker fail {HOSTILE}\n````" in body  # fence outgrows ```
     assert "**! ERROR turn failed (quota\\_limit): quota\\_limit**" in body
+    questions = out.split("## Questions (2)")[1].split("## Transcript")[0]
+    assert (
+        "answered by ada &lt;ada@example.com> at 2023-11-14 22:13:20 UTC: "
+        "accepted: name = &lt;i>Ada&lt;/i>; pin = \\*\\*\\*" in questions
+    )
+    assert "8642" not in out
     code, out, err = _run(db, "export", "nobody")
     assert code == 1
     assert "no session nobody in this store" in err

@@ -11,12 +11,14 @@ import pytest
 
 from relaystore import (
     EventStore,
+    LoadElicitationAnswers,
     LoadElicitations,
     LoadUsagePage,
     ObserveRelayEvents,
+    RecordElicitationAnswer,
     SaveSession,
 )
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.forms import ElicitationAccept, ElicitationRequest
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
@@ -38,7 +40,17 @@ def server(store_path: Path) -> Iterator[Server]:
         events = journal.prompt_turn("hello there", chunks=("one ", "two"))
         events += journal.prompt_turn("second prompt", chunks=("three",))
         events += journal.question(action=None)
+        events += journal.question("Which branch?", request_id="question-2", action="accept")
         store.ask(ObserveRelayEvents(session_id="session-1", events=events))
+        store.ask(
+            RecordElicitationAnswer(
+                session_id="session-1",
+                elicitation_id="question-2",
+                answered_by="ada",
+                response=ElicitationAccept(content={"answer": "main"}),
+                answered_at_ms=1_700_000_000_000,
+            )
+        )
     running = start_server(path)
     yield running
     assert "Traceback" not in stop_server(running)
@@ -71,6 +83,7 @@ ROUTES = [
     "/api/v1/sessions/session-1/history",
     "/api/v1/sessions/session-1/usage",
     "/api/v1/sessions/session-1/elicitations",
+    "/api/v1/sessions/session-1/answers",
     "/metrics",
 ]
 
@@ -245,6 +258,30 @@ def test_history_usage_and_elicitations(server: Server) -> None:
     questions = msgspec.json.decode(served.content, type=list[ElicitationRequest])
     assert [q.id for q in questions] == ["question-1"]
     _error(server.get("/api/v1/sessions/session-9/elicitations"), 404, "not_found")
+
+
+def test_answers_is_relaystores_own_route_with_who_answered_and_what(
+    server: Server, store_path: Path
+) -> None:
+    body = _ok(server.get("/api/v1/sessions/session-1/answers"))
+    assert body == {
+        "session_id": "session-1",
+        "answers": [
+            {
+                "elicitation_id": "question-2",
+                "action": "accept",
+                "answered_by": "ada",
+                "answered_at_ms": 1_700_000_000_000,
+                "answer": "accepted: answer = main",
+                "content": {"answer": "main"},
+            }
+        ],
+    }
+    with EventStore.open(store_path, read_only=True) as store:
+        typed = store.ask(LoadElicitationAnswers(session_id="session-1"))
+    assert server.get("/api/v1/sessions/session-1/answers").content == encode(typed)
+    _error(server.get("/api/v1/sessions/session-9/answers"), 404, "not_found")
+    _error(server.get("/api/v1/sessions/bad%20id/answers"), 400, "bad_request")
 
 
 @pytest.mark.parametrize("params", [{}, {"limit": "1"}, {"after_seq": "1"}, {"after_seq": "99"}])

@@ -31,8 +31,10 @@ from relaystore import (
     EventStore,
     ObserveRelayEvents,
     RecordActivities,
+    RecordElicitationAnswer,
     SaveSession,
 )
+from relaystore.domain.elicitation.forms import ElicitationAccept
 from relaystore.domain.messages import SaveSubagent
 from relaystore.domain.outcomes import OutcomeReason
 from relaystore.domain.relay import (
@@ -54,6 +56,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 SESSION = WORKER_ROOTS[0].name  # 17 transcript items, 3 turns
 LIVE = "live-session"
+ASKED = "asked-session"
+"""A session of its own whose questions carry recorded answers."""
 TURNS = "turns-session"
 """A session of its own for the turns table's live reads (the store is the module's)."""
 WAIT = 20.0
@@ -392,6 +396,54 @@ def test_a_replay_in_another_process_appears_live(
         "question waiting",
     ]
     browser.save_screenshot(str(screens / "10-questions-and-answers.png"))
+
+
+_SECRET_FORM = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "pin": {"type": "string", "title": "PIN", "_meta": {"codex": {"isSecret": True}}},
+    },
+    "required": ["name", "pin"],
+}
+
+
+def test_each_question_shows_who_answered_and_what(
+    browser: WebDriver, server: Server, db: Path, screens: Path
+) -> None:
+    """Before: an answered question showed the journal's action only ("who answered and
+    what: not recorded"), even when the embedder had recorded both."""
+    with EventStore.open(db, projection="thread") as store:
+        store.ask(SaveSession(record=example_session(ASKED)))
+        journal = JournalBuilder()
+        events = journal.question("Who signs off?", request_id="sign", schema=_SECRET_FORM)
+        events += journal.question("Keep the logs?", request_id="logs", action="decline")
+        events += journal.question("Ship it?", request_id="ship", action=None)
+        store.ask(ObserveRelayEvents(session_id=ASKED, events=events))
+        store.ask(
+            RecordElicitationAnswer(
+                session_id=ASKED,
+                elicitation_id="sign",
+                answered_by="ada@example.com",
+                response=ElicitationAccept(content={"name": "Ada", "pin": "8642"}),
+                answered_at_ms=int(time.time() * 1000),
+            )
+        )
+    _signed_in(browser, server, f"/?answers=1#session={ASKED}")  # a page of its own
+    browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="questions"]').click()
+    _until(browser, lambda b: len(_all(b, "#questions .question", "class")) == 3)
+    _until(browser, lambda b: len(_all(b, "#questions .answered-by", "class")) == 1)
+    cards = _texts(browser, "#questions .question")
+    assert "Who signs off?" in cards[0]
+    assert "Answered (accepted)" in cards[0]  # the journal's outcome stays
+    assert "answered by ada@example.com at " in cards[0]
+    assert "accepted: name = Ada; pin = ***" in cards[0]
+    assert "not recorded" not in cards[0]
+    assert "8642" not in " ".join(cards)  # a secret answer is never shown
+    assert "Declined" in cards[1]
+    assert "who answered and what: not recorded" in cards[1]  # no record: said so
+    assert "Waiting for an answer" in cards[2]
+    browser.save_screenshot(str(screens / "10b-who-answered-and-what.png"))
 
 
 _SPY_USAGE = """
