@@ -32,6 +32,7 @@ from ..domain.wire import encode
 from .journal import JournalReader, JournalSource
 from .journal.start import history_start
 from .store import EventStore
+from .store_internals import store_internals
 
 __all__ = ["audit_session"]
 
@@ -80,7 +81,7 @@ def audit_session(
 ) -> AuditResult:
     """Audit one session against its log, or against ``journal`` when given."""
     source = "log" if journal is None else str(journal.path)
-    view = store._audit_view(session_id)
+    view = store_internals(store).audit_view(session_id)
     if view is None:
         return AuditResult(
             session_id=session_id,

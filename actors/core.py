@@ -3,10 +3,11 @@
 
 :class:`StoreCore` holds an open store's actors and does two things for both facades:
 
-* **routing** a checked message to the actor that owns it, and handing it over (a
-  session's messages to its projector actor through the
-  :class:`~relaystore.actors.live.LiveProjectors`, or with ``projection="process"`` to
-  its entry in the :class:`~relaystore.actors.workers.runners.SessionRunners`);
+* **routing** a checked message to the actor that owns it (which one, the table in
+  :mod:`~relaystore.actors.routing` says), and handing it over (a session's messages
+  to its projector actor through the :class:`~relaystore.actors.live.LiveProjectors`,
+  or with ``projection="process"`` to its entry in the
+  :class:`~relaystore.actors.workers.runners.SessionRunners`);
 * **waiting** for a blocking reply (with the dead-actor check) and for a commit (the
   :class:`~relaystore.actors.commits.CommitWatch`, or in a read-only store the
   :class:`~relaystore.actors.wal_watch.WalWatcher`).
@@ -39,41 +40,26 @@ import threading
 import time
 from collections.abc import Callable
 from itertools import count
-from typing import Any, TypeVar, Unpack, get_args
+from typing import Any, TypeVar, Unpack
 
 import pykka
 from pykka import ActorDeadError, ActorRef
 
 from ..domain.errors import InvalidInput, StoreClosed
-from ..domain.messages import (
-    DeleteSession,
-    LoadApiEvents,
-    LoadRawApiEvents,
-    ObserveRelayEvents,
-    ReaderMessage,
-    Reproject,
-    Request,
-    SeedProjection,
-)
+from ..domain.messages import DeleteSession, LoadApiEvents, LoadRawApiEvents, SeedProjection
 from ..domain.reports import StoreMetrics
 from .commits import CommitWatch
 from .courier import Courier
 from .envelope import Answering, Envelope, OneShotReply, Reply, answers_here
 from .exit_hook import OwningProcess
 from .inbox import inbox_of
-from .internal import (
-    LoadAuditView,
-    LoadIndexEntries,
-    LoadOpenRequests,
-    LoadReplicationRound,
-    LoadTranscriptItem,
-)
 from .live import LiveProjectors
 from .maintenance.desk import MaintenanceDesk
 from .metrics import Followers, StoreReadings, WriterStats, store_metrics
 from .pager import FollowPager
 from .projector_wiring import ProjectorWiring
 from .reader import ReaderActor, ReaderDesk
+from .routing import Owner, owner_of
 from .settings import (
     OpenOptions,
     Settings,
@@ -98,19 +84,6 @@ CLOSED_BEFORE_ANSWER = "the store closed before answering"
 """What a blocking ask raises (as :class:`StoreClosed`) when its actor stopped first."""
 
 _DEAD_CHECK_SECONDS = 0.5  # how often a blocking ask checks that its actor is alive
-
-_READER_TYPES: tuple[type[Request[Any]], ...] = get_args(ReaderMessage)
-_READER_ROUTED: tuple[type[Any], ...] = (
-    *_READER_TYPES,
-    LoadTranscriptItem,
-    LoadIndexEntries,
-    LoadAuditView,
-    LoadOpenRequests,
-    LoadReplicationRound,
-)
-"""What readers answer: the reader messages, and what projectors read back from the store."""
-_NOT_THE_WRITERS: tuple[type[Any], ...] = (*_READER_ROUTED, ObserveRelayEvents, Reproject)
-"""What never goes to the writer: the readers' messages, and a session projector's."""
 
 
 class StoreCore:
@@ -278,10 +251,12 @@ class StoreCore:
         projector first)."""
         return isinstance(message, DeleteSession | SeedProjection)
 
-    def _route(self, message: Request[Any]) -> ActorRef[Any]:
-        """The actor that owns a checked message no projector takes (:meth:`send` hands
-        those to the session's projector)."""
-        if isinstance(message, _READER_ROUTED):
+    def _route(self, message: Any, owner: Owner) -> ActorRef[Any]:
+        """The actor that answers a checked message of ``owner``
+        (:func:`~relaystore.actors.routing.owner_of`) that no projector takes: a reader,
+        else the writer (:meth:`_hand_over_here` hands a projector's message to the
+        session's projector)."""
+        if owner == "reader":
             return self._reader()
         if self.writer is None:
             raise InvalidInput(
@@ -326,10 +301,11 @@ class StoreCore:
         return self._courier.run(lambda: self._hand_over_here(message, envelope, wait=wait))
 
     def _hand_over_here(self, message: Any, envelope: Envelope, *, wait: bool) -> Answering | None:
-        if self.writer is not None and isinstance(message, ObserveRelayEvents | Reproject):
+        owner = owner_of(message)
+        if owner == "projector" and self.writer is not None:
             self.check_open()
             return self._projectors.take(message.session_id, envelope, wait=wait)
-        ref = self._route(message)
+        ref = self._route(message, owner)
         if not wait and inbox_of(ref).full():
             return None
         self.deliver(ref, envelope)
@@ -366,7 +342,8 @@ class StoreCore:
         without a timeout from a thread other than the main one, a read is answered in
         this thread by an idle reader's desk (``ReaderDesk.read_now``) and a writer
         message runs in this thread if the writer is idle (``WriterPen.write_now``)."""
-        if timeout is None and isinstance(message, _READER_ROUTED) and answers_here():
+        owner = owner_of(message)
+        if timeout is None and owner == "reader" and answers_here():
             for _ in self._desks:  # each desk at most once, from the next in turn
                 desk = self._desks[next(self._next_reader) % len(self._desks)]
                 done, value = desk.read_now(message)
@@ -376,7 +353,7 @@ class StoreCore:
         if (
             timeout is None
             and pen is not None
-            and not isinstance(message, _NOT_THE_WRITERS)
+            and owner == "writer"
             and not self.routing_may_block(message)  # _route retires a projector first
         ):
             reply = OneShotReply()

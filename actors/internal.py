@@ -7,20 +7,20 @@ writer (the one write connection), and reads a committed item back through a rea
 with these messages. They are plain frozen
 dataclasses, not :class:`~relaystore.domain.messages.Request` s: a user's type checker
 refuses them at ``store.ask``, and the facades refuse them by type at run time too
-(``InvalidInput`` naming the message; see :data:`INTERNAL_MESSAGES`).
+(``InvalidInput`` naming the message; see
+:data:`~relaystore.actors.routing.INTERNAL_MESSAGES`). The unions at the end say which
+actor answers each (:mod:`relaystore.actors.routing` reads them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..domain.maintenance import MaintenanceAnswer, RequestState
 from ..domain.projection.page import PageDelta
 from ..domain.sessions.records import CheckpointMetadata
 
 __all__ = [
-    "INTERNAL_MESSAGES",
     "CommitPage",
     "ClaimRequest",
     "CommitReprojection",
@@ -182,28 +182,12 @@ class LoadReplicationRound:
 
 
 ProjectorWriterMessage = LoadProjection | CommitPage | CommitReprojection | LoadLoggedLine
+"""Writer messages only projectors send."""
 ProjectorReaderMessage = (
     LoadTranscriptItem | LoadIndexEntries | LoadAuditView | LoadReplicationRound
 )
 """Reader messages only the actors send (projectors, ``audit``, the publisher)."""
-"""Writer messages only projectors send."""
 DeskWriterMessage = ClaimRequest | FinishRequest | RecoverRequests | RecordCheckpoint
+"""What the maintenance desk asks of the writer."""
 DeskReaderMessage = LoadOpenRequests
-"""What the maintenance desk asks of the writer and of a reader."""
-
-INTERNAL_MESSAGES: tuple[type[Any], ...] = (
-    LoadProjection,
-    CommitPage,
-    CommitReprojection,
-    LoadLoggedLine,
-    LoadTranscriptItem,
-    LoadIndexEntries,
-    LoadAuditView,
-    LoadOpenRequests,
-    ClaimRequest,
-    FinishRequest,
-    RecoverRequests,
-    RecordCheckpoint,
-    LoadReplicationRound,
-)
-"""Every message the public ``ask`` and ``tell`` refuse by type."""
+"""What the maintenance desk asks of a reader."""

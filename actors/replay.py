@@ -59,6 +59,7 @@ from .journal import JournalReader, JournalSource, Location, TornTail
 from .journal.start import history_start
 from .projector import PAGE_SIZE
 from .store import EventStore
+from .store_internals import store_internals
 
 __all__ = [
     "AHEAD",
@@ -372,7 +373,7 @@ def _submit(
     batch: list[RelayEvent | RelayLine],
     where: dict[int, Location],
 ) -> Callable[[], None]:
-    wait = store._observe_decoded(report.session_id, batch)
+    wait = store_internals(store).observe_decoded(report.session_id, batch)
     return lambda: _count(wait, report, batch, where)
 
 

@@ -23,7 +23,7 @@ from ..domain.errors import AskTimeout, InvalidInput
 from ..domain.messages import PUBLIC_MESSAGES, Request
 from ..domain.validation import validate_message
 from ..storage.connection import Synchronous
-from .internal import INTERNAL_MESSAGES
+from .routing import INTERNAL_MESSAGES
 
 __all__ = [
     "DEFAULT_MAX_BATCH",

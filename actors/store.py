@@ -14,26 +14,20 @@ that owns it and the storage function it calls.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 from ..domain.api_events import ApiEvent, ApiEventFilter, RawApiEvent
-from ..domain.audit import AuditView
 from ..domain.errors import StoreClosed
-from ..domain.ids import validate_id
 from ..domain.messages import (
     LoadApiEvents,
     LoadRawApiEvents,
-    ObserveRelayEvents,
-    ProjectionReport,
     Request,
 )
-from ..domain.relay import RelayEvent, RelayLine
 from ..storage.connection import Synchronous
 from .core import StoreCore
 from .facts import StoreFacts
-from .internal import LoadAuditView
 from .pager import FollowPager
 from .settings import OpenOptions
 
@@ -97,26 +91,6 @@ class EventStore(StoreFacts):
         """
         self._core.check_ask(message, timeout)
         return self._core.ask_blocking(message, timeout)  # type: ignore[no-any-return]
-
-    def _observe_decoded(
-        self, session_id: str, events: list[RelayEvent | RelayLine]
-    ) -> Callable[[], ProjectionReport]:
-        """Hand ``events`` to the session's projector now; the returned call waits for the
-        report. For ``replay``, which reads the next batch while the last one projects:
-        its events come from the journal decoder, which typed every field, and its
-        session id was checked by its first ask, so they are not validated again."""
-        self._core.check_open()
-        wait: Callable[[], ProjectionReport] = self._core.ask_later(
-            ObserveRelayEvents(session_id=session_id, events=events)
-        )
-        return wait
-
-    def _audit_view(self, session_id: str) -> AuditView | None:
-        """A session's projection, relay log and feed in one snapshot, for ``audit``."""
-        validate_id("session", session_id)
-        self._core.check_open()
-        view: AuditView | None = self._core.ask_blocking(LoadAuditView(session_id=session_id))
-        return view
 
     def tell(self, message: Request[Any]) -> None:
         """Send ``message`` without waiting; a failure is logged and stops nothing.

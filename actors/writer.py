@@ -87,7 +87,6 @@ from ..domain.messages import (
     SaveSession,
     SaveSubagent,
     SeedProjection,
-    WriterMessage,
 )
 from ..storage import (
     activity,
@@ -116,15 +115,14 @@ from .internal import (
     ClaimRequest,
     CommitPage,
     CommitReprojection,
-    DeskWriterMessage,
     FinishRequest,
     LoadLoggedLine,
     LoadProjection,
-    ProjectorWriterMessage,
     RecordCheckpoint,
     RecoverRequests,
 )
 from .metrics import WriterStats
+from .routing import WriterTakes
 from .writer_pen import WriterPen
 
 __all__ = ["COMPANY_WAIT_SECONDS", "OpenedWriter", "WriterActor", "perform"]
@@ -137,9 +135,7 @@ COMMIT takes on average either, since waiting longer would cost more than the co
 it saves (so at ``synchronous=OFF`` it hardly waits)."""
 
 
-def perform(
-    connection: Connection, message: WriterMessage | ProjectorWriterMessage | DeskWriterMessage
-) -> Any:
+def perform(connection: Connection, message: WriterTakes) -> Any:
     """Carry out one writer message on the write connection (inside its savepoint)."""
     match message:
         case SaveSession(record=record):

@@ -5,9 +5,11 @@ Each message is a frozen, keyword-only Struct that names its reply type:
 is a :class:`State` to the type checker.
 
 These are the public messages (the contract's three tables, plus ``BackupStore``,
-``CompactStore`` and ``SeedProjection``): :data:`PUBLIC_MESSAGES` is every type the
-facades' ``ask`` and ``tell`` take. The actors' own messages live in
-:mod:`relaystore.actors.internal`.
+``CompactStore`` and ``SeedProjection``), gathered in one union per owner
+(:data:`WriterMessage`, :data:`ProjectorMessage`, :data:`ReaderMessage`):
+:data:`PUBLIC_MESSAGES` is every type the facades' ``ask`` and ``tell`` take, and
+:mod:`relaystore.actors.routing` derives which actor answers each from those unions.
+The actors' own messages live in :mod:`relaystore.actors.internal`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ __all__ = [
     "ObserveRelayEvents",
     "PUBLIC_MESSAGES",
     "ProjectionReport",
+    "ProjectorMessage",
     "PruneRelayLog",
     "ReaderMessage",
     "RecordActivities",
@@ -307,6 +310,10 @@ class Reproject(Request[ReprojectReport], frozen=True, kw_only=True):
     session_id: str
 
 
+ProjectorMessage = ObserveRelayEvents | Reproject
+"""What a session's projector answers."""
+
+
 # -- readers --------------------------------------------------------------------------
 
 
@@ -384,9 +391,8 @@ ReaderMessage = (
 
 PUBLIC_MESSAGES: tuple[type[Request[Any]], ...] = (
     *get_args(WriterMessage),
-    ObserveRelayEvents,
-    Reproject,
+    *get_args(ProjectorMessage),
     *get_args(ReaderMessage),
 )
 """Every message type the public ``ask`` and ``tell`` take, by owner: writer, projectors,
-readers."""
+readers (each union's owner is named once, in :mod:`relaystore.actors.routing`)."""

@@ -206,12 +206,10 @@ async def load_round(
     store: AsyncEventStore, after_seq: int, after_change: int, limit: int
 ) -> ReplicationRound:
     """The next round to publish, read by one of the store's readers in one snapshot."""
-    from ..internal import LoadReplicationRound
+    from ..store_internals import store_internals
 
-    core = store.sync._core
-    message = LoadReplicationRound(after_seq=after_seq, after_change=after_change, limit=limit)
-    round_: ReplicationRound = await asyncio.to_thread(core.ask_blocking, message)
-    return round_
+    door = store_internals(store)
+    return await asyncio.to_thread(door.replication_round, after_seq, after_change, limit)
 
 
 # -- reading them back ---------------------------------------------------------------------

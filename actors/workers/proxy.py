@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ...domain.errors import RelayChainError, StoreError, WorkerLost
-from ...domain.messages import ObserveRelayEvents, ProjectionReport, Reproject
+from ...domain.messages import ObserveRelayEvents, ProjectionReport, ProjectorMessage
 from ...domain.projection import PageDelta
 from ...domain.projection.page_wire import decode_page
 from ..envelope import Unanswerable
@@ -79,7 +79,7 @@ class RemoteProjection:
         return self._index
 
     def handle(self, message: Any) -> Any:
-        if not isinstance(message, ObserveRelayEvents | Reproject):
+        if not isinstance(message, ProjectorMessage):
             raise Unanswerable("projector", message)
         applied_before = 0
         """Events the pages of earlier attempts committed."""

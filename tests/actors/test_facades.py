@@ -33,7 +33,6 @@ from relaystore import (
 )
 from relaystore.actors.envelope import Envelope, OneShotReply
 from relaystore.actors.internal import (
-    INTERNAL_MESSAGES,
     ClaimRequest,
     CommitPage,
     CommitReprojection,
@@ -48,6 +47,7 @@ from relaystore.actors.internal import (
     RecordCheckpoint,
     RecoverRequests,
 )
+from relaystore.actors.routing import INTERNAL_MESSAGES
 from relaystore.actors.settings import OpenOptions, Settings
 from relaystore.aio import AsyncEventStore
 from relaystore.domain.maintenance import MaintenanceAnswer
