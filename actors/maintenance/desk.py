@@ -18,6 +18,10 @@ a request waits up to that long to be taken. The command's connection writes not
 but its request row (one short transaction; it takes no lock file and never migrates):
 every change to the store's data is still made by its one writer.
 
+Must not: import the store's core. The core starts the desk and hands itself in (a
+:class:`~relaystore.actors.maintenance.runs.MaintainedStore`); a command hands
+:func:`maintain` the opener of its own store.
+
 Guarantees:
 
 * When no writer holds the store, the command opens it itself and runs the request
@@ -55,7 +59,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -86,10 +90,7 @@ from ..internal import (
     FinishRequest,
     LoadOpenRequests,
 )
-from .runs import failed_answer, run_request
-
-if TYPE_CHECKING:
-    from ..core import StoreCore
+from .runs import MaintainedStore, failed_answer, run_request
 
 __all__ = [
     "LOCK_RETRY_SECONDS",
@@ -127,7 +128,7 @@ class MaintenanceDesk:
     module). A daemon thread owned by the store's core, started when the store opens
     and stopped when it closes."""
 
-    def __init__(self, core: StoreCore) -> None:
+    def __init__(self, core: MaintainedStore) -> None:
         self._core = core
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -262,20 +263,21 @@ def maintain(
     path: str | os.PathLike[str],
     request: MaintenanceRequest,
     *,
+    open_store: Callable[[str | os.PathLike[str]], MaintainedStore],
     timeout: float = REQUEST_TIMEOUT_SECONDS,
     request_id: str | None = None,
     announce: Announce | None = None,
 ) -> MaintenanceAnswer:
     """Run ``request`` on the store at ``path``: itself when no writer holds the store,
-    else through the holder's desk (see the module). Raises :class:`StoreLocked` naming
-    a holder that takes no requests, :class:`RequestUnanswered` when none took it in
-    ``timeout`` seconds, and the store's typed errors."""
-    from ..core import StoreCore  # the core starts the desk: imported when first used
-
+    else through the holder's desk (see the module). ``open_store`` opens the store here
+    (the command's own; it raises :class:`StoreLocked` while a writer holds it). Raises
+    :class:`StoreLocked` naming a holder that takes no requests,
+    :class:`RequestUnanswered` when none took it in ``timeout`` seconds, and the store's
+    typed errors."""
     text = encode_request(request)
     for _ in range(2):  # a holder that is gone before it takes the request: open it here
         try:
-            core = StoreCore.open(path, readers=1)
+            core = open_store(path)
         except StoreLocked as locked:
             holder = read_lock_holder(path)
             if holder is None or not holder.takes_requests or not holder.alive():

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ...domain.errors import StoreError, UnknownSession
 from ...domain.ids import validate_id
@@ -58,10 +59,25 @@ from ...domain.sessions.records import CheckpointMetadata
 from ...domain.wording import plural
 from ..internal import RecordCheckpoint
 
-if TYPE_CHECKING:
-    from ..core import StoreCore
+__all__ = ["MaintainedStore", "answered", "error_text", "failed_answer", "run_request"]
 
-__all__ = ["answered", "error_text", "failed_answer", "run_request"]
+
+class MaintainedStore(Protocol):
+    """What maintenance asks of an open store: its file, its checks, its blocking ask,
+    and closing it. The store's core (:class:`~relaystore.actors.core.StoreCore`) is one;
+    it starts the desk, so nothing here imports it: the core, or a command's opener,
+    hands it in."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def check_open(self) -> None: ...
+
+    def check_message(self, message: object) -> None: ...
+
+    def ask_blocking(self, message: Any, timeout: float | None = None) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 def failed_answer(error: StoreError) -> MaintenanceAnswer:
@@ -77,7 +93,7 @@ def error_text(error: StoreError) -> str:
     return " ".join(str(error).split())
 
 
-def run_request(core: StoreCore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
+def run_request(core: MaintainedStore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     """Carry out ``request`` on the open store ``core`` (its file: ``path``)."""
     try:
         return _run(_Asker(core), path, request)
@@ -88,7 +104,7 @@ def run_request(core: StoreCore, path: str, request: MaintenanceRequest) -> Main
 class _Asker:
     """Asks the store as the facade does: a public message is checked first."""
 
-    def __init__(self, core: StoreCore) -> None:
+    def __init__(self, core: MaintainedStore) -> None:
         self._core = core
 
     def __call__(self, message: Any) -> Any:

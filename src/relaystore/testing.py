@@ -38,7 +38,7 @@ import msgspec
 
 from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
 from relaystore.domain.ids import validate_id
 from relaystore.domain.integers import INT64_MAX
@@ -554,7 +554,7 @@ class JournalBuilder:
             native_session_id=(native_session_id, str),
             schema=(schema, Mapping | None, "a mapping (the requestedSchema) or None"),
         )
-        request = ElicitationRequest.from_acp_params(
+        request = parse_acp_request(
             request_id or self.next_id("question"),
             {
                 "mode": "form",
