@@ -29,7 +29,7 @@ from ..domain.messages import (
     ProjectionReport,
     Request,
 )
-from ..domain.relay import RelayEvent, RelayLine
+from ..domain.relay.events import RelayEvent, RelayLine
 from ..storage.connection import Synchronous
 from .core import StoreCore
 from .facts import StoreFacts

@@ -35,7 +35,7 @@ import msgspec
 
 from .api_events import ApiEvent, ApiEventData
 from .materialized import MaterializedSession
-from .relay import RelayEvent, RelayLine
+from .relay.events import RelayEvent, RelayLine
 from .relay.log import LogCoverage, StoredRelayLog
 from .retention import retained_session
 from .transcript_views import item_role, item_text

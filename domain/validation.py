@@ -33,15 +33,15 @@ from .errors import InvalidInput, StoreError
 from .ids import validate_id
 from .integers import INT64_MAX, INT64_MIN
 from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from .relay import (
+from .relay.events import (
     MAX_RELAY_LINE_BYTES,
     MIN_RECORDED_AT_MS,
     RelayEvent,
     RelayLine,
-    RelayObservation,
     encode_relay_event,
     line_too_long,
 )
+from .relay.observations import RelayObservation
 from .sessions.checks import validate_timestamp
 
 __all__ = ["validate_message"]

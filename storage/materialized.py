@@ -53,7 +53,7 @@ from ..domain.projection.index import (
 )
 from ..domain.projection.integrity import check_session
 from ..domain.projection.streams import merge_content_chunk
-from ..domain.relay import RelayCursor
+from ..domain.relay.payloads import RelayCursor
 from ..domain.wire import JSON
 from .transaction import transaction
 

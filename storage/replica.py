@@ -51,8 +51,8 @@ import msgspec
 
 from ..domain.errors import InvalidInput, StoreError, UnknownSession
 from ..domain.projection.rebuild import rebuild, rebuild_from
-from ..domain.relay import RelayCursor
 from ..domain.relay.log import unpack_events
+from ..domain.relay.payloads import RelayCursor
 from ..domain.replication import (
     Incoming,
     LogPageRow,

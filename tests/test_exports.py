@@ -196,6 +196,22 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+def _package_of(name: str, path: Path) -> str:
+    """The package a module's relative imports start from (a package's own, for its
+    ``__init__``)."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported_from(package: str, node: ast.ImportFrom) -> str:
+    """The installed name of the module a ``from`` import reads (a relative one resolved
+    from ``package``)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parts = package.split(".")
+    return ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+
+
 class _RunImports(ast.NodeVisitor):
     """The relaystore modules one module imports when its code runs, with the line and
     whether the import is inside a function; an import under ``if TYPE_CHECKING`` never
@@ -204,7 +220,7 @@ class _RunImports(ast.NodeVisitor):
     def __init__(self, name: str, path: Path, modules: dict[str, Path]) -> None:
         self.found: list[tuple[str, int, bool]] = []
         self._name = name
-        self._package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        self._package = _package_of(name, path)
         self._modules = modules
         self._depth = 0
         self.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
@@ -228,10 +244,7 @@ class _RunImports(ast.NodeVisitor):
             self._add(alias.name, node.lineno)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        base = node.module or ""
-        if node.level:
-            parts = self._package.split(".")
-            base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+        base = _imported_from(self._package, node)
         for alias in node.names:
             submodule = f"{base}.{alias.name}"
             self._add(submodule if submodule in self._modules else base, node.lineno)
@@ -290,6 +303,55 @@ def test_no_import_cycle_hides_in_a_function() -> None:
     module what it needs instead (a callable, a Protocol). The module-level imports are
     acyclic too, so any cycle at all fails."""
     assert _import_cycles() == []
+
+
+def _defined_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (also under a top-level ``if`` or
+    ``try``): its classes, functions and assignments, not what it imports."""
+    found: set[str] = set()
+    body = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(
+                name.id
+                for target in targets
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name)
+            )
+        elif isinstance(node, ast.If):
+            body.extend([*node.body, *node.orelse])
+        elif isinstance(node, ast.Try):
+            body.extend([*node.body, *node.orelse, *node.finalbody])
+            body.extend(child for handler in node.handlers for child in handler.body)
+    return found
+
+
+_CATALOGUE = "relaystore.domain.relay"
+"""The relay catalogue: the public path of every relay name, defining none itself."""
+
+
+def test_relay_names_are_imported_from_their_home() -> None:
+    """A relaystore module imports a relay name from the module that defines it (``from
+    ..relay.events import RelayEvent``), never through the catalogue
+    ``relaystore.domain.relay``, which only gathers the names under one public path
+    (tests and users may read them there): a name imported from a package must be
+    defined there (or be one of its modules)."""
+    modules = _modules()
+    defined = _defined_names(modules[_CATALOGUE])
+    wrong = [
+        f"{name}:{node.lineno}: {alias.name}"
+        for name, path in modules.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and _imported_from(_package_of(name, path), node) == _CATALOGUE
+        for alias in node.names
+        if alias.name not in defined and f"{_CATALOGUE}.{alias.name}" not in modules
+    ]
+    assert wrong == []
 
 
 def _absolute_relaystore_imports(path: Path) -> Iterator[str]:

@@ -19,7 +19,7 @@ from typing import BinaryIO
 import msgspec
 
 from ...domain.errors import InvalidInput
-from ...domain.relay import MAX_RELAY_LINE_BYTES
+from ...domain.relay.events import MAX_RELAY_LINE_BYTES
 from ...domain.worker_root import SEGMENT_NAME
 from .lines import BlankBudget, lines, open_journal_file
 

@@ -20,7 +20,7 @@ from typing import Literal
 from ...domain.chain import GENESIS
 from ...domain.errors import ChainFault, RelayChainError
 from ...domain.materialized import MaterializedQueuedPrompt
-from ...domain.relay import RelayCursor
+from ...domain.relay.payloads import RelayCursor
 from ...domain.seed import start_before
 from ...domain.worker_root import SEED_NAME
 from .reader import JournalReader

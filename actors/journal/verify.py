@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...domain.errors import StoreError
-from ...domain.relay import RelayCursor, RelayLine
+from ...domain.relay.events import RelayLine
+from ...domain.relay.payloads import RelayCursor
 from .reader import (
     JournalProblem,
     JournalReader,

@@ -38,7 +38,7 @@ from ...domain.messages import ObserveRelayEvents
 from ...domain.projection import PageDelta
 from ...domain.projection.index import ColdEntry
 from ...domain.projection.page_wire import encode_page
-from ...domain.relay import RelayCursor
+from ...domain.relay.payloads import RelayCursor
 from ..projector import PageCommit, ProjectorCore
 from .protocol import (
     Beat,

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ...domain.relay import RelayEvent, RelayLine
+from ...domain.relay.events import RelayEvent, RelayLine
 
 __all__ = [
     "Beat",

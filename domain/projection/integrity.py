@@ -30,6 +30,7 @@ from typing import NamedTuple, Protocol
 
 from ..digests import is_relay_digest
 from ..errors import InvalidInput, ProjectionError
+from ..hashing import RELAY_EVENT_GENESIS_DIGEST
 from ..ids import validate_id
 from ..materialized import (
     AgentBody,
@@ -40,7 +41,6 @@ from ..materialized import (
     TranscriptItem,
     TranscriptRemove,
 )
-from ..relay import RELAY_EVENT_GENESIS_DIGEST
 
 __all__ = [
     "ItemFacts",

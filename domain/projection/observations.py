@@ -21,7 +21,8 @@ from ..materialized import (
     TerminalOutputRecord,
 )
 from ..outcomes import ProviderCost
-from ..relay import (
+from ..relay.events import RelayEvent, RelayLine
+from ..relay.observations import (
     Closed,
     Closing,
     CommandCompleted,
@@ -38,8 +39,6 @@ from ..relay import (
     NativeAgent,
     Notice,
     PermissionAutoApproved,
-    RelayEvent,
-    RelayLine,
     SessionConfigured,
     SessionFault,
     SessionOpened,

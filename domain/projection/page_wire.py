@@ -29,7 +29,7 @@ from ..materialized import (
     _Unset,
 )
 from ..outcomes import MaterializedTurnOutcome, ProviderCost
-from ..relay import RelayCursor
+from ..relay.payloads import RelayCursor
 from ..wire import JSON
 from .page import PackedLog, PageDelta, PendingItem
 

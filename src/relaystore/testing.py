@@ -40,6 +40,7 @@ from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
 from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
+from relaystore.domain.hashing import RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2
 from relaystore.domain.ids import validate_id
 from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.mailbox import (
@@ -58,57 +59,63 @@ from relaystore.domain.mailbox import (
     UserSender,
 )
 from relaystore.domain.outcomes import OutcomeReason
-from relaystore.domain.relay import (
-    MIN_RECORDED_AT_MS,
-    RELAY_EVENT_FORMAT_V1,
-    RELAY_EVENT_FORMAT_V2,
-    CancelledOutcome,
+from relaystore.domain.relay.commands import (
     CancelTurnCommand,
+    DeliverMailboxEventCommand,
+    HandbackReminderCommand,
+    InstallPromptContextCommand,
+    MailboxEvent,
+    MailboxWakeCommand,
+    PromptCommand,
+    RelayCommand,
+    RelayCommandKind,
+    RestoreExecutionModeCommand,
+    RunUserShellCommand,
+    SeedAssessmentContextCommand,
+)
+from relaystore.domain.relay.events import (
+    MIN_RECORDED_AT_MS,
+    RelayEvent,
+    RelayLine,
+    decode_relay_event,
+    decode_relay_line,
+    encode_relay_event,
+)
+from relaystore.domain.relay.observations import (
     CommandCompleted,
     CommandInterrupted,
     CommandQueued,
     CommandRejected,
     CommandStarted,
-    ConfiguredOutcome,
-    ContextHistory,
-    DeliverMailboxEventCommand,
     ElicitationRequested,
     ElicitationResolved,
-    EvidenceMessage,
-    HandbackReminderCommand,
     HarnessTurnSettled,
     HarnessTurnStarted,
-    InstallPromptContextCommand,
     MailboxDeliveryPath,
-    MailboxEvent,
     MailboxEventsDelivered,
     MailboxHookLease,
     MailboxHookLeaseCreated,
     MailboxHookLeaseReturned,
     MailboxHookLeaseReturnReason,
-    MailboxWakeCommand,
-    NoticeRecordedOutcome,
-    PromptCommand,
-    PromptOutcome,
-    RelayCommand,
-    RelayCommandKind,
-    RelayCommandOutcome,
-    RelayCursor,
-    RelayEvent,
-    RelayLine,
     RelayObservation,
-    RestoreExecutionModeCommand,
-    RunUserShellCommand,
-    SeedAssessmentContextCommand,
     SessionRestarted,
     SessionUpdate,
-    UserShellOutcome,
     UserShellOutput,
+)
+from relaystore.domain.relay.outcomes import (
+    CancelledOutcome,
+    ConfiguredOutcome,
+    NoticeRecordedOutcome,
+    PromptOutcome,
+    RelayCommandOutcome,
+    UserShellOutcome,
+)
+from relaystore.domain.relay.payloads import (
+    ContextHistory,
+    EvidenceMessage,
+    RelayCursor,
     UserShellResult,
     UserShellStatus,
-    decode_relay_event,
-    decode_relay_line,
-    encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions.provisioning import (
