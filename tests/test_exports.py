@@ -354,6 +354,36 @@ def test_relay_names_are_imported_from_their_home() -> None:
     assert wrong == []
 
 
+_ONE_MEANING_MANY_HOMES = {
+    "logger": "each module's own logging.getLogger(__name__)",
+    "main": "a process's entry point: the command line's, a projection worker's",
+    "register": "each command module's hook that adds its subcommands to the parser",
+    "P": "a type variable: a parameter of its own module's generic functions",
+    "R": "a type variable: a parameter of its own module's generic functions",
+    "T": "a type variable: a parameter of its own module's generic functions",
+}
+"""The names several modules define on purpose, each for the same kind of thing."""
+
+
+def test_a_name_means_one_thing() -> None:
+    """No two relaystore modules define the same top-level name (a class, a function or
+    an assignment, public or private; dunder names aside), so a name read in a
+    traceback, a grep or a review means one thing: a second ``HistoryStart`` or
+    ``UnknownSession`` is named for what it is instead, and one rule twice is one rule
+    imported. Imports are not definitions; the few names defined on purpose in many
+    modules are listed above, each with its reason."""
+    homes: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for name in _defined_names(path):
+            if not (name.startswith("__") and name.endswith("__")):
+                homes.setdefault(name, []).append(module)
+    twice = {name: found for name, found in homes.items() if len(found) > 1}
+    assert {
+        name: found for name, found in twice.items() if name not in _ONE_MEANING_MANY_HOMES
+    } == {}
+    assert sorted(_ONE_MEANING_MANY_HOMES) == sorted(twice)  # the list holds only what is needed
+
+
 def _absolute_relaystore_imports(path: Path) -> Iterator[str]:
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0:

@@ -13,7 +13,7 @@ listening socket to secure, name or clean up; the request, its state and its ans
 rows in the same file, so a killed command, a restarted supervisor or a second command
 all see one truth, and a request is run once (by its id, in one store's one desk). The
 cost is a poll: the desk reads the open requests through a reader every
-:data:`POLL_SECONDS` (one indexed query; no write, no commit, when there are none), so
+:data:`REQUEST_POLL_SECONDS` (one indexed query; no write, no commit, when there are none), so
 a request waits up to that long to be taken. The command's connection writes nothing
 but its request row (one short transaction; it takes no lock file and never migrates):
 every change to the store's data is still made by its one writer.
@@ -94,7 +94,7 @@ from .runs import MaintainedStore, failed_answer, run_request
 
 __all__ = [
     "LOCK_RETRY_SECONDS",
-    "POLL_SECONDS",
+    "REQUEST_POLL_SECONDS",
     "REQUEST_TIMEOUT_SECONDS",
     "MaintenanceDesk",
     "maintain",
@@ -102,7 +102,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.2
+REQUEST_POLL_SECONDS = 0.2
 """How often a store's desk looks for requests (the longest a request waits to be taken
 by an idle desk)."""
 REQUEST_TIMEOUT_SECONDS = 30.0
@@ -116,7 +116,7 @@ LOCK_RETRY_SECONDS = (1.0, 2.0, 4.0)
 its busy timeout (``StoreBusy``, as the writer refuses a batch, or ``StoreLocked``:
 :func:`~relaystore.domain.maintenance.failed_for_a_lock`) is run again after each of these waits (each step is
 one transaction, so the failed one did nothing); failing still, it is answered failed."""
-_STOP_SECONDS = 1.0
+_DESK_STOP_SECONDS = 1.0
 """How long closing the store waits for the desk to finish the step it is in."""
 
 Announce = Callable[[str, LockHolder], None]
@@ -148,7 +148,7 @@ class MaintenanceDesk:
         next writer)."""
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(_STOP_SECONDS)
+            self._thread.join(_DESK_STOP_SECONDS)
 
     def _serve(self) -> None:
         while True:
@@ -158,13 +158,15 @@ class MaintenanceDesk:
                 return
             except StoreError as exc:  # the next poll tries again
                 if self._fresh(f"maintenance requests: {exc}"):
-                    logger.warning("%s (tried again every %g s)", self._warned, POLL_SECONDS)
+                    logger.warning(
+                        "%s (tried again every %g s)", self._warned, REQUEST_POLL_SECONDS
+                    )
             except Exception as exc:  # a bug must not end the desk silently
                 if self._fresh(f"maintenance requests: unexpected failure: {exc!r}"):
                     logger.exception("%s", self._warned)
             else:
                 self._warned = None
-            if self._stop.wait(POLL_SECONDS):
+            if self._stop.wait(REQUEST_POLL_SECONDS):
                 return
 
     def _fresh(self, line: str) -> bool:
@@ -281,7 +283,7 @@ def maintain(
         except StoreLocked as locked:
             holder = read_lock_holder(path)
             if holder is None or not holder.takes_requests or not holder.alive():
-                raise _refusal(locked, holder) from None
+                raise _holder_refusal(locked, holder) from None
             answer = _ask_holder(path, request_id, request, text, holder, timeout, announce)
             if answer is not None:
                 return answer
@@ -300,7 +302,7 @@ def maintain(
     )
 
 
-def _refusal(locked: StoreLocked, holder: LockHolder | None) -> StoreLocked:
+def _holder_refusal(locked: StoreLocked, holder: LockHolder | None) -> StoreLocked:
     if holder is None or not holder.alive():
         return locked
     return StoreLocked(

@@ -96,7 +96,7 @@ def error_text(error: StoreError) -> str:
 def run_request(core: MaintainedStore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     """Carry out ``request`` on the open store ``core`` (its file: ``path``)."""
     try:
-        return _run(_Asker(core), path, request)
+        return _carry_out(_Asker(core), path, request)
     except StoreError as exc:
         return failed_answer(exc)
 
@@ -114,12 +114,12 @@ class _Asker:
         return self._core.ask_blocking(message)
 
 
-def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
+def _carry_out(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     match request:
         case CompactRequest(session_id=session_id):
-            return answered(_compact(ask, session_id))
+            return answered(_compact_sessions(ask, session_id))
         case ReprojectRequest(session_ids=session_ids, behind=behind):
-            return answered(_reproject(ask, session_ids, behind))
+            return answered(_reproject_sessions(ask, session_ids, behind))
         case PruneLogRequest(session_id=session_id, through_ordinal=through):
             report = ask(PruneRelayLog(session_id=session_id, through_ordinal=through))
             return answered(
@@ -151,7 +151,7 @@ def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnsw
             ask(DeleteSession(session_id=session_id))
             return answered(DeleteOutcome(session_id=session_id))
         case CheckpointRequest():
-            return answered(_checkpoint(ask, request))
+            return answered(_take_checkpoint(ask, request))
     raise AssertionError(request)  # pragma: no cover - the union is matched whole
 
 
@@ -244,7 +244,7 @@ def _reprojected_lines(rebuilt: ReprojectedSession) -> list[str]:
     return lines
 
 
-def _compact(ask: _Asker, session_id: str | None) -> CompactOutcome:
+def _compact_sessions(ask: _Asker, session_id: str | None) -> CompactOutcome:
     if session_id is not None:
         sessions = [session_id]
     else:
@@ -266,7 +266,7 @@ def _compact(ask: _Asker, session_id: str | None) -> CompactOutcome:
     )
 
 
-def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
+def _reproject_sessions(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
     sessions = list(given) if given else sorted(ask(LoadState()).sessions)
     if behind:
         waiting = ask(LoadStats()).projection_behind
@@ -292,7 +292,7 @@ def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
     return ReprojectOutcome(behind_only=behind, sessions=rebuilt, failures=failures)
 
 
-def _checkpoint(ask: _Asker, request: CheckpointRequest) -> CheckpointOutcome:
+def _take_checkpoint(ask: _Asker, request: CheckpointRequest) -> CheckpointOutcome:
     validate_id("session", request.session_id)
     checkpoint = CheckpointMetadata(
         archive_path=request.archive_path,

@@ -130,6 +130,7 @@ from relaystore.domain.sessions.records import (
     SessionState,
 )
 from relaystore.domain.sessions.targets import LocalPodmanTarget
+from relaystore.domain.validation import OBSERVATION_TYPES
 from relaystore.domain.wire import JSON, decode_json, encode
 from relaystore.domain.worker_root import (
     ACTIVE_JOURNAL_NAME,
@@ -160,12 +161,10 @@ ObservationInput = RelayObservation | Mapping[str, Any] | str | bytes
 """What :meth:`JournalBuilder.add` takes: a typed observation, or a wire-shaped one (a
 dict such as ``{"type": "notice", "data": {"message": "hi"}}``, or its JSON text)."""
 
-_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
-
 
 def _observation(value: object) -> RelayObservation:
     """``value`` as a checked observation; wire shapes are decoded as a journal's are."""
-    if isinstance(value, _OBSERVATION_TYPES):
+    if isinstance(value, OBSERVATION_TYPES):
         observation: RelayObservation = value
         return observation
     if isinstance(value, msgspec.Struct):
@@ -192,7 +191,7 @@ def _gzip(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def _text(text: str) -> JSON:
+def _text_block(text: str) -> JSON:
     return {"type": "text", "text": text}
 
 
@@ -476,7 +475,7 @@ class JournalBuilder:
         queued = self.add(
             CommandQueued.of(
                 command_id=command_id,
-                command=PromptCommand.of(prompt=[_text(text)]),
+                command=PromptCommand.of(prompt=[_text_block(text)]),
                 created_at_ms=self._next_ms,
             ),
             command_id=command_id,
@@ -495,7 +494,7 @@ class JournalBuilder:
                 SessionUpdate.of(
                     update={
                         "sessionUpdate": "agent_message_chunk",
-                        "content": _text(chunk),
+                        "content": _text_block(chunk),
                         "messageId": message_id,
                     }
                 )

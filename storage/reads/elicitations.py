@@ -11,16 +11,12 @@ nothing about the questions themselves.
 from __future__ import annotations
 
 import apsw
-import msgspec
 
-from ...domain.elicitation.forms import ElicitationRequest
 from ...domain.read_replies import ElicitationList, RawElicitationList
-from ..materialized import decode_stored, raw_stored
+from ..materialized import ELICITATIONS_DECODER, decode_stored, raw_stored
 from ..transaction import transaction
 
 __all__ = ["load_elicitations", "load_raw_elicitations"]
-
-_ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 
 
 def _stored_elicitations(connection: apsw.Connection, session_id: str) -> str | None:
@@ -38,7 +34,7 @@ def load_elicitations(connection: apsw.Connection, session_id: str) -> Elicitati
     if stored is None:
         return None
     return ElicitationList(
-        elicitations=decode_stored(_ELICITATIONS, stored, "pending elicitations", session_id)
+        elicitations=decode_stored(ELICITATIONS_DECODER, stored, "pending elicitations", session_id)
     )
 
 
