@@ -61,15 +61,15 @@ class _LoopReply:
 
     def set(self, value: Any | None = None) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            self._loop.call_soon_threadsafe(_resolve, self._future, value, None)
+            self._loop.call_soon_threadsafe(_answer_future, self._future, value, None)
 
     def set_exception(self, exc_info: ExcInfo | None = None) -> None:
         error = exc_info[1] if exc_info is not None else RuntimeError("no exception given")
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(_resolve, self._future, None, error)
+            self._loop.call_soon_threadsafe(_answer_future, self._future, None, error)
 
 
-def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+def _answer_future(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     if future.done():  # cancelled or timed out: the answer has nowhere to go
         return
     if error is None:

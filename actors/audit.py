@@ -27,7 +27,7 @@ from ..domain.errors import RelayLogUnavailable, StoreError
 from ..domain.materialized import HistoryStart, MaterializedSession
 from ..domain.projection.rebuild import Rebuilt, rebuild, rebuild_from
 from ..domain.reads import unknown_session_text
-from ..domain.relay import RelayEvent, RelayLine
+from ..domain.relay.events import RelayEvent, RelayLine
 from ..domain.wire import encode
 from .journal import JournalReader, JournalSource
 from .journal.start import history_start

@@ -68,7 +68,8 @@ from ..domain.projection import PageDelta, SessionProjection
 from ..domain.projection.index import ColdEntry
 from ..domain.projection.rebuild import ReprojectReport, rebuild
 from ..domain.projection.session import knows_line
-from ..domain.relay import RelayCursor, RelayEvent, RelayLine
+from ..domain.relay.events import RelayEvent, RelayLine
+from ..domain.relay.payloads import RelayCursor
 from .envelope import TellSafeActor, Unanswerable
 from .inbox import inbox_of
 from .internal import CommitReprojection, LoadLoggedLine, LoadTranscriptItem

@@ -52,7 +52,9 @@ from ..domain.messages import (
     SeedProjection,
 )
 from ..domain.reads import LoadSessionDetail
-from ..domain.relay import AgentInitialized, RelayCursor, RelayEvent, RelayLine
+from ..domain.relay.events import RelayEvent, RelayLine
+from ..domain.relay.observations import AgentInitialized
+from ..domain.relay.payloads import RelayCursor
 from ..domain.runtime import HarnessKind
 from ..domain.sessions.records import DEFAULT_WORKSPACE_ID, SessionRecord, SessionState
 from .journal import JournalReader, JournalSource, Location, TornTail

@@ -69,7 +69,7 @@ def message_types(union: Any) -> tuple[type[Any], ...]:
     return get_args(union) or (union,)
 
 
-def _routes() -> dict[type[Any], Owner]:
+def _derived_routes() -> dict[type[Any], Owner]:
     routes: dict[type[Any], Owner] = {}
     for owner, union in OWNERS:
         for kind in message_types(union):
@@ -81,7 +81,7 @@ def _routes() -> dict[type[Any], Owner]:
     return routes
 
 
-ROUTES: Mapping[type[Any], Owner] = MappingProxyType(_routes())
+ROUTES: Mapping[type[Any], Owner] = MappingProxyType(_derived_routes())
 """Every message type the store's actors answer, with the one that answers it."""
 
 INTERNAL_MESSAGES: tuple[type[Any], ...] = tuple(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..domain.audit import AuditView
 from ..domain.ids import validate_id
 from ..domain.messages import ObserveRelayEvents, ProjectionReport
-from ..domain.relay import RelayEvent, RelayLine
+from ..domain.relay.events import RelayEvent, RelayLine
 from ..domain.replication import ReplicationRound
 from .internal import LoadAuditView, LoadReplicationRound
 

@@ -19,7 +19,7 @@ from ..domain.paging import DEFAULT_ITEMS_LIMIT
 from ..domain.projection.index import ColdEntry, ItemFacts
 from ..domain.read_replies import TranscriptItems
 from ..domain.reads import LoadTranscriptItems
-from ..domain.relay import RelayCursor
+from ..domain.relay.payloads import RelayCursor
 from ..storage.materialized import IndexEntries
 from .internal import LoadIndexEntries
 

@@ -4,7 +4,7 @@ A read-only store has no writer of its own to publish commits, so a wait watches
 store's ``-wal`` file instead: whenever its size or modification time changes (or it
 appears or goes), the newest ``seq`` is read again through a reader and published into
 the store's :class:`~relaystore.actors.commits.CommitWatch`, which wakes every waiter.
-The file is looked at every :data:`POLL_SECONDS` while something waits, never otherwise;
+The file is looked at every :data:`WAL_POLL_SECONDS` while something waits, never otherwise;
 reading the store happens only when the file changed.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from .commits import CommitWatch
 
-__all__ = ["POLL_SECONDS", "WalWatcher"]
+__all__ = ["WAL_POLL_SECONDS", "WalWatcher"]
 
-POLL_SECONDS = 0.05
+WAL_POLL_SECONDS = 0.05
 """How often a waiting read-only store looks at its ``-wal`` file."""
 
 
@@ -39,7 +39,7 @@ class WalWatcher:
             if stamp != last_stamp:
                 last_stamp = stamp
                 self._commits.publish(self._read_latest())
-            pause = POLL_SECONDS
+            pause = WAL_POLL_SECONDS
             if deadline is not None:
                 pause = min(pause, max(0.0, deadline - time.monotonic()))
             if self._commits.wait_for(seq, pause):

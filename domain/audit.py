@@ -35,7 +35,7 @@ import msgspec
 
 from .api_events import ApiEvent, ApiEventData
 from .materialized import MaterializedSession
-from .relay import RelayEvent, RelayLine
+from .relay.events import RelayEvent, RelayLine
 from .relay.log import LogCoverage, StoredRelayLog
 from .retention import retained_session
 from .transcript_views import item_role, item_text
@@ -128,7 +128,7 @@ def _clip(text: str, limit: int = 200) -> str:
 
 
 def _shown(value: object) -> str:
-    return "(absent)" if value is _MISSING else _clip(encode(value).decode())
+    return "(absent)" if value is _ABSENT else _clip(encode(value).decode())
 
 
 def first_event_divergence(
@@ -198,7 +198,7 @@ def first_view_divergence(
     return None
 
 
-_MISSING = object()
+_ABSENT = object()
 """A key or list item one side does not have."""
 
 
@@ -206,7 +206,7 @@ def _first_difference(mine: object, theirs: object, path: str) -> tuple[str, obj
     if isinstance(mine, dict) and isinstance(theirs, dict):
         for key in [*mine, *(k for k in theirs if k not in mine)]:
             found = _first_difference(
-                mine.get(key, _MISSING), theirs.get(key, _MISSING), f"{path}.{key}"
+                mine.get(key, _ABSENT), theirs.get(key, _ABSENT), f"{path}.{key}"
             )
             if found is not None:
                 return found
@@ -214,8 +214,8 @@ def _first_difference(mine: object, theirs: object, path: str) -> tuple[str, obj
     if isinstance(mine, list) and isinstance(theirs, list):
         for index in range(max(len(mine), len(theirs))):
             found = _first_difference(
-                mine[index] if index < len(mine) else _MISSING,
-                theirs[index] if index < len(theirs) else _MISSING,
+                mine[index] if index < len(mine) else _ABSENT,
+                theirs[index] if index < len(theirs) else _ABSENT,
                 f"{path}[{index}]",
             )
             if found is not None:

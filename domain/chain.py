@@ -39,14 +39,10 @@ from .digests import (
     validate_relay_event_self,
 )
 from .errors import ChainFault, RelayChainError
+from .hashing import RELAY_EVENT_FORMAT_V1, RELAY_EVENT_GENESIS_DIGEST
 from .integers import INT64_MAX
-from .relay import (
-    RELAY_EVENT_FORMAT_V1,
-    RELAY_EVENT_GENESIS_DIGEST,
-    RelayCursor,
-    RelayEvent,
-    RelayLine,
-)
+from .relay.events import RelayEvent, RelayLine
+from .relay.payloads import RelayCursor
 
 __all__ = [
     "GENESIS",

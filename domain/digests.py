@@ -20,7 +20,8 @@ from .hashing import (
     envelope_digest,
     is_relay_digest,
 )
-from .relay import RelayEvent, RelayLine, SessionOpened
+from .relay.events import RelayEvent, RelayLine
+from .relay.observations import SessionOpened
 from .wire import encode
 
 __all__ = [

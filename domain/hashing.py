@@ -27,7 +27,7 @@ __all__ = [
     "RELAY_EVENT_FORMAT_V1",
     "RELAY_EVENT_FORMAT_V2",
     "RELAY_EVENT_GENESIS_DIGEST",
-    "Envelope",
+    "LineEnvelope",
     "check_format",
     "envelope_digest",
     "is_relay_digest",
@@ -44,7 +44,7 @@ RELAY_EVENT_DIGEST_DOMAIN_V2 = b"hel-relay-event-v2\x00"
 _DIGEST = re.compile("[0-9a-f]{64}").fullmatch
 
 
-class Envelope(Protocol):
+class LineEnvelope(Protocol):
     """The fields of a journal line a digest covers, besides its observation."""
 
     @property
@@ -76,7 +76,9 @@ def check_format(format: int, *, ordinal: int, session_id: str | None = None) ->
         )
 
 
-def envelope_digest(envelope: Envelope, observation: bytes, session_id: str | None = None) -> str:
+def envelope_digest(
+    envelope: LineEnvelope, observation: bytes, session_id: str | None = None
+) -> str:
     """The digest a worker writes for ``envelope`` around ``observation``.
 
     Raises :class:`RelayChainError` for an unknown format (``UNKNOWN_FORMAT``), a format 1

@@ -134,7 +134,7 @@ MaintenanceRequest = (
     | CheckpointRequest
 )
 
-_DECODER = msgspec.json.Decoder(MaintenanceRequest)
+_REQUEST_DECODER = msgspec.json.Decoder(MaintenanceRequest)
 
 
 def encode_request(request: MaintenanceRequest) -> str:
@@ -152,7 +152,7 @@ def encode_request(request: MaintenanceRequest) -> str:
 def decode_request(text: str) -> MaintenanceRequest:
     """A stored request; :class:`InvalidInput` for one this build does not read."""
     try:
-        return _DECODER.decode(text)
+        return _REQUEST_DECODER.decode(text)
     except msgspec.DecodeError as exc:
         raise InvalidInput(f"a maintenance request this build does not read: {exc}") from None
 

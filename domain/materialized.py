@@ -14,8 +14,10 @@ import msgspec
 
 from .api_events import ApiEventData, MaterializedTurn
 from .elicitation.forms import ElicitationRequest
+from .hashing import RELAY_EVENT_GENESIS_DIGEST
 from .outcomes import MaterializedTurnOutcome, ProviderCost
-from .relay import RELAY_EVENT_GENESIS_DIGEST, RelayCursor, RelayEvent
+from .relay.events import RelayEvent
+from .relay.payloads import RelayCursor
 from .wire import JSON, Wire, emitted
 
 __all__ = [

@@ -34,8 +34,9 @@ from .materialized import (
 )
 from .projection.rebuild import ReprojectReport
 from .reads import ReadMessage
-from .relay import RelayCursor, RelayEvent, RelayLine
+from .relay.events import RelayEvent, RelayLine
 from .relay.log import PruneReport, StoredRelayLog
+from .relay.payloads import RelayCursor
 from .reports import BackupReport, StoreStats, VacuumReport
 from .request import Request
 from .retention import TranscriptRetention

@@ -19,8 +19,10 @@ import msgspec
 
 from .chain import checked_frontier
 from .errors import ChainFault, InvalidInput, RelayChainError
+from .hashing import RELAY_EVENT_FORMAT_V1
 from .materialized import MaterializedQueuedPrompt
-from .relay import RELAY_EVENT_FORMAT_V1, RelayCursor, RelayEvent, RelayLine
+from .relay.events import RelayEvent, RelayLine
+from .relay.payloads import RelayCursor
 
 __all__ = ["RelaySeed", "decode_relay_seed", "start_before"]
 

@@ -89,10 +89,10 @@ def transcript_seq(position: int, latest_content_event_ordinal: int | None) -> i
 
 def item_role(body: TranscriptBody) -> TranscriptRole:
     """The stable role word of a transcript body."""
-    return _ROLES[_kind(body)]  # type: ignore[return-value]
+    return _ROLES[_body_kind(body)]  # type: ignore[return-value]
 
 
-def _kind(body: TranscriptBody) -> str:
+def _body_kind(body: TranscriptBody) -> str:
     return str(type(body).__struct_config__.tag)
 
 

@@ -33,18 +33,18 @@ from .errors import InvalidInput, StoreError
 from .ids import validate_id
 from .integers import INT64_MAX, INT64_MIN
 from .messages import ObserveRelayEvents, RecoverInterruptedCheckpoints, Request
-from .relay import (
+from .relay.events import (
     MAX_RELAY_LINE_BYTES,
     MIN_RECORDED_AT_MS,
     RelayEvent,
     RelayLine,
-    RelayObservation,
     encode_relay_event,
     line_too_long,
 )
+from .relay.observations import RelayObservation
 from .sessions.checks import validate_timestamp
 
-__all__ = ["validate_message"]
+__all__ = ["OBSERVATION_TYPES", "validate_message"]
 
 
 _KEPT_AS_IS = (
@@ -58,7 +58,8 @@ _KEPT_AS_IS = (
     uuid.UUID,
     decimal.Decimal,
 )
-_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
+OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
+"""The observation variants a relay event may carry (the members of ``RelayObservation``)."""
 
 
 def validate_message(message: object) -> None:
@@ -112,7 +113,7 @@ def _check_fields(name: str, message: object) -> None:
             # The plain form converts, but a value is of another type than declared (a
             # str for an enum, a dict for a struct, a tuple for a list): name the first
             # such field, however deep inside the message it is.
-            where, expected, given = _first_difference(converted, message)
+            where, expected, given = _first_type_difference(converted, message)
             raise InvalidInput(f"{name}{where}: expected {expected}, got {given}")
     except msgspec.ValidationError as exc:
         text = str(exc)
@@ -130,7 +131,7 @@ def _check_fields(name: str, message: object) -> None:
         raise InvalidInput(f"{name}: a field holds a value of no relaystore type ({exc})") from exc
 
 
-def _first_difference(declared: object, given: object) -> tuple[str, str, str]:
+def _first_type_difference(declared: object, given: object) -> tuple[str, str, str]:
     """Where ``given`` first differs from ``declared`` (its value as the declared types
     hold it): the path (``.record.harness_kind``), the declared and the given type."""
     if type(declared) is type(given):
@@ -138,18 +139,18 @@ def _first_difference(declared: object, given: object) -> tuple[str, str, str]:
             for field in declared.__struct_fields__:
                 inner, outer = getattr(declared, field), getattr(given, field)
                 if inner != outer or type(inner) is not type(outer):
-                    where, expected, got = _first_difference(inner, outer)
+                    where, expected, got = _first_type_difference(inner, outer)
                     return f".{field}{where}", expected, got
         elif isinstance(declared, list | tuple) and len(declared) == len(cast(Any, given)):
             for index, (inner, outer) in enumerate(zip(declared, cast(Any, given), strict=True)):
                 if inner != outer or type(inner) is not type(outer):
-                    where, expected, got = _first_difference(inner, outer)
+                    where, expected, got = _first_type_difference(inner, outer)
                     return f"[{index}]{where}", expected, got
         elif isinstance(declared, dict) and declared.keys() == cast(Any, given).keys():
             for key, inner in declared.items():
                 outer = cast(Any, given)[key]
                 if inner != outer or type(inner) is not type(outer):
-                    where, expected, got = _first_difference(inner, outer)
+                    where, expected, got = _first_type_difference(inner, outer)
                     return f"[{key!r}]{where}", expected, got
     return "", type(declared).__name__, type(given).__name__
 
@@ -234,7 +235,7 @@ def _check_events(where: str, session_id: str, events: object) -> None:
         if type(event) is not RelayEvent:
             raise InvalidInput(f"{at}: expected a RelayEvent, got {type(event).__name__}")
         _check_envelope(at, session_id, event)
-        if not isinstance(event.observation, _OBSERVATION_TYPES):
+        if not isinstance(event.observation, OBSERVATION_TYPES):
             raise InvalidInput(
                 f"{at}.observation: expected a relay observation, "
                 f"got {type(event.observation).__name__}"
@@ -280,7 +281,7 @@ def _check_observations(where: str, observations: list[object]) -> None:
             f"{where}: an observation holds a value of no relaystore type ({exc})"
         ) from None
     if decoded != observations:  # a value of another type than declared (a tuple for a list)
-        path, expected, given = _first_difference(decoded, observations)
+        path, expected, given = _first_type_difference(decoded, observations)
         raise InvalidInput(f"{where}{at(path)}: expected {expected}, got {given}")
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.outcomes import OutcomeReason, TokenUsage, UsageScope
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V1,
@@ -385,7 +385,7 @@ class Worker:
         answered_ms: int,
     ) -> None:
         """Ask a form question ``shown_ms`` from now; it is accepted ``answered_ms`` later."""
-        request = ElicitationRequest.from_acp_params(
+        request = parse_acp_request(
             request_id,
             {
                 "mode": "form",

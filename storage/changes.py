@@ -261,7 +261,7 @@ def load_log_page(connection: apsw.Connection, session_id: str, first: int) -> L
     )
 
 
-def _value(
+def _stored_value(
     connection: apsw.Connection, ref: ChangeRef
 ) -> RecordState | StartState | LogPageRow | None:
     if ref.kind == "record":
@@ -281,7 +281,7 @@ def load_replication_round(
     with transaction(connection, "read the changes to publish"):
         newest = latest_change(connection)
         refs = load_changes(connection, after_change, limit)
-        changes = [Change(ref=ref, value=_value(connection, ref)) for ref in refs]
+        changes = [Change(ref=ref, value=_stored_value(connection, ref)) for ref in refs]
         page = load_raw_api_events(connection, None, after_seq, limit)
     changes_done = not refs or refs[-1].change_seq >= newest
     events_done = not page.events or page.events[-1].seq >= page.latest_seq

@@ -90,7 +90,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "CLOSE_CHECKPOINT_ATTEMPTS",
     "SYNCHRONOUS_MODES",
-    "ReadMode",
+    "FileSharing",
     "Synchronous",
     "WriterConnection",
     "choose_read_mode",
@@ -114,7 +114,7 @@ CLOSE_CHECKPOINT_ATTEMPTS = 5
 _CLOSE_CHECKPOINT_BUSY_MS = 100
 """The busy timeout of each of those attempts (readers finishing their snapshot)."""
 
-ReadMode = Literal["shared", "immutable"]
+FileSharing = Literal["shared", "immutable"]
 """How a reader opens the file: ``shared`` (WAL, locks, sees later commits) or
 ``immutable`` (no locks, no sidecar files, a fixed picture of the file)."""
 
@@ -238,7 +238,7 @@ def open_writer(
             where, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
         )
         connection.transaction_mode = "IMMEDIATE"
-        _configure(connection)
+        _configure_connection(connection)
         apsw.bestpractice.connection_wal(connection)
         connection.pragma("synchronous", mode)
         revision = migrate_schema(connection)
@@ -318,7 +318,7 @@ def open_requester(path: str | os.PathLike[str]) -> apsw.Connection:
     try:
         connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READWRITE)
         connection.transaction_mode = "IMMEDIATE"
-        _configure(connection)
+        _configure_connection(connection)
         connection.pragma("synchronous", "FULL")
     except apsw.Error as exc:
         raise store_error(exc, "open the store for a request", None).located(path=where) from exc
@@ -327,7 +327,7 @@ def open_requester(path: str | os.PathLike[str]) -> apsw.Connection:
 
 def choose_read_mode(
     *, wal_bytes: int | None, directory_writable: bool, failure: BaseException | None = None
-) -> ReadMode:
+) -> FileSharing:
     """How a reader opens a store: the decision alone, from facts the caller gathered.
 
     ``wal_bytes`` is the size of the ``-wal`` file (``None`` when there is none),
@@ -379,7 +379,7 @@ def recognise_store(path: str | os.PathLike[str]) -> SchemaState:
     if header and (len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_MAGIC)):
         raise not_a_store(where, "the file is not a SQLite database")
     in_wal_mode = not header or header[18] == 2  # a 0-byte file with a -wal: WAL
-    mode: ReadMode = "immutable" if in_wal_mode and wal is None else "shared"
+    mode: FileSharing = "immutable" if in_wal_mode and wal is None else "shared"
     try:
         connection = _connect_reader(where, mode, touch=False)
     except apsw.Error as exc:
@@ -390,14 +390,14 @@ def recognise_store(path: str | os.PathLike[str]) -> SchemaState:
         connection.close()
 
 
-def _connect_reader(where: str, mode: ReadMode, *, touch: bool = True) -> apsw.Connection:
+def _connect_reader(where: str, mode: FileSharing, *, touch: bool = True) -> apsw.Connection:
     """A read-only connection; with ``touch`` it reads once, so opening the WAL fails here."""
     if mode == "immutable":
         uri = f"file:{urllib.parse.quote(where)}?immutable=1"
         connection = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     else:
         connection = apsw.Connection(where, flags=apsw.SQLITE_OPEN_READONLY)
-    _configure(connection)
+    _configure_connection(connection)
     if touch:
         try:
             connection.execute("SELECT count(*) FROM sqlite_schema").fetchall()
@@ -459,7 +459,7 @@ def _checkpoint_for_close(connection: apsw.Connection, path: str) -> bool:
     return False
 
 
-def _configure(connection: apsw.Connection) -> None:
+def _configure_connection(connection: apsw.Connection) -> None:
     apsw.bestpractice.connection_busy_timeout(connection, BUSY_TIMEOUT_MS)
     apsw.bestpractice.connection_enable_foreign_keys(connection)
     apsw.bestpractice.connection_dqs(connection)

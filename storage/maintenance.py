@@ -87,7 +87,7 @@ def backup_store(source: apsw.Connection, destination: str | os.PathLike[str]) -
                 ) from exc
             raise store_error(exc, "back up the store", source) from exc
         try:
-            _publish(copy_path, target)
+            _publish_copy(copy_path, target)
         except OSError as exc:
             raise StoreError(
                 f"cannot give the backup copy its name: {exc.strerror or exc}", path=target
@@ -155,7 +155,7 @@ def _private_copy(target: str) -> tuple[str, list[str]]:
     raise InvalidInput("cannot find a free name for the backup's temporary copy", path=target)
 
 
-def _publish(copy: str, target: str) -> None:
+def _publish_copy(copy: str, target: str) -> None:
     """Give the verified copy its name, never replacing a file that appeared meanwhile."""
     try:
         os.link(copy, target)

@@ -53,12 +53,15 @@ from ..domain.projection.index import (
 )
 from ..domain.projection.integrity import check_session
 from ..domain.projection.streams import merge_content_chunk
-from ..domain.relay import RelayCursor
+from ..domain.relay.payloads import RelayCursor
 from ..domain.wire import JSON
 from .transaction import transaction
 
 __all__ = [
+    "CONFIGURATION_DECODER",
+    "ELICITATIONS_DECODER",
     "TRANSCRIPT_BODY",
+    "TURN_OUTCOME_DECODER",
     "IndexEntries",
     "decode_stored",
     "decode_transcript_bodies",
@@ -143,10 +146,13 @@ _BODIES: msgspec.json.Decoder[list[Any]] = msgspec.json.Decoder(list[TranscriptB
 TRANSCRIPT_BODY: msgspec.json.Decoder[Any] = msgspec.json.Decoder(TranscriptBody)
 """Decodes one stored transcript item body (``body_json``)."""
 _RAW = msgspec.json.Decoder(msgspec.Raw)
-_CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
-_ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
+CONFIGURATION_DECODER = msgspec.json.Decoder(dict[str, JSON])
+"""Reads a session's stored ``configuration_json``."""
+ELICITATIONS_DECODER = msgspec.json.Decoder(list[ElicitationRequest])
+"""Reads a session's stored ``pending_elicitations_json``."""
 _ACTIVE_TURN = msgspec.json.Decoder(MaterializedTurn)
-_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
+TURN_OUTCOME_DECODER = msgspec.json.Decoder(MaterializedTurnOutcome)
+"""Reads a stored turn outcome (a session's last one, a turn's usage row)."""
 _QUEUE_KIND: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
     SetConfigKind | Literal["prompt"] | None
 )
@@ -248,12 +254,12 @@ def load_materialized_session(
         execution=parse_execution(state, running_started_at_ms, session_id=session_id),
         session_title=title,
         configuration=decode_stored(
-            _CONFIGURATION, configuration_json, "configuration", session_id
+            CONFIGURATION_DECODER, configuration_json, "configuration", session_id
         ),
-        transcript=_transcript(transcript_rows, session_id),
+        transcript=_transcript_items(transcript_rows, session_id),
         queued_prompts=[_queued_prompt(r, session_id) for r in queue_rows],
         pending_elicitations=decode_stored(
-            _ELICITATIONS, elicitations_json, "pending elicitations", session_id
+            ELICITATIONS_DECODER, elicitations_json, "pending elicitations", session_id
         ),
         active_turn=(
             None
@@ -263,7 +269,7 @@ def load_materialized_session(
         last_turn_outcome=(
             None
             if outcome_json is None
-            else decode_stored(_OUTCOME, outcome_json, "last turn outcome", session_id)
+            else decode_stored(TURN_OUTCOME_DECODER, outcome_json, "last turn outcome", session_id)
         ),
         history_start=(
             None if start_row is None else HistoryStart(ordinal=start_row[0], source=start_row[1])
@@ -292,7 +298,7 @@ def load_transcript_item(
             "dropped it from memory as committed",
             session_id=session_id,
         )
-    (item,) = _transcript(rows, session_id)
+    (item,) = _transcript_items(rows, session_id)
     return item
 
 
@@ -316,7 +322,7 @@ def load_transcript_items(
                 _ITEMS_AFTER, (session_id, after[0], after[1], limit + 1)
             ).fetchall()
     more = len(rows) > limit
-    return _transcript(rows[:limit], session_id), more, frontier
+    return _transcript_items(rows[:limit], session_id), more, frontier
 
 
 def stored_facts(item: TranscriptItem, ordinal: int) -> str:
@@ -374,7 +380,7 @@ def load_index_entries(
     for row in rows[:limit]:
         sid, at = str(row[0]), int(row[1])  # type: ignore[arg-type]
         if row[6] is None:
-            (item,) = _transcript([row[:6]], session_id)
+            (item,) = _transcript_items([row[:6]], session_id)
             entries.append((sid, at, item_facts(item)))
         else:
             entries.append((sid, at, _read_facts(str(row[6]), sid, session_id)))
@@ -479,7 +485,7 @@ def raw_stored(text: str, what: str, session_id: str, *, array: bool = False) ->
     return raw
 
 
-def _transcript(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItem]:
+def _transcript_items(rows: list[tuple[Any, ...]], session_id: str) -> list[TranscriptItem]:
     bodies = decode_transcript_bodies(rows, session_id)
     items = []
     for (stable_id, position, latest, created, changed, _), body in zip(rows, bodies, strict=True):

@@ -32,7 +32,7 @@ def makes_foreign_files(*, user: int, owner: int, missing: int, folder_writable:
     return folder_writable and missing > 0 and user not in (0, owner)
 
 
-def _name(uid: int) -> str | None:
+def _user_name(uid: int) -> str | None:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -52,7 +52,7 @@ def check_reader_files(where: str, *, folder_writable: bool) -> None:
         user=user, owner=owner, missing=len(missing), folder_writable=folder_writable
     ):
         return
-    name = _name(owner)
+    name = _user_name(owner)
     writer = f"{name} (uid {owner})" if name else f"uid {owner}"
     fix = f"run this as {name} (sudo -u {name} ..., or User={name} in a systemd unit)"
     raise StoreError(

@@ -34,7 +34,7 @@ from ..domain.errors import (
 from ..domain.materialized import MaterializedQueuedPrompt, TranscriptRemove, _Unset
 from ..domain.projection.integrity import StoredItem, check_item_change
 from ..domain.projection.page import PageDelta, PendingItem
-from ..domain.relay import RelayCursor
+from ..domain.relay.payloads import RelayCursor
 from ..domain.seed import seed_needed
 from ..domain.wire import encode
 from .events import insert_api_events

@@ -14,13 +14,13 @@ import msgspec
 from ..domain.errors import InvalidInput, RelayLogUnavailable, UnknownSession
 from ..domain.materialized import MaterializedQueuedPrompt
 from ..domain.projection.page import PageDelta
-from ..domain.relay import RelayCursor
 from ..domain.relay.log import (
     LogPageSpan,
     PruneReport,
     StoredRelayLog,
     unpack_lines,
 )
+from ..domain.relay.payloads import RelayCursor
 from .materialized import decode_stored, load_frontier
 from .sessions import load_checkpoint_frontier
 from .transaction import transaction

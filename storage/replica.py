@@ -51,8 +51,8 @@ import msgspec
 
 from ..domain.errors import InvalidInput, StoreError, UnknownSession
 from ..domain.projection.rebuild import rebuild, rebuild_from
-from ..domain.relay import RelayCursor
 from ..domain.relay.log import unpack_events
+from ..domain.relay.payloads import RelayCursor
 from ..domain.replication import (
     Incoming,
     LogPageRow,
@@ -228,7 +228,7 @@ def _projected(connection: apsw.Connection, local: str) -> bool:
     return load_frontier(connection, local) is not None
 
 
-def _reproject(connection: apsw.Connection, local: str, new_pages: list[LogPageRow]) -> None:
+def _project_again(connection: apsw.Connection, local: str, new_pages: list[LogPageRow]) -> None:
     """Project the session again from its log (see the module doc): on top of its stored
     projection when ``new_pages`` continue it, else its whole history."""
     stored = load_materialized_session(connection, local)
@@ -391,7 +391,7 @@ def apply_commits(
             ) from exc
         for local in sorted(pages.keys() | starts):
             try:
-                _reproject(connection, local, [] if local in starts else pages.get(local, []))
+                _project_again(connection, local, [] if local in starts else pages.get(local, []))
             except UnknownSession:
                 continue
         if adopt:

@@ -52,7 +52,7 @@ _STATES: dict[object, RequestState] = {
 }
 
 
-def _row(row: apsw.SQLiteValues) -> StoredRequest:
+def _stored_request(row: apsw.SQLiteValues) -> StoredRequest:
     request_id, kind, text, state, requester, taken, answer = row
     decoded = None
     if answer is not None:
@@ -83,7 +83,7 @@ def load_request(connection: apsw.Connection, request_id: str) -> StoredRequest 
     row = connection.execute(
         f"SELECT {_COLUMNS} FROM maintenance_requests WHERE request_id = ?", (request_id,)
     ).fetchone()
-    return None if row is None else _row(row)
+    return None if row is None else _stored_request(row)
 
 
 def submit_request(
@@ -107,7 +107,7 @@ def submit_request(
             (request_json,),
         ).fetchone()
         if row is not None:
-            joined = _row(row)
+            joined = _stored_request(row)
             connection.execute(
                 "UPDATE maintenance_requests SET requester_pid = ? WHERE request_id = ?",
                 (requester_pid, joined.request_id),
@@ -183,7 +183,7 @@ def open_requests(connection: apsw.Connection, limit: int) -> list[StoredRequest
                 f"SELECT {_COLUMNS} FROM maintenance_requests WHERE rowid = ?", (rowid,)
             ).fetchone()
             if row is not None:
-                found.append(_row(row))
+                found.append(_stored_request(row))
         except (InvalidInput, UnicodeDecodeError, ValueError) as exc:
             found.append(_damaged(connection, rowid, exc))
     return found

@@ -180,6 +180,210 @@ def test_layers_import_only_what_is_below_them(layer: str) -> None:
     assert wrong == []
 
 
+_SOURCES = {"relaystore": ROOT / "src" / "relaystore"} | {
+    f"relaystore.{layer}": folder for layer, folder in _LAYERS.items()
+}
+"""Where the relaystore package's modules are: its public package and the layer folders."""
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the relaystore package by its installed name, and its file."""
+    found = {}
+    for package, folder in _SOURCES.items():
+        for path in sorted(folder.rglob("*.py")):
+            name = ".".join([package, *path.relative_to(folder).with_suffix("").parts])
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _package_of(name: str, path: Path) -> str:
+    """The package a module's relative imports start from (a package's own, for its
+    ``__init__``)."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported_from(package: str, node: ast.ImportFrom) -> str:
+    """The installed name of the module a ``from`` import reads (a relative one resolved
+    from ``package``)."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parts = package.split(".")
+    return ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+
+
+class _RunImports(ast.NodeVisitor):
+    """The relaystore modules one module imports when its code runs, with the line and
+    whether the import is inside a function; an import under ``if TYPE_CHECKING`` never
+    runs and is left out."""
+
+    def __init__(self, name: str, path: Path, modules: dict[str, Path]) -> None:
+        self.found: list[tuple[str, int, bool]] = []
+        self._name = name
+        self._package = _package_of(name, path)
+        self._modules = modules
+        self._depth = 0
+        self.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        if ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}:
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = _imported_from(self._package, node)
+        for alias in node.names:
+            submodule = f"{base}.{alias.name}"
+            self._add(submodule if submodule in self._modules else base, node.lineno)
+
+    def _add(self, target: str, line: int) -> None:
+        while target and target not in self._modules:  # a name inside a module
+            target = target.rpartition(".")[0]
+        edge = (target, line, self._depth > 0)
+        if target and target != self._name and edge not in self.found:
+            self.found.append(edge)
+
+
+def _import_cycles() -> list[str]:
+    """Each import cycle among relaystore's modules (a strongly connected set), worded as
+    its imports (``module:line -> module``, marked when inside a function)."""
+    modules = _modules()
+    edges = {name: _RunImports(name, path, modules).found for name, path in modules.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(name: str) -> None:  # Tarjan's strongly connected components
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        for target, _, _ in edges[name]:
+            if target not in order:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in stack:
+                low[name] = min(low[name], order[target])
+        if low[name] == order[name]:
+            members: set[str] = set()
+            while name not in members:
+                members.add(stack.pop())
+            if len(members) > 1:
+                cycles.append(
+                    ", ".join(
+                        f"{source}:{line} -> {target}" + (" (inside a function)" * inside)
+                        for source in sorted(members)
+                        for target, line, inside in edges[source]
+                        if target in members
+                    )
+                )
+
+    for name in modules:
+        if name not in order:
+            visit(name)
+    return cycles
+
+
+def test_no_import_cycle_hides_in_a_function() -> None:
+    """relaystore's modules import one another without a cycle, counting the imports
+    inside functions: an import deferred into a function (``from ..core import
+    StoreCore`` when first used) hides a cycle, it does not break it. Hand the lower
+    module what it needs instead (a callable, a Protocol). The module-level imports are
+    acyclic too, so any cycle at all fails."""
+    assert _import_cycles() == []
+
+
+def _defined_names(path: Path) -> set[str]:
+    """The names a module defines at its top level (also under a top-level ``if`` or
+    ``try``): its classes, functions and assignments, not what it imports."""
+    found: set[str] = set()
+    body = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.update(
+                name.id
+                for target in targets
+                for name in ast.walk(target)
+                if isinstance(name, ast.Name)
+            )
+        elif isinstance(node, ast.If):
+            body.extend([*node.body, *node.orelse])
+        elif isinstance(node, ast.Try):
+            body.extend([*node.body, *node.orelse, *node.finalbody])
+            body.extend(child for handler in node.handlers for child in handler.body)
+    return found
+
+
+_CATALOGUE = "relaystore.domain.relay"
+"""The relay catalogue: the public path of every relay name, defining none itself."""
+
+
+def test_relay_names_are_imported_from_their_home() -> None:
+    """A relaystore module imports a relay name from the module that defines it (``from
+    ..relay.events import RelayEvent``), never through the catalogue
+    ``relaystore.domain.relay``, which only gathers the names under one public path
+    (tests and users may read them there): a name imported from a package must be
+    defined there (or be one of its modules)."""
+    modules = _modules()
+    defined = _defined_names(modules[_CATALOGUE])
+    wrong = [
+        f"{name}:{node.lineno}: {alias.name}"
+        for name, path in modules.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and _imported_from(_package_of(name, path), node) == _CATALOGUE
+        for alias in node.names
+        if alias.name not in defined and f"{_CATALOGUE}.{alias.name}" not in modules
+    ]
+    assert wrong == []
+
+
+_ONE_MEANING_MANY_HOMES = {
+    "logger": "each module's own logging.getLogger(__name__)",
+    "main": "a process's entry point: the command line's, a projection worker's",
+    "register": "each command module's hook that adds its subcommands to the parser",
+    "P": "a type variable: a parameter of its own module's generic functions",
+    "R": "a type variable: a parameter of its own module's generic functions",
+    "T": "a type variable: a parameter of its own module's generic functions",
+}
+"""The names several modules define on purpose, each for the same kind of thing."""
+
+
+def test_a_name_means_one_thing() -> None:
+    """No two relaystore modules define the same top-level name (a class, a function or
+    an assignment, public or private; dunder names aside), so a name read in a
+    traceback, a grep or a review means one thing: a second ``HistoryStart`` or
+    ``UnknownSession`` is named for what it is instead, and one rule twice is one rule
+    imported. Imports are not definitions; the few names defined on purpose in many
+    modules are listed above, each with its reason."""
+    homes: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for name in _defined_names(path):
+            if not (name.startswith("__") and name.endswith("__")):
+                homes.setdefault(name, []).append(module)
+    twice = {name: found for name, found in homes.items() if len(found) > 1}
+    assert {
+        name: found for name, found in twice.items() if name not in _ONE_MEANING_MANY_HOMES
+    } == {}
+    assert sorted(_ONE_MEANING_MANY_HOMES) == sorted(twice)  # the list holds only what is needed
+
+
 def _absolute_relaystore_imports(path: Path) -> Iterator[str]:
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level == 0:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from ...domain.errors import InvalidInput
 from ...domain.paging import MAX_PAGE_LIMIT
 from .fault_lines import FaultLines
-from .output import READER_POLL_SECONDS, event_text, item_text, reader_gone
+from .output import READER_POLL_SECONDS, event_text, item_line, reader_gone
 
 if TYPE_CHECKING:
     from ..store import EventStore
@@ -159,7 +159,7 @@ def transcript_command(args: argparse.Namespace) -> int:
             items = page.items if remaining is None else page.items[:remaining]
             more = bool(page.items) and page.next_after_seq != after
             if faults is not None:  # -o text: the session's faults among its items
-                shown = [(item.seq, item_text(msgspec.to_builtins(item))) for item in items]
+                shown = [(item.seq, item_line(msgspec.to_builtins(item))) for item in items]
                 through = items[-1].seq if more and items else None
                 written = faults.merge(shown, through=through)
                 if written:

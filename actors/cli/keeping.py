@@ -225,6 +225,7 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     exit 1 when it failed."""
     import msgspec
 
+    from ..core import StoreCore
     from ..maintenance.desk import REQUEST_TIMEOUT_SECONDS, maintain
 
     require_store(args.db)
@@ -245,7 +246,12 @@ def _maintain(args: argparse.Namespace, request: MaintenanceRequest) -> int:
     timeout = REQUEST_TIMEOUT_SECONDS if args.timeout is None else args.timeout
     try:
         answer = maintain(
-            args.db, request, timeout=timeout, request_id=args.request_id, announce=announce
+            args.db,
+            request,
+            open_store=lambda path: StoreCore.open(path, readers=1),  # one reader is enough
+            timeout=timeout,
+            request_id=args.request_id,
+            announce=announce,
         )
     except StoreError as exc:
         if args.json:  # no answer came: still one object, naming why (the line follows)

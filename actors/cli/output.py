@@ -55,7 +55,7 @@ __all__ = [
     "fault_text",
     "follow_options",
     "is_tty",
-    "item_text",
+    "item_line",
     "json_option",
     "print_line",
     "print_object",
@@ -138,7 +138,7 @@ def _short(text: str) -> str:
     return flat if len(flat) <= _TEXT_WIDTH else flat[: _TEXT_WIDTH - 1] + "…"
 
 
-def _fields(data: object) -> str:
+def _scalar_fields(data: object) -> str:
     """The scalar fields of an event's data as ``key=value``, nested ones by their key."""
     if not isinstance(data, Mapping):
         return "" if data is None else _short(json.dumps(data))
@@ -162,7 +162,7 @@ def event_text(raw: bytes) -> str:
     said = f"{_short(fault)}  " if fault else ""
     return (
         f"{mark}{event.get('seq')}  {clock(event.get('recorded_at_ms'))}  "
-        f"{event.get('session_id')}  {event.get('type')}  {said}{_fields(event.get('data'))}"
+        f"{event.get('session_id')}  {event.get('type')}  {said}{_scalar_fields(event.get('data'))}"
     ).rstrip()
 
 
@@ -185,7 +185,7 @@ def fault_text(event: Mapping[str, Any]) -> tuple[int | None, str] | None:
     )
 
 
-def item_text(item: Mapping[str, Any]) -> str:
+def item_line(item: Mapping[str, Any]) -> str:
     """One transcript item (its JSON) as a human line: seq, time, role, its text. An
     item showing an error (:func:`~relaystore.domain.faults.item_fault`) starts with
     ``!`` and says so (``ERROR ...``) before its text."""

@@ -50,7 +50,7 @@ prints its summary lines only)."""
 
 
 @dataclass
-class _Tally:
+class _ReplayTotals:
     """Everything replayed so far, for the totals line and the line on Ctrl-C."""
 
     sessions: int
@@ -179,7 +179,7 @@ def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
     sessions: dict[str, int] = {}
     for source in sources:
         sessions[source.session_id] = sessions.get(source.session_id, 0) + 1
-    tally = _Tally(sessions=len(sessions), left=dict(sessions))
+    tally = _ReplayTotals(sessions=len(sessions), left=dict(sessions))
     display = _Display(args.progress, sources, len(sessions))
     try:
         _replay_all(args, sources, tally, display)
@@ -208,7 +208,7 @@ def replay_command(args: argparse.Namespace, paths: list[str]) -> int:
 
 
 def _replay_all(
-    args: argparse.Namespace, sources: list[JournalSource], tally: _Tally, display: _Display
+    args: argparse.Namespace, sources: list[JournalSource], tally: _ReplayTotals, display: _Display
 ) -> None:
     from ..replay import replay_source
     from ..store import EventStore

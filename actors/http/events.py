@@ -41,7 +41,14 @@ from ...domain.api_events import ApiEventFilter
 from ...domain.errors import StoreError
 from ...domain.reads import LoadSessionDetail
 from ..aio import AsyncEventStore
-from .preamble import Answer, UnknownSession, feed_after, feed_cursor, query_text, valid_id
+from .preamble import (
+    Answer,
+    SessionNotFound,
+    feed_after,
+    query_text,
+    requested_feed_cursor,
+    valid_id,
+)
 
 __all__ = ["KEEPALIVE_SECONDS", "LiveStreams", "events"]
 
@@ -139,13 +146,13 @@ def events(keepalive: float, streams: LiveStreams) -> Answer:
         session_id = query_text(request, "session_id")
         workspace_id = query_text(request, "workspace_id")
         command_id = query_text(request, "command_id")
-        cursor = feed_cursor(request)
+        cursor = requested_feed_cursor(request)
         valid_id("session", session_id)
         if (
             session_id is not None
             and await store.ask(LoadSessionDetail(session_id=session_id)) is None
         ):
-            raise UnknownSession(session_id)
+            raise SessionNotFound(session_id)
         valid_id("workspace", workspace_id)
         after = feed_after(cursor, await store.fetch_latest_seq())
         event_filter = ApiEventFilter(

@@ -14,14 +14,14 @@ around) its own work, stated once:
   the server let go of it.
 * **failures**: inside a route, :class:`InvalidInput` answers 400 with its detail,
   :class:`StoreClosed` 503, any other :class:`StoreError` 500 ``reading the store
-  failed: ...``; :class:`UnknownSession` answers 404 with the one wording of
+  failed: ...``; :class:`SessionNotFound` answers 404 with the one wording of
   :func:`~relaystore.domain.reads.unknown_session_text`.
 * **parameters**: each is given at most once (:func:`once`; a repeat is 400, never
   overridden); integers and cursors are ASCII digits within SQLite's range
   (:func:`query_integer`); an id in the query is a valid id (:func:`valid_id`; an id
   in a path reaches the store inside its message, whose validation names the field); a
   feed's cursor is ``after_seq`` or ``Last-Event-ID``, agreeing when both are given
-  (:func:`feed_cursor`), and never ahead of the store's newest event
+  (:func:`requested_feed_cursor`), and never ahead of the store's newest event
   (:func:`feed_after`, which calls the domain's
   :func:`~relaystore.domain.validation.check_cursor`).
 
@@ -49,13 +49,14 @@ __all__ = [
     "Answer",
     "Page",
     "Preamble",
-    "UnknownSession",
+    "SessionNotFound",
     "error",
     "feed_after",
-    "feed_cursor",
     "once",
+    "query_flag",
     "query_integer",
     "query_text",
+    "requested_feed_cursor",
     "valid_id",
 ]
 
@@ -86,7 +87,7 @@ def error(status: int, text: str, headers: Mapping[str, str] | None = None) -> J
     return JSONResponse({"error": text, "code": code}, status_code=status, headers=headers)
 
 
-class UnknownSession(Exception):
+class SessionNotFound(Exception):
     """Raised by a route for a session the store lacks: the preamble answers 404."""
 
     def __init__(self, session_id: str) -> None:
@@ -131,7 +132,7 @@ async def _failures(answering: Awaitable[Response]) -> Response:
     """The route's answer, or the error body of what it raised."""
     try:
         return await answering
-    except UnknownSession as exc:
+    except SessionNotFound as exc:
         return error(404, unknown_session_text(exc.session_id))
     except InvalidInput as exc:
         return error(400, exc.detail)
@@ -154,13 +155,23 @@ def query_text(request: Request, name: str) -> str | None:
     return once(name, request.query_params.getlist(name))
 
 
+def query_flag(name: str, raw: str | None) -> bool:
+    """The flag query parameter ``name`` given as ``raw``: absent or ``false`` is False,
+    ``true`` is True; anything else is refused (``InvalidInput``)."""
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise InvalidInput(f"{name} must be true or false, got {raw[:40]!r}")
+
+
 def valid_id(kind: str, value: str | None) -> None:
     """Refuse (``InvalidInput``) a given ``value`` that is no valid ``kind`` id."""
     if value is not None:
         validate_id(kind, value)
 
 
-def _shown(raw: str) -> str:
+def _shown_raw(raw: str) -> str:
     return repr(raw) if len(raw) <= 40 else f"{raw[:40]!r}... ({len(raw)} characters)"
 
 
@@ -174,14 +185,14 @@ def query_integer(name: str, raw: str | None, default: int | None = None) -> int
     if raw is None:
         return default
     if not raw.isascii() or not raw.isdigit():
-        raise InvalidInput(f"{name} must be a non-negative integer, got {_shown(raw)}")
+        raise InvalidInput(f"{name} must be a non-negative integer, got {_shown_raw(raw)}")
     digits = raw.lstrip("0") or "0"
     if len(digits) > _MAX_DIGITS or int(digits) > INT64_MAX:
-        raise InvalidInput(f"{name} {_shown(raw)} is beyond the largest integer {INT64_MAX}")
+        raise InvalidInput(f"{name} {_shown_raw(raw)} is beyond the largest integer {INT64_MAX}")
     return int(digits)
 
 
-def feed_cursor(request: Request) -> int | None:
+def requested_feed_cursor(request: Request) -> int | None:
     """The cursor a feed resumes after (None: none given): ``after_seq`` or the SSE
     ``Last-Event-ID`` header, each at most once; when both are given they must agree."""
     after_seq = query_text(request, "after_seq")

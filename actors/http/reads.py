@@ -80,7 +80,7 @@ from ...domain.transcript_views import item_role, item_text, transcript_seq
 from ...domain.wire import encode
 from ...domain.wording import install_extra
 from ..aio import AsyncEventStore
-from .preamble import Answer, UnknownSession, error, query_integer, query_text
+from .preamble import Answer, SessionNotFound, error, query_flag, query_integer, query_text
 
 __all__ = [
     "answers",
@@ -98,7 +98,7 @@ __all__ = [
     "workspaces",
 ]
 
-_ROLES = frozenset(get_args(TranscriptRole))
+_TRANSCRIPT_ROLES = frozenset(get_args(TranscriptRole))
 
 
 def _asking(build: Callable[[Request], Any]) -> Answer:
@@ -108,7 +108,7 @@ def _asking(build: Callable[[Request], Any]) -> Answer:
     async def answer(request: Request, store: AsyncEventStore) -> Response:
         reply = await store.ask(build(request))
         if reply is None:
-            raise UnknownSession(request.path_params.get("session_id", ""))
+            raise SessionNotFound(request.path_params.get("session_id", ""))
         if isinstance(reply, StoreStats):
             return JSONResponse(stats_document(reply))
         if isinstance(reply, RawElicitationList):
@@ -117,14 +117,6 @@ def _asking(build: Callable[[Request], Any]) -> Answer:
         return _json(reply)
 
     return answer
-
-
-def _flag(name: str, raw: str | None) -> bool:
-    if raw is None or raw == "false":
-        return False
-    if raw == "true":
-        return True
-    raise InvalidInput(f"{name} must be true or false, got {raw[:40]!r}")
 
 
 def _json(reply: object) -> Response:
@@ -142,7 +134,7 @@ def _after_seq(request: Request) -> int:
     return query_integer("after_seq", query_text(request, "after_seq"), 0) or 0
 
 
-def _sessions(request: Request) -> ListSessions:
+def _list_sessions(request: Request) -> ListSessions:
     params = request.query_params
     unknown = sorted(set(params) - {"workspace_id", "all"})
     if unknown:
@@ -150,25 +142,27 @@ def _sessions(request: Request) -> ListSessions:
     every = query_text(request, "all")
     return ListSessions(
         workspace_id=query_text(request, "workspace_id"),
-        all=every is None or _flag("all", every),
+        all=every is None or query_flag("all", every),
     )
 
 
-def _transcript(request: Request) -> LoadRawTranscriptPage:
+def _load_transcript(request: Request) -> LoadRawTranscriptPage:
     roles = request.query_params.getlist("role")
     for role in roles:
-        if role not in _ROLES:
-            raise InvalidInput(f"role {role[:40]!r} is not one of {', '.join(sorted(_ROLES))}")
+        if role not in _TRANSCRIPT_ROLES:
+            raise InvalidInput(
+                f"role {role[:40]!r} is not one of {', '.join(sorted(_TRANSCRIPT_ROLES))}"
+            )
     return LoadRawTranscriptPage(
         session_id=request.path_params["session_id"],
         after_seq=_after_seq(request),
         limit=_limit(request, DEFAULT_PAGE_LIMIT),
         roles=tuple(dict.fromkeys(roles)),  # type: ignore[arg-type]
-        finished_only=_flag("finished_only", query_text(request, "finished_only")),
+        finished_only=query_flag("finished_only", query_text(request, "finished_only")),
     )
 
 
-def _history(request: Request) -> LoadTranscriptHistory:
+def _load_history(request: Request) -> LoadTranscriptHistory:
     return LoadTranscriptHistory(
         session_id=request.path_params["session_id"],
         before_position=query_integer("before_position", query_text(request, "before_position")),
@@ -177,7 +171,7 @@ def _history(request: Request) -> LoadTranscriptHistory:
     )
 
 
-def _usage(request: Request) -> LoadRawUsagePage:
+def _load_usage(request: Request) -> LoadRawUsagePage:
     return LoadRawUsagePage(
         session_id=request.path_params["session_id"],
         after_seq=_after_seq(request),
@@ -189,17 +183,17 @@ stats = _asking(lambda _: LoadStats())
 """``GET /stats``."""
 workspaces = _asking(lambda _: ListWorkspaces())
 """``GET /api/v1/workspaces``."""
-sessions = _asking(_sessions)
+sessions = _asking(_list_sessions)
 """``GET /api/v1/sessions``."""
 session_detail = _asking(lambda r: LoadSessionDetail(session_id=r.path_params["session_id"]))
 """``GET /api/v1/sessions/{session_id}``."""
 subagents = _asking(lambda r: ListSubagents(parent_session_id=r.path_params["session_id"]))
 """``GET .../{session_id}/subagents``."""
-transcript = _asking(_transcript)
+transcript = _asking(_load_transcript)
 """``GET .../{session_id}/transcript``."""
-history = _asking(_history)
+history = _asking(_load_history)
 """``GET .../{session_id}/history``."""
-usage = _asking(_usage)
+usage = _asking(_load_usage)
 """``GET .../{session_id}/usage``."""
 elicitations = _asking(lambda r: LoadRawElicitations(session_id=r.path_params["session_id"]))
 """``GET .../{session_id}/elicitations``."""
@@ -259,7 +253,7 @@ async def items(request: Request, store: AsyncEventStore) -> Response:
             )
         )
         if page is None:
-            raise UnknownSession(session_id)
+            raise SessionNotFound(session_id)
         window = _Window(
             session_id=session_id,
             items=[_view(item) for item in page.items],
@@ -277,7 +271,7 @@ async def items(request: Request, store: AsyncEventStore) -> Response:
             )
         )
         if history is None:
-            raise UnknownSession(session_id)
+            raise SessionNotFound(session_id)
         older = len(history.items) > limit
         start = history.items[0] if older else None
         page = await store.ask(
@@ -289,7 +283,7 @@ async def items(request: Request, store: AsyncEventStore) -> Response:
             )
         )
         if page is None:
-            raise UnknownSession(session_id)
+            raise SessionNotFound(session_id)
         window = _Window(
             session_id=session_id,
             items=[_view(item) for item in page.items if (item.position, item.stable_id) < before],
@@ -299,7 +293,7 @@ async def items(request: Request, store: AsyncEventStore) -> Response:
     else:
         tail = await store.ask(LoadProjectionTail(session_id=session_id, limit=limit))
         if tail is None:
-            raise UnknownSession(session_id)
+            raise SessionNotFound(session_id)
         window = _Window(
             session_id=session_id,
             items=[_view(item) for item in tail.session.transcript],

@@ -23,7 +23,7 @@ from ...domain.search import DEFAULT_SEARCH_LIMIT, SearchTranscripts
 from ...domain.validation import validate_message
 from ...domain.wire import encode
 from ..aio import AsyncEventStore
-from .preamble import query_integer, query_text
+from .preamble import query_flag, query_integer, query_text
 
 __all__ = ["search"]
 
@@ -51,18 +51,10 @@ def _message(request: Request) -> SearchTranscripts:
         role=query_text(request, "role"),  # type: ignore[arg-type]
         limit=query_integer("limit", query_text(request, "limit"), DEFAULT_SEARCH_LIMIT) or 0,
         cursor=query_integer("cursor", query_text(request, "cursor")),
-        plain=_flag(query_text(request, "plain")),
+        plain=query_flag("plain", query_text(request, "plain")),
     )
     validate_message(message)
     return message
-
-
-def _flag(raw: str | None) -> bool:
-    if raw is None or raw == "false":
-        return False
-    if raw == "true":
-        return True
-    raise InvalidInput(f"plain must be true or false, got {raw[:40]!r}")
 
 
 async def search(request: Request, store: AsyncEventStore) -> Response:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 from ...domain.errors import InvalidInput
-from ...domain.relay import MAX_RELAY_LINE_BYTES
+from ...domain.relay.events import MAX_RELAY_LINE_BYTES
 
 __all__ = [
     "MAX_BLANK_BYTES",

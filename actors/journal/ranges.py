@@ -19,7 +19,7 @@ from typing import BinaryIO
 import msgspec
 
 from ...domain.errors import InvalidInput
-from ...domain.relay import MAX_RELAY_LINE_BYTES
+from ...domain.relay.events import MAX_RELAY_LINE_BYTES
 from ...domain.worker_root import SEGMENT_NAME
 from .lines import BlankBudget, lines, open_journal_file
 
@@ -28,7 +28,7 @@ __all__ = ["first_ordinal", "scan_range", "segment_range"]
 _SCAN_LINE_LIMIT = MAX_RELAY_LINE_BYTES  # the longest line the scan reads whole
 _BLANK_STEP = 1 << 16  # bytes stepped over at once in a run of blank lines
 _SCAN_BLOCK = 1 << 16  # bytes read per step when scanning active.jsonl backward
-_WHITESPACE = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
+_BLANK_BYTES = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a line of only these is blank
 
 
 def segment_range(path: Path) -> tuple[int, int] | None:
@@ -105,7 +105,7 @@ def _blank_run_start(data: bytes, end: int) -> int:
     low = end
     while low > 0:
         window = max(0, low - _BLANK_STEP)
-        kept = len(data[window:low].rstrip(_WHITESPACE))
+        kept = len(data[window:low].rstrip(_BLANK_BYTES))
         low = window + kept
         if kept:
             break

@@ -53,13 +53,8 @@ from ...domain.errors import (
     StoreError,
     UnknownRelayKind,
 )
-from ...domain.relay import (
-    RelayCursor,
-    RelayEvent,
-    RelayLine,
-    decode_relay_event,
-    line_too_long,
-)
+from ...domain.relay.events import RelayEvent, RelayLine, decode_relay_event, line_too_long
+from ...domain.relay.payloads import RelayCursor
 from .lines import BlankBudget, lines, open_journal_file
 from .sources import JournalFile, JournalSource, resolve_source
 

@@ -20,17 +20,17 @@ from typing import Literal
 from ...domain.chain import GENESIS
 from ...domain.errors import ChainFault, RelayChainError
 from ...domain.materialized import MaterializedQueuedPrompt
-from ...domain.relay import RelayCursor
+from ...domain.relay.payloads import RelayCursor
 from ...domain.seed import start_before
 from ...domain.worker_root import SEED_NAME
 from .reader import JournalReader
 from .sources import JournalSource
 
-__all__ = ["HistoryStart", "history_start"]
+__all__ = ["JournalStart", "history_start"]
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryStart:
+class JournalStart:
     """Where a session's history starts: read after ``after``.
 
     ``origin`` says why: ``genesis`` (ordinal 1), ``seed`` (``relay-seed.json``, whose
@@ -47,7 +47,7 @@ class HistoryStart:
     refusal: RelayChainError | None = None
 
 
-def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
+def history_start(source: JournalSource, *, from_first: bool) -> JournalStart:
     """The start of ``source``'s history (see the module doc). The refusal of a journal
     whose earlier segments are gone is returned, located at its first line; a problem of
     that first line itself is raised, as reading it would raise it."""
@@ -65,8 +65,8 @@ def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
                 ordinal=frontier.ordinal,
                 path=str(seed_file),
             )
-            return HistoryStart(after=GENESIS, origin="genesis", refusal=refusal)
-        return HistoryStart(
+            return JournalStart(after=GENESIS, origin="genesis", refusal=refusal)
+        return JournalStart(
             after=frontier,
             origin="seed",
             queued_prompts=list(source.seed.queued_prompts),
@@ -74,7 +74,7 @@ def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
         )
     first = next(iter(JournalReader(source, keep_unknown=True)), None)
     if first is None or first[0].ordinal <= 1:
-        return HistoryStart(after=GENESIS, origin="genesis")
+        return JournalStart(after=GENESIS, origin="genesis")
     event, location = first
     if not from_first:
         refusal = RelayChainError(
@@ -87,8 +87,8 @@ def history_start(source: JournalSource, *, from_first: bool) -> HistoryStart:
             path=str(location.path),
             line=location.line,
         )
-        return HistoryStart(after=GENESIS, origin="genesis", refusal=refusal)
-    return HistoryStart(
+        return JournalStart(after=GENESIS, origin="genesis", refusal=refusal)
+    return JournalStart(
         after=start_before(event),
         origin="first_event",
         note=f"the history starts at ordinal {event.ordinal}, the journal's first event",

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...domain.errors import StoreError
-from ...domain.relay import RelayCursor, RelayLine
+from ...domain.relay.events import RelayLine
+from ...domain.relay.payloads import RelayCursor
 from .reader import (
     JournalProblem,
     JournalReader,
@@ -29,7 +30,7 @@ from .reader import (
     TornTail,
 )
 from .sources import JournalSource, gather_sources
-from .start import HistoryStart, history_start
+from .start import JournalStart, history_start
 
 __all__ = ["NewerKind", "VerifyReport", "verify_sources"]
 
@@ -72,7 +73,7 @@ class VerifyReport:
     problems: list[JournalProblem] = field(default_factory=list)
     torn_tails: list[TornTail] = field(default_factory=list)
     frontiers: dict[str, RelayCursor] = field(default_factory=dict)
-    starts: dict[str, HistoryStart] = field(default_factory=dict)
+    starts: dict[str, JournalStart] = field(default_factory=dict)
     """Where each session's history starts, as replay would start it."""
     sources: list[JournalSource] = field(default_factory=list)
     newer_kinds: list[NewerKind] = field(default_factory=list)
@@ -116,7 +117,7 @@ def verify_sources(
                 pass  # a problem at the first line: the reader below reports it
             else:
                 if start.refusal is not None:
-                    report.problems.append(_refusal(start.refusal))
+                    report.problems.append(_problem_of(start.refusal))
                 else:
                     after, note = start.after, start.note
                     report.starts[sid] = start
@@ -159,7 +160,7 @@ def verify_sources(
     return report
 
 
-def _refusal(error: StoreError) -> JournalProblem:
+def _problem_of(error: StoreError) -> JournalProblem:
     return JournalProblem(
         path=Path(error.path or ""),
         line=error.line,

@@ -13,10 +13,14 @@ listening socket to secure, name or clean up; the request, its state and its ans
 rows in the same file, so a killed command, a restarted supervisor or a second command
 all see one truth, and a request is run once (by its id, in one store's one desk). The
 cost is a poll: the desk reads the open requests through a reader every
-:data:`POLL_SECONDS` (one indexed query; no write, no commit, when there are none), so
+:data:`REQUEST_POLL_SECONDS` (one indexed query; no write, no commit, when there are none), so
 a request waits up to that long to be taken. The command's connection writes nothing
 but its request row (one short transaction; it takes no lock file and never migrates):
 every change to the store's data is still made by its one writer.
+
+Must not: import the store's core. The core starts the desk and hands itself in (a
+:class:`~relaystore.actors.maintenance.runs.MaintainedStore`); a command hands
+:func:`maintain` the opener of its own store.
 
 Guarantees:
 
@@ -55,7 +59,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -86,14 +90,11 @@ from ..internal import (
     FinishRequest,
     LoadOpenRequests,
 )
-from .runs import failed_answer, run_request
-
-if TYPE_CHECKING:
-    from ..core import StoreCore
+from .runs import MaintainedStore, failed_answer, run_request
 
 __all__ = [
     "LOCK_RETRY_SECONDS",
-    "POLL_SECONDS",
+    "REQUEST_POLL_SECONDS",
     "REQUEST_TIMEOUT_SECONDS",
     "MaintenanceDesk",
     "maintain",
@@ -101,7 +102,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.2
+REQUEST_POLL_SECONDS = 0.2
 """How often a store's desk looks for requests (the longest a request waits to be taken
 by an idle desk)."""
 REQUEST_TIMEOUT_SECONDS = 30.0
@@ -115,7 +116,7 @@ LOCK_RETRY_SECONDS = (1.0, 2.0, 4.0)
 its busy timeout (``StoreBusy``, as the writer refuses a batch, or ``StoreLocked``:
 :func:`~relaystore.domain.maintenance.failed_for_a_lock`) is run again after each of these waits (each step is
 one transaction, so the failed one did nothing); failing still, it is answered failed."""
-_STOP_SECONDS = 1.0
+_DESK_STOP_SECONDS = 1.0
 """How long closing the store waits for the desk to finish the step it is in."""
 
 Announce = Callable[[str, LockHolder], None]
@@ -127,7 +128,7 @@ class MaintenanceDesk:
     module). A daemon thread owned by the store's core, started when the store opens
     and stopped when it closes."""
 
-    def __init__(self, core: StoreCore) -> None:
+    def __init__(self, core: MaintainedStore) -> None:
         self._core = core
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -147,7 +148,7 @@ class MaintenanceDesk:
         next writer)."""
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(_STOP_SECONDS)
+            self._thread.join(_DESK_STOP_SECONDS)
 
     def _serve(self) -> None:
         while True:
@@ -157,13 +158,15 @@ class MaintenanceDesk:
                 return
             except StoreError as exc:  # the next poll tries again
                 if self._fresh(f"maintenance requests: {exc}"):
-                    logger.warning("%s (tried again every %g s)", self._warned, POLL_SECONDS)
+                    logger.warning(
+                        "%s (tried again every %g s)", self._warned, REQUEST_POLL_SECONDS
+                    )
             except Exception as exc:  # a bug must not end the desk silently
                 if self._fresh(f"maintenance requests: unexpected failure: {exc!r}"):
                     logger.exception("%s", self._warned)
             else:
                 self._warned = None
-            if self._stop.wait(POLL_SECONDS):
+            if self._stop.wait(REQUEST_POLL_SECONDS):
                 return
 
     def _fresh(self, line: str) -> bool:
@@ -262,24 +265,25 @@ def maintain(
     path: str | os.PathLike[str],
     request: MaintenanceRequest,
     *,
+    open_store: Callable[[str | os.PathLike[str]], MaintainedStore],
     timeout: float = REQUEST_TIMEOUT_SECONDS,
     request_id: str | None = None,
     announce: Announce | None = None,
 ) -> MaintenanceAnswer:
     """Run ``request`` on the store at ``path``: itself when no writer holds the store,
-    else through the holder's desk (see the module). Raises :class:`StoreLocked` naming
-    a holder that takes no requests, :class:`RequestUnanswered` when none took it in
-    ``timeout`` seconds, and the store's typed errors."""
-    from ..core import StoreCore  # the core starts the desk: imported when first used
-
+    else through the holder's desk (see the module). ``open_store`` opens the store here
+    (the command's own; it raises :class:`StoreLocked` while a writer holds it). Raises
+    :class:`StoreLocked` naming a holder that takes no requests,
+    :class:`RequestUnanswered` when none took it in ``timeout`` seconds, and the store's
+    typed errors."""
     text = encode_request(request)
     for _ in range(2):  # a holder that is gone before it takes the request: open it here
         try:
-            core = StoreCore.open(path, readers=1)
+            core = open_store(path)
         except StoreLocked as locked:
             holder = read_lock_holder(path)
             if holder is None or not holder.takes_requests or not holder.alive():
-                raise _refusal(locked, holder) from None
+                raise _holder_refusal(locked, holder) from None
             answer = _ask_holder(path, request_id, request, text, holder, timeout, announce)
             if answer is not None:
                 return answer
@@ -298,7 +302,7 @@ def maintain(
     )
 
 
-def _refusal(locked: StoreLocked, holder: LockHolder | None) -> StoreLocked:
+def _holder_refusal(locked: StoreLocked, holder: LockHolder | None) -> StoreLocked:
     if holder is None or not holder.alive():
         return locked
     return StoreLocked(

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ...domain.errors import StoreError, UnknownSession
 from ...domain.ids import validate_id
@@ -58,10 +59,25 @@ from ...domain.sessions.records import CheckpointMetadata
 from ...domain.wording import plural
 from ..internal import RecordCheckpoint
 
-if TYPE_CHECKING:
-    from ..core import StoreCore
+__all__ = ["MaintainedStore", "answered", "error_text", "failed_answer", "run_request"]
 
-__all__ = ["answered", "error_text", "failed_answer", "run_request"]
+
+class MaintainedStore(Protocol):
+    """What maintenance asks of an open store: its file, its checks, its blocking ask,
+    and closing it. The store's core (:class:`~relaystore.actors.core.StoreCore`) is one;
+    it starts the desk, so nothing here imports it: the core, or a command's opener,
+    hands it in."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def check_open(self) -> None: ...
+
+    def check_message(self, message: object) -> None: ...
+
+    def ask_blocking(self, message: Any, timeout: float | None = None) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 def failed_answer(error: StoreError) -> MaintenanceAnswer:
@@ -77,10 +93,10 @@ def error_text(error: StoreError) -> str:
     return " ".join(str(error).split())
 
 
-def run_request(core: StoreCore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
+def run_request(core: MaintainedStore, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     """Carry out ``request`` on the open store ``core`` (its file: ``path``)."""
     try:
-        return _run(_Asker(core), path, request)
+        return _carry_out(_Asker(core), path, request)
     except StoreError as exc:
         return failed_answer(exc)
 
@@ -88,7 +104,7 @@ def run_request(core: StoreCore, path: str, request: MaintenanceRequest) -> Main
 class _Asker:
     """Asks the store as the facade does: a public message is checked first."""
 
-    def __init__(self, core: StoreCore) -> None:
+    def __init__(self, core: MaintainedStore) -> None:
         self._core = core
 
     def __call__(self, message: Any) -> Any:
@@ -98,12 +114,12 @@ class _Asker:
         return self._core.ask_blocking(message)
 
 
-def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
+def _carry_out(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnswer:
     match request:
         case CompactRequest(session_id=session_id):
-            return answered(_compact(ask, session_id))
+            return answered(_compact_sessions(ask, session_id))
         case ReprojectRequest(session_ids=session_ids, behind=behind):
-            return answered(_reproject(ask, session_ids, behind))
+            return answered(_reproject_sessions(ask, session_ids, behind))
         case PruneLogRequest(session_id=session_id, through_ordinal=through):
             report = ask(PruneRelayLog(session_id=session_id, through_ordinal=through))
             return answered(
@@ -135,7 +151,7 @@ def _run(ask: _Asker, path: str, request: MaintenanceRequest) -> MaintenanceAnsw
             ask(DeleteSession(session_id=session_id))
             return answered(DeleteOutcome(session_id=session_id))
         case CheckpointRequest():
-            return answered(_checkpoint(ask, request))
+            return answered(_take_checkpoint(ask, request))
     raise AssertionError(request)  # pragma: no cover - the union is matched whole
 
 
@@ -228,7 +244,7 @@ def _reprojected_lines(rebuilt: ReprojectedSession) -> list[str]:
     return lines
 
 
-def _compact(ask: _Asker, session_id: str | None) -> CompactOutcome:
+def _compact_sessions(ask: _Asker, session_id: str | None) -> CompactOutcome:
     if session_id is not None:
         sessions = [session_id]
     else:
@@ -250,7 +266,7 @@ def _compact(ask: _Asker, session_id: str | None) -> CompactOutcome:
     )
 
 
-def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
+def _reproject_sessions(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
     sessions = list(given) if given else sorted(ask(LoadState()).sessions)
     if behind:
         waiting = ask(LoadStats()).projection_behind
@@ -276,7 +292,7 @@ def _reproject(ask: _Asker, given: list[str], behind: bool) -> ReprojectOutcome:
     return ReprojectOutcome(behind_only=behind, sessions=rebuilt, failures=failures)
 
 
-def _checkpoint(ask: _Asker, request: CheckpointRequest) -> CheckpointOutcome:
+def _take_checkpoint(ask: _Asker, request: CheckpointRequest) -> CheckpointOutcome:
     validate_id("session", request.session_id)
     checkpoint = CheckpointMetadata(
         archive_path=request.archive_path,

@@ -253,7 +253,7 @@ class _Published(msgspec.Struct):
     change: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
 
 
-_PUBLISHED = msgspec.json.Decoder(_Published)
+_PUBLISHED_DECODER = msgspec.json.Decoder(_Published)
 
 
 class PublishedRecord:
@@ -296,7 +296,7 @@ class PublishedRecord:
                 )
             try:
                 entry = await self._kv.get(self._key)
-                self._recorded = _PUBLISHED.decode(entry.value or b"{}")
+                self._recorded = _PUBLISHED_DECODER.decode(entry.value or b"{}")
             except nats.js.errors.KeyNotFoundError:
                 self._recorded = _Published()
         except (msgspec.ValidationError, msgspec.DecodeError):

@@ -38,18 +38,18 @@ from ...domain.messages import ObserveRelayEvents
 from ...domain.projection import PageDelta
 from ...domain.projection.index import ColdEntry
 from ...domain.projection.page_wire import encode_page
-from ...domain.relay import RelayCursor
+from ...domain.relay.payloads import RelayCursor
 from ..projector import PageCommit, ProjectorCore
 from .protocol import (
     Beat,
     Call,
+    CallResult,
     Census,
     Done,
     Forget,
     Observe,
     PageOut,
     Park,
-    Reply,
     Run,
     Start,
     decode_events,
@@ -203,7 +203,7 @@ class _Serving:
 
     def _call(self, what: Literal["wait", "ask", "load", "load_paged"], argument: Any) -> Any:
         self._out.send(Call(what, argument))
-        reply: Reply = self._in.recv()
+        reply: CallResult = self._in.recv()
         if reply.error is not None:
             raise reply.error
         return reply.value

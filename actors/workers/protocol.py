@@ -5,7 +5,7 @@ A conversation is strictly request and reply, one message at a time: the store's
 (:mod:`~relaystore.actors.workers.proxy`) sends :class:`Observe` (the events as msgpack:
 :func:`encode_events`) or :class:`Run`; the worker (:mod:`~relaystore.actors.workers.child`)
 answers its callbacks' requests with :class:`PageOut` (a page for the writer, not
-waited on) or :class:`Call` (answered by one :class:`Reply`), beats (:class:`Beat`)
+waited on) or :class:`Call` (answered by one :class:`CallResult`), beats (:class:`Beat`)
 while it projects, and ends with :class:`Done`, which carries the message's last page:
 the proxy commits it and the reply stands only if it committed as sent (else the
 message runs again, see :class:`Done`), so a one-page message crosses the pipe twice.
@@ -30,18 +30,18 @@ from typing import Any, Literal
 
 import msgspec
 
-from ...domain.relay import RelayEvent, RelayLine
+from ...domain.relay.events import RelayEvent, RelayLine
 
 __all__ = [
     "Beat",
     "Call",
+    "CallResult",
     "Census",
     "Done",
     "Forget",
     "Observe",
     "Park",
     "PageOut",
-    "Reply",
     "Run",
     "Start",
     "decode_events",
@@ -144,14 +144,14 @@ class PageOut:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A callback the worker needs the embedding process for; one :class:`Reply` answers."""
+    """A callback the worker needs the embedding process for; one :class:`CallResult` answers."""
 
     what: Literal["wait", "ask", "load", "load_paged"]
     argument: Any
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class CallResult:
     """The answer to a :class:`Call` (``error`` set: it raised)."""
 
     value: Any

@@ -39,7 +39,7 @@ from ...domain.projection.page_wire import decode_page
 from ..envelope import Unanswerable
 from ..projector import PageCommit, PagedLoader, PageSender, SessionLoader
 from .pool import WorkerDied, WorkerPool
-from .protocol import Call, Done, Observe, PageOut, Reply, Run, encode_events, sendable
+from .protocol import Call, CallResult, Done, Observe, PageOut, Run, encode_events, sendable
 
 __all__ = ["RemoteProjection"]
 
@@ -179,17 +179,19 @@ class RemoteProjection:
             self._worker.forget(self._session_id)
             raise _Redo()
 
-    def _answer(self, call: Call, pending: dict[int, PageCommit], committed: list[int]) -> Reply:
+    def _answer(
+        self, call: Call, pending: dict[int, PageCommit], committed: list[int]
+    ) -> CallResult:
         try:
             if call.what == "wait":
                 stored, applied = pending.pop(call.argument)()
                 committed.append(applied)
-                return Reply((stored, applied))
+                return CallResult((stored, applied))
             if call.what == "ask":
-                return Reply(self._ask(call.argument))
+                return CallResult(self._ask(call.argument))
             if call.what == "load":
-                return Reply(self._load(call.argument))
+                return CallResult(self._load(call.argument))
             session, entries = self._load_paged(call.argument)
-            return Reply((session, list(entries)))
+            return CallResult((session, list(entries)))
         except Exception as exc:  # noqa: BLE001 - raised in the worker, as in the thread path
-            return Reply(None, sendable(exc))
+            return CallResult(None, sendable(exc))

@@ -2,7 +2,7 @@
 
 With ``projection="process"`` a session's projection lives in a worker process (see
 :mod:`~relaystore.actors.workers.pool`), so a live session needs no thread of its own in
-the embedding process: it is a small entry (:class:`_Entry`: the messages waiting for
+the embedding process: it is a small entry (:class:`_LiveSession`: the messages waiting for
 it and the :class:`~relaystore.actors.workers.proxy.RemoteProjection` that converses
 with its worker). :data:`RUNNERS_PER_WORKER` runner threads per worker take the ready
 sessions of their worker in turn, one message each: while one waits for the writer to
@@ -54,7 +54,7 @@ RUNNERS_PER_WORKER = 2
 waits for the writer to commit the page its session's message ended with."""
 
 
-class _Entry:
+class _LiveSession:
     """A live session: its waiting messages (at most ``capacity``) and its proxy."""
 
     __slots__ = ("proxy", "running", "used", "waiting")
@@ -97,7 +97,7 @@ class SessionRunners:
         """Notified when a message was answered or taken (room, an idle session)."""
         self._work = [threading.Condition(self._lock) for _ in range(workers)]
         """Per worker, notified when one of its sessions is ready (one runner wakes)."""
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[str, _LiveSession] = OrderedDict()
         """Live sessions, least recently used first."""
         self._ready: list[deque[str]] = [deque() for _ in range(workers)]
         """Per worker, the sessions with a waiting message and no runner, in turn."""
@@ -138,7 +138,7 @@ class SessionRunners:
                                 return None
                             self._cond.wait()
                             continue
-                        entry = _Entry(self._start(session_id), now)
+                        entry = _LiveSession(self._start(session_id), now)
                         self._entries[session_id] = entry
                         self.started += 1
                         if not self._threads:

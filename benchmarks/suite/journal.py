@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.outcomes import TokenUsage, UsageScope
 from relaystore.domain.relay import (
     RELAY_EVENT_FORMAT_V2,
@@ -321,7 +321,7 @@ class _Story:
     def elicit(
         self, request_id: str, message: str, properties: dict[str, object], *, required: list[str]
     ) -> Iterator[Step]:
-        request = ElicitationRequest.from_acp_params(
+        request = parse_acp_request(
             request_id,
             {
                 "mode": "form",

@@ -5,10 +5,10 @@ Owns the supported subset of ACP form elicitations and its size limits
 :data:`MAX_TEXT_BYTES`): :func:`parse_acp_request` reads the raw params (already decoded
 JSON) property by property, with the agents' custom-answer and option-preview hints, and
 refuses anything else with an :class:`~relaystore.domain.errors.InvalidInput` naming the
-offending property. :meth:`ElicitationRequest.from_acp_params` is the way in.
+offending property. It is the one way in: the wire types (:mod:`.forms`) never call it.
 
-Pure: it reads decoded JSON and must not hold the wire types (:mod:`.elicitation`) or
-check an answer (:mod:`.elicitation_answers`).
+Pure: it reads decoded JSON and builds the wire types; it must not define them
+(:mod:`.forms`) or check an answer (:mod:`.answers`).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
-def _check_text(where: str, what: str, value: str, limit: int) -> None:
+def _check_plain_text(where: str, what: str, value: str, limit: int) -> None:
     if not value.strip():
         raise InvalidInput(f"{where}: {what} is empty; give it")
     if len(value) > limit:
@@ -81,14 +81,14 @@ def _check_text(where: str, what: str, value: str, limit: int) -> None:
 def check_answerer(where: str, answered_by: str) -> None:
     """Raise :class:`InvalidInput` (naming ``where``) unless ``answered_by`` names a
     person: not blank, at most :data:`MAX_ANSWERER_CHARS`, no control characters."""
-    _check_text(where, "who answered", answered_by, MAX_ANSWERER_CHARS)
+    _check_plain_text(where, "who answered", answered_by, MAX_ANSWERER_CHARS)
 
 
 def check_elicitation_id(where: str, elicitation_id: str) -> None:
     """Raise :class:`InvalidInput` (naming ``where``) unless ``elicitation_id`` may name
     a question: not blank, at most :data:`MAX_ELICITATION_ID_CHARS`, no control
     characters (whether the session asked it is the store's to say)."""
-    _check_text(where, "the elicitation id", elicitation_id, MAX_ELICITATION_ID_CHARS)
+    _check_plain_text(where, "the elicitation id", elicitation_id, MAX_ELICITATION_ID_CHARS)
 
 
 def masked_response(

@@ -1,10 +1,11 @@
 """ACP form elicitations: the question an agent asks, and the answer sent back.
 
 An agent asks the user for structured input with an ACP ``elicitation/create`` request.
-:meth:`ElicitationRequest.from_acp_params` turns the raw ACP params into an
-:class:`ElicitationRequest` (refusing anything outside the supported subset and its size
-limits); :func:`validate_response` checks an answer against the fields that request
-published, so a stale or malformed answer is refused instead of being forwarded.
+:func:`~relaystore.domain.elicitation.acp.parse_acp_request` turns the raw ACP params
+into an :class:`ElicitationRequest` (refusing anything outside the supported subset and
+its size limits); :func:`~relaystore.domain.elicitation.answers.validate_response` checks
+an answer against the fields that request published, so a stale or malformed answer is
+refused instead of being forwarded.
 
 Wire notes (serde parity):
 
@@ -16,8 +17,9 @@ Wire notes (serde parity):
   internally tagged enum even under ``deny_unknown_fields``.
 
 This module owns the wire types and the shape each guarantees. Reading ACP params (and
-their size limits) is :mod:`.elicitation_acp`'s; checking an answer is
-:mod:`.elicitation_answers`'s. Pure: no I/O, and it must not read raw ACP JSON itself.
+their size limits) is :mod:`.acp`'s, which builds these types; checking an answer is
+:mod:`.answers`'s. Pure: no I/O; it must not read raw ACP JSON itself, nor import the
+parser (the parser imports this module).
 """
 
 from __future__ import annotations
@@ -195,17 +197,6 @@ class ElicitationRequest(Wire, kw_only=True, forbid_unknown_fields=True):
     title: str | None = None
     description: str | None = None
     fields: list[ElicitationField]
-
-    @classmethod
-    def from_acp_params(cls, request_id: str, params: object) -> ElicitationRequest:
-        """Parse ACP ``elicitation/create`` params (already decoded JSON) into a request.
-
-        Raises :class:`InvalidInput` naming the offending property; what is refused, and
-        the field order kept, are :func:`~relaystore.domain.elicitation.acp.parse_acp_request`'s.
-        """
-        from .acp import parse_acp_request  # it builds this module's types
-
-        return parse_acp_request(request_id, params)
 
 
 class _Response(Wire, kw_only=True):

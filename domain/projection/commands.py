@@ -30,34 +30,38 @@ from ..outcomes import (
     classify_prompt_completion,
     expected_cancellation,
 )
-from ..relay import (
-    CancelledOutcome,
+from ..relay.commands import (
     ClearContextCommand,
     CloseCommand,
-    ClosedOutcome,
-    CommandCompleted,
-    CommandInterrupted,
-    CommandQueued,
-    CommandRejected,
-    CommandStarted,
-    ConfiguredOutcome,
-    ContextClearedOutcome,
     ContinueAuthorizedWorkCommand,
     DeliverMailboxEventCommand,
     HandbackReminderCommand,
     MailboxWakeCommand,
     PromptCommand,
-    PromptOutcome,
-    QueueChangedOutcome,
     RelayCommand,
     RelayCommandKind,
     ResumeAfterQuotaCommand,
     RunUserShellCommand,
     SetConfigCommand,
+)
+from ..relay.observations import (
+    CommandCompleted,
+    CommandInterrupted,
+    CommandQueued,
+    CommandQueuedData,
+    CommandRejected,
+    CommandStarted,
+)
+from ..relay.outcomes import (
+    CancelledOutcome,
+    ClosedOutcome,
+    ConfiguredOutcome,
+    ContextClearedOutcome,
+    PromptOutcome,
+    QueueChangedOutcome,
     SteeredOutcome,
     UserShellOutcome,
 )
-from ..relay.observations import CommandQueuedData
 from ..wire import JSON
 from .context import (
     ProjectionContext,

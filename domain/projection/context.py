@@ -24,7 +24,7 @@ from ..materialized import (
     TranscriptUpsert,
     UserBody,
 )
-from ..relay import RelayEvent, RelayLine
+from ..relay.events import RelayEvent, RelayLine
 from ..wire import JSON
 from .frozen import Transcript
 from .index import TranscriptIndex

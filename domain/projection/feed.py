@@ -26,21 +26,19 @@ from ..outcomes import (
     TurnResultKind,
     expected_cancellation,
 )
-from ..relay import (
+from ..relay.commands import RelayCommandKind
+from ..relay.events import RelayEvent, RelayLine
+from ..relay.observations import (
     AgentInitialized,
     CommandCompleted,
+    CommandEndedData,
     CommandInterrupted,
     CommandRejected,
     ElicitationResolved,
-    RelayCommandKind,
-    RelayCommandOutcome,
-    RelayEvent,
-    RelayLine,
     SessionFault,
-    UserShellOutcome,
-    UserShellStatus,
 )
-from ..relay.observations import CommandEndedData
+from ..relay.outcomes import RelayCommandOutcome, UserShellOutcome
+from ..relay.payloads import UserShellStatus
 from ..runtime import RuntimeReceipt
 
 __all__ = [

@@ -70,7 +70,7 @@ SLACK = 64
 """How many items past the window (or replaced behind it) wait before being frozen."""
 
 
-_DECODER = msgspec.json.Decoder(TranscriptItem)
+_ITEM_DECODER = msgspec.json.Decoder(TranscriptItem)
 
 
 FetchItem = Callable[[str], TranscriptItem]
@@ -91,7 +91,7 @@ class FrozenItem:
     def thaw(self) -> TranscriptItem:
         """The item, decoded anew (a frozen item only: not a cold one)."""
         assert self.raw is not None
-        return _DECODER.decode(self.raw)
+        return _ITEM_DECODER.decode(self.raw)
 
 
 class Transcript:

@@ -30,6 +30,7 @@ from typing import NamedTuple, Protocol
 
 from ..digests import is_relay_digest
 from ..errors import InvalidInput, ProjectionError
+from ..hashing import RELAY_EVENT_GENESIS_DIGEST
 from ..ids import validate_id
 from ..materialized import (
     AgentBody,
@@ -40,10 +41,9 @@ from ..materialized import (
     TranscriptItem,
     TranscriptRemove,
 )
-from ..relay import RELAY_EVENT_GENESIS_DIGEST
 
 __all__ = [
-    "ItemFacts",
+    "ComparedItem",
     "StoredItem",
     "check_item",
     "check_item_change",
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-class ItemFacts(Protocol):
+class ComparedItem(Protocol):
     """What the item-change rules compare: a :class:`TranscriptItem` or a stored row."""
 
     @property
@@ -86,7 +86,7 @@ def _name(item: TranscriptItem) -> str:
 
 
 def check_item_change(
-    before: ItemFacts, item: TranscriptItem, *, session_id: str, ordinal: int
+    before: ComparedItem, item: TranscriptItem, *, session_id: str, ordinal: int
 ) -> None:
     """Check that ``item`` may replace ``before`` (the item its id holds now)."""
     if before.position != item.position or before.created_at_ms != item.created_at_ms:

@@ -21,7 +21,8 @@ from ..materialized import (
     TerminalOutputRecord,
 )
 from ..outcomes import ProviderCost
-from ..relay import (
+from ..relay.events import RelayEvent, RelayLine
+from ..relay.observations import (
     Closed,
     Closing,
     CommandCompleted,
@@ -38,8 +39,6 @@ from ..relay import (
     NativeAgent,
     Notice,
     PermissionAutoApproved,
-    RelayEvent,
-    RelayLine,
     SessionConfigured,
     SessionFault,
     SessionOpened,
@@ -163,7 +162,7 @@ def _current_mode_update(ctx: ProjectionContext, update: dict[str, JSON]) -> Non
         set_configuration(ctx, "mode", mode)
 
 
-def _usage(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
+def _on_usage(ctx: ProjectionContext, update: dict[str, JSON]) -> None:
     _usage_update(ctx, update.get("cost"))
 
 
@@ -205,7 +204,7 @@ _UPDATES: dict[str, Callable[[ProjectionContext, dict[str, JSON]], None]] = {
     "config_option_update": _config_option_update,
     "current_mode_update": _current_mode_update,
     "session_info_update": _session_info_update,
-    "usage_update": _usage,
+    "usage_update": _on_usage,
 }
 """How a ``session_update`` is projected, by its ``sessionUpdate`` kind (one lookup an
 update; a kind not here changes nothing)."""

@@ -30,8 +30,9 @@ from ..materialized import (
     _Unset,
 )
 from ..outcomes import MaterializedTurnOutcome, ProviderCost
-from ..relay import RelayCursor, RelayEvent, RelayLine
+from ..relay.events import RelayEvent, RelayLine
 from ..relay.log import pack_lines
+from ..relay.payloads import RelayCursor
 from ..wire import JSON
 from .fold import fold_fields
 from .integrity import check_mutation

@@ -29,7 +29,7 @@ from ..materialized import (
     _Unset,
 )
 from ..outcomes import MaterializedTurnOutcome, ProviderCost
-from ..relay import RelayCursor
+from ..relay.payloads import RelayCursor
 from ..wire import JSON
 from .page import PackedLog, PageDelta, PendingItem
 
@@ -78,8 +78,8 @@ class _Page(msgspec.Struct, array_like=True):
     packed: _Log | None
 
 
-_ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(_Page)
+_PAGE_ENCODER = msgspec.msgpack.Encoder()
+_PAGE_DECODER = msgspec.msgpack.Decoder(_Page)
 
 
 def _item(stable_id: str, pending: PendingItem) -> _Item:
@@ -100,7 +100,7 @@ def encode_page(page: PageDelta) -> bytes:
     if page.logged:
         raise ValueError("a page crosses a process boundary sealed (PageDelta.seal)")
     title, turn, packed = page.session_title, page.active_turn, page.packed
-    return _ENCODER.encode(
+    return _PAGE_ENCODER.encode(
         _Page(
             page.session_id,
             page.start,
@@ -136,7 +136,7 @@ def _fields(packed: PackedLog) -> tuple[int, int, bytes, int]:
 
 def decode_page(data: bytes) -> PageDelta:
     """The page :func:`encode_page` encoded."""
-    wire = _DECODER.decode(data)
+    wire = _PAGE_DECODER.decode(data)
     packed = wire.packed
     return PageDelta(
         session_id=wire.session_id,

@@ -34,7 +34,7 @@ from ..materialized import (
     ProjectionBehind,
     TranscriptItem,
 )
-from ..relay import RelayEvent, RelayLine
+from ..relay.events import RelayEvent, RelayLine
 from ..relay.log import StoredRelayLog
 from ..seed import start_before
 from ..wire import encode

@@ -49,7 +49,8 @@ from ..materialized import (
     TranscriptItem,
     TranscriptRemove,
 )
-from ..relay import RelayCursor, RelayEvent, RelayLine, decode_relay_line
+from ..relay.events import RelayEvent, RelayLine, decode_relay_line
+from ..relay.payloads import RelayCursor
 from .context import ProjectionContext
 from .feed import derive_api_events
 from .fold import fold_fields

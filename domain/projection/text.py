@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 
 from ..materialized import MaterializedSession, TranscriptItem, UserBody
-from ..relay import UserShellResult, UserShellStatus
+from ..relay.payloads import UserShellResult, UserShellStatus
 from ..wire import JSON
 
 __all__ = [

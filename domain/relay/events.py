@@ -162,7 +162,9 @@ def decode_relay_event(line: bytes | str) -> RelayEvent:
         # build cannot decode in it is a shape a newer worker writes, not damage.
         unknown = _unknown_kind(str(exc))
         raise UnknownRelayKind(
-            *unknown, _line(wire, bytes(wire.observation), unknown), ordinal=wire.ordinal
+            *unknown,
+            _unknown_kind_line(wire, bytes(wire.observation), unknown),
+            ordinal=wire.ordinal,
         ) from None
     return RelayEvent(
         format=wire.format,
@@ -215,7 +217,9 @@ class RelayLine(msgspec.Struct, frozen=True, kw_only=True):
         return RelayCursor(ordinal=self.ordinal, digest=self.digest)
 
 
-def _line(wire: _RelayEventWire, observation: bytes, unknown: tuple[str, str, str]) -> RelayLine:
+def _unknown_kind_line(
+    wire: _RelayEventWire, observation: bytes, unknown: tuple[str, str, str]
+) -> RelayLine:
     kind, position, path = unknown
     return RelayLine(
         kind=kind,

@@ -20,13 +20,8 @@ import msgspec
 from ..chain import check_own_digest
 from ..errors import InvalidInput, RelayLogUnavailable
 from ..materialized import MaterializedQueuedPrompt
-from . import (
-    RelayCursor,
-    RelayEvent,
-    RelayLine,
-    decode_relay_line,
-    encode_relay_event,
-)
+from .events import RelayEvent, RelayLine, decode_relay_line, encode_relay_event
+from .payloads import RelayCursor
 
 __all__ = [
     "LOG_COMPRESSION_LEVEL",

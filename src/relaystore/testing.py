@@ -38,8 +38,9 @@ import msgspec
 
 from relaystore.domain.chain import GENESIS, checked_frontier
 from relaystore.domain.digests import RELAY_EVENT_FORMATS, relay_event_digest
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.errors import InvalidInput, UnknownRelayKind
+from relaystore.domain.hashing import RELAY_EVENT_FORMAT_V1, RELAY_EVENT_FORMAT_V2
 from relaystore.domain.ids import validate_id
 from relaystore.domain.integers import INT64_MAX
 from relaystore.domain.mailbox import (
@@ -58,57 +59,63 @@ from relaystore.domain.mailbox import (
     UserSender,
 )
 from relaystore.domain.outcomes import OutcomeReason
-from relaystore.domain.relay import (
-    MIN_RECORDED_AT_MS,
-    RELAY_EVENT_FORMAT_V1,
-    RELAY_EVENT_FORMAT_V2,
-    CancelledOutcome,
+from relaystore.domain.relay.commands import (
     CancelTurnCommand,
+    DeliverMailboxEventCommand,
+    HandbackReminderCommand,
+    InstallPromptContextCommand,
+    MailboxEvent,
+    MailboxWakeCommand,
+    PromptCommand,
+    RelayCommand,
+    RelayCommandKind,
+    RestoreExecutionModeCommand,
+    RunUserShellCommand,
+    SeedAssessmentContextCommand,
+)
+from relaystore.domain.relay.events import (
+    MIN_RECORDED_AT_MS,
+    RelayEvent,
+    RelayLine,
+    decode_relay_event,
+    decode_relay_line,
+    encode_relay_event,
+)
+from relaystore.domain.relay.observations import (
     CommandCompleted,
     CommandInterrupted,
     CommandQueued,
     CommandRejected,
     CommandStarted,
-    ConfiguredOutcome,
-    ContextHistory,
-    DeliverMailboxEventCommand,
     ElicitationRequested,
     ElicitationResolved,
-    EvidenceMessage,
-    HandbackReminderCommand,
     HarnessTurnSettled,
     HarnessTurnStarted,
-    InstallPromptContextCommand,
     MailboxDeliveryPath,
-    MailboxEvent,
     MailboxEventsDelivered,
     MailboxHookLease,
     MailboxHookLeaseCreated,
     MailboxHookLeaseReturned,
     MailboxHookLeaseReturnReason,
-    MailboxWakeCommand,
-    NoticeRecordedOutcome,
-    PromptCommand,
-    PromptOutcome,
-    RelayCommand,
-    RelayCommandKind,
-    RelayCommandOutcome,
-    RelayCursor,
-    RelayEvent,
-    RelayLine,
     RelayObservation,
-    RestoreExecutionModeCommand,
-    RunUserShellCommand,
-    SeedAssessmentContextCommand,
     SessionRestarted,
     SessionUpdate,
-    UserShellOutcome,
     UserShellOutput,
+)
+from relaystore.domain.relay.outcomes import (
+    CancelledOutcome,
+    ConfiguredOutcome,
+    NoticeRecordedOutcome,
+    PromptOutcome,
+    RelayCommandOutcome,
+    UserShellOutcome,
+)
+from relaystore.domain.relay.payloads import (
+    ContextHistory,
+    EvidenceMessage,
+    RelayCursor,
     UserShellResult,
     UserShellStatus,
-    decode_relay_event,
-    decode_relay_line,
-    encode_relay_event,
 )
 from relaystore.domain.runtime import HarnessKind
 from relaystore.domain.sessions.provisioning import (
@@ -123,6 +130,7 @@ from relaystore.domain.sessions.records import (
     SessionState,
 )
 from relaystore.domain.sessions.targets import LocalPodmanTarget
+from relaystore.domain.validation import OBSERVATION_TYPES
 from relaystore.domain.wire import JSON, decode_json, encode
 from relaystore.domain.worker_root import (
     ACTIVE_JOURNAL_NAME,
@@ -153,12 +161,10 @@ ObservationInput = RelayObservation | Mapping[str, Any] | str | bytes
 """What :meth:`JournalBuilder.add` takes: a typed observation, or a wire-shaped one (a
 dict such as ``{"type": "notice", "data": {"message": "hi"}}``, or its JSON text)."""
 
-_OBSERVATION_TYPES: tuple[type[Any], ...] = RelayObservation.__args__
-
 
 def _observation(value: object) -> RelayObservation:
     """``value`` as a checked observation; wire shapes are decoded as a journal's are."""
-    if isinstance(value, _OBSERVATION_TYPES):
+    if isinstance(value, OBSERVATION_TYPES):
         observation: RelayObservation = value
         return observation
     if isinstance(value, msgspec.Struct):
@@ -185,7 +191,7 @@ def _gzip(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def _text(text: str) -> JSON:
+def _text_block(text: str) -> JSON:
     return {"type": "text", "text": text}
 
 
@@ -469,7 +475,7 @@ class JournalBuilder:
         queued = self.add(
             CommandQueued.of(
                 command_id=command_id,
-                command=PromptCommand.of(prompt=[_text(text)]),
+                command=PromptCommand.of(prompt=[_text_block(text)]),
                 created_at_ms=self._next_ms,
             ),
             command_id=command_id,
@@ -488,7 +494,7 @@ class JournalBuilder:
                 SessionUpdate.of(
                     update={
                         "sessionUpdate": "agent_message_chunk",
-                        "content": _text(chunk),
+                        "content": _text_block(chunk),
                         "messageId": message_id,
                     }
                 )
@@ -554,7 +560,7 @@ class JournalBuilder:
             native_session_id=(native_session_id, str),
             schema=(schema, Mapping | None, "a mapping (the requestedSchema) or None"),
         )
-        request = ElicitationRequest.from_acp_params(
+        request = parse_acp_request(
             request_id or self.next_id("question"),
             {
                 "mode": "form",

@@ -14,10 +14,9 @@ for the raw reply) raises :class:`~relaystore.domain.errors.ProjectionError`. An
 from __future__ import annotations
 
 import apsw
-import msgspec
 
 from ...domain.elicitation.answered import answer_text
-from ...domain.elicitation.forms import ElicitationAccept, ElicitationRequest
+from ...domain.elicitation.forms import ElicitationAccept
 from ...domain.read_replies import (
     ElicitationAnswer,
     ElicitationAnswerList,
@@ -25,12 +24,10 @@ from ...domain.read_replies import (
     RawElicitationList,
 )
 from ..answers import decode_answer
-from ..materialized import decode_stored, raw_stored
+from ..materialized import ELICITATIONS_DECODER, decode_stored, raw_stored
 from ..transaction import transaction
 
 __all__ = ["load_elicitation_answers", "load_elicitations", "load_raw_elicitations"]
-
-_ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 
 
 def _stored_elicitations(connection: apsw.Connection, session_id: str) -> str | None:
@@ -48,7 +45,7 @@ def load_elicitations(connection: apsw.Connection, session_id: str) -> Elicitati
     if stored is None:
         return None
     return ElicitationList(
-        elicitations=decode_stored(_ELICITATIONS, stored, "pending elicitations", session_id)
+        elicitations=decode_stored(ELICITATIONS_DECODER, stored, "pending elicitations", session_id)
     )
 
 

@@ -17,14 +17,18 @@ import apsw
 import msgspec
 
 from ...domain.api_events import ApiActivityState
-from ...domain.elicitation.forms import ElicitationRequest
 from ...domain.errors import InvalidInput
 from ...domain.materialized import MaterializedExecutionState
-from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.read_replies import ApiSession, SessionFacts, SessionList, Workspace, WorkspaceList
 from ...domain.sessions.views import api_session
-from ...domain.wire import JSON
-from ..materialized import decode_stored, load_projection_behind, parse_execution
+from ..materialized import (
+    CONFIGURATION_DECODER,
+    ELICITATIONS_DECODER,
+    TURN_OUTCOME_DECODER,
+    decode_stored,
+    load_projection_behind,
+    parse_execution,
+)
 from ..transaction import transaction
 
 __all__ = ["list_sessions", "list_workspaces", "load_session_detail", "load_session_view"]
@@ -40,11 +44,8 @@ JOIN session_contexts c ON c.session_id = s.session_id
 LEFT JOIN materialized_sessions m ON m.session_id = s.session_id
 LEFT JOIN api_session_activity a ON a.session_id = s.session_id
 """
-_CONFIGURATION = msgspec.json.Decoder(dict[str, JSON])
 _FACTS = msgspec.json.Decoder(SessionFacts)
-_ELICITATIONS = msgspec.json.Decoder(list[ElicitationRequest])
 _ACTIVITY = msgspec.json.Decoder(ApiActivityState)
-_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 
 
 def _execution(session_id: str, state: Any, started: Any) -> MaterializedExecutionState | None:
@@ -127,7 +128,7 @@ def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:
             session_id=sid,
         ) from exc
     outcome = (
-        decode_stored(_OUTCOME, str(outcome_json), "last turn outcome", sid)
+        decode_stored(TURN_OUTCOME_DECODER, str(outcome_json), "last turn outcome", sid)
         if detail and outcome_json is not None
         else None
     )
@@ -139,12 +140,14 @@ def _api_session(row: apsw.SQLiteValues, *, detail: bool) -> ApiSession:
         configuration=(
             {}
             if configuration_json is None
-            else decode_stored(_CONFIGURATION, str(configuration_json), "configuration", sid)
+            else decode_stored(CONFIGURATION_DECODER, str(configuration_json), "configuration", sid)
         ),
         pending_elicitations=(
             []
             if elicitations_json is None
-            else decode_stored(_ELICITATIONS, str(elicitations_json), "pending elicitations", sid)
+            else decode_stored(
+                ELICITATIONS_DECODER, str(elicitations_json), "pending elicitations", sid
+            )
         ),
         queued_prompts=int(queued),  # type: ignore[arg-type]
         activity=(

@@ -39,7 +39,6 @@ import msgspec
 from ...domain.elicitation.forms import shown
 from ...domain.errors import InvalidInput, ProjectionError
 from ...domain.materialized import MaterializedExecutionState, TranscriptBody
-from ...domain.outcomes import MaterializedTurnOutcome
 from ...domain.paging import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_ITEMS_LIMIT,
@@ -75,6 +74,7 @@ from ...domain.transcript_views import (
 from ...domain.wire import encode
 from ..item_views import stored_view
 from ..materialized import (
+    TURN_OUTCOME_DECODER,
     decode_stored,
     decode_transcript_bodies,
     load_materialized_session,
@@ -117,8 +117,6 @@ _TEXT_COLUMNS = (
 )
 """An item as history, titles and turn summaries read it: its stored role and text, and
 its body only where the store does not know them."""
-
-_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 
 
 _View = TypeVar("_View", TranscriptItemView, RawTranscriptItemView)
@@ -230,7 +228,7 @@ def load_raw_transcript_page(
         ]
         read = (page.execution, page.latest_seq, items, page.next_after_seq)
     else:
-        read = _read_page(connection, session_id, after_seq, limit, roles, _raw_views)
+        read = _read_item_page(connection, session_id, after_seq, limit, roles, _raw_views)
     return None if read is None else RawTranscriptPage(**_page_fields(session_id, read))
 
 
@@ -253,19 +251,19 @@ def load_transcript_page(
     """
     if finished_only:
         roles = finished_only_roles(roles)
-    read = _read_page(
+    read = _read_item_page(
         connection, session_id, after_seq, limit, roles, _views, finished_only=finished_only
     )
     return None if read is None else TranscriptPage(**_page_fields(session_id, read))
 
 
 _Read = tuple[MaterializedExecutionState, int, list[_View], int]
-"""What :func:`_read_page` read: the execution state, the latest seq, the items and the
+"""What :func:`_read_item_page` read: the execution state, the latest seq, the items and the
 next cursor."""
 
 
 def _page_fields(session_id: str, read: _Read[Any]) -> dict[str, Any]:
-    """The fields of a transcript page (typed or raw) of what :func:`_read_page` read."""
+    """The fields of a transcript page (typed or raw) of what :func:`_read_item_page` read."""
     execution, latest_seq, items, next_after_seq = read
     return {
         "next_after_seq": next_after_seq,
@@ -276,7 +274,7 @@ def _page_fields(session_id: str, read: _Read[Any]) -> dict[str, Any]:
     }
 
 
-def _read_page(
+def _read_item_page(
     connection: apsw.Connection,
     session_id: str,
     after_seq: int,
@@ -472,7 +470,9 @@ def load_turn_summary(
         if turn_start_position is None or completed_ordinal is None:
             if row[0] is None:
                 return None
-            outcome = decode_stored(_OUTCOME, str(row[0]), "last turn outcome", session_id)
+            outcome = decode_stored(
+                TURN_OUTCOME_DECODER, str(row[0]), "last turn outcome", session_id
+            )
             if outcome.turn_start_position is None:
                 return None
             turn_start_position, completed_ordinal = (

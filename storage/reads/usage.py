@@ -20,16 +20,15 @@ import apsw
 import msgspec
 
 from ...domain.errors import ProjectionError
-from ...domain.outcomes import MaterializedTurnOutcome, ProviderCost
+from ...domain.outcomes import ProviderCost
 from ...domain.paging import DEFAULT_PAGE_LIMIT, check_after_seq, clamp_page_limit, next_page_cursor
 from ...domain.read_replies import RawUsagePage, UsageCounterTotal, UsageCoverage, UsagePage
 from ...domain.usage import TOTALLED_SCOPE, USAGE_COUNTERS, usage_coverage, usage_totals
-from ..materialized import decode_stored, raw_stored
+from ..materialized import TURN_OUTCOME_DECODER, decode_stored, raw_stored
 from ..transaction import transaction
 
 __all__ = ["load_raw_usage_page", "load_usage_page"]
 
-_OUTCOME = msgspec.json.Decoder(MaterializedTurnOutcome)
 _PROVIDER_COST = msgspec.json.Decoder(ProviderCost)
 
 _SCOPE_COUNTS = (
@@ -139,7 +138,10 @@ def load_usage_page(
         return None
     return UsagePage(
         **rows.summary(session_id, after_seq),
-        turns=[decode_stored(_OUTCOME, body, "turn usage", session_id) for body in rows.bodies],
+        turns=[
+            decode_stored(TURN_OUTCOME_DECODER, body, "turn usage", session_id)
+            for body in rows.bodies
+        ],
         provider_session_cost=(
             None
             if rows.cost is None

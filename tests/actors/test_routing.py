@@ -113,7 +113,7 @@ def test_owner_of_reads_the_table() -> None:
 def test_a_message_in_two_unions_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(routing, "OWNERS", (*OWNERS, ("reader", DeleteSession)))
     with pytest.raises(TypeError, match="DeleteSession is routed twice"):
-        routing._routes()
+        routing._derived_routes()
 
 
 def test_the_core_routes_by_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ from relaystore.domain.api_events import (
     ApiSessionFault,
     ApiTurnEnded,
 )
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.errors import LifecycleConflict, RelayChainError
 from relaystore.domain.materialized import SystemBody
 from relaystore.domain.messages import (
@@ -167,7 +167,7 @@ def test_api_events_filter_and_keep_cursors_after_forgetting_sessions(store: Eve
 
 
 def test_api_events_capture_free_text_questions_resolution_and_errors(store: EventStore) -> None:
-    request = ElicitationRequest.from_acp_params(
+    request = parse_acp_request(
         "question-1",
         {
             "mode": "form",

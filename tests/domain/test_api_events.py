@@ -28,7 +28,7 @@ from relaystore.domain.api_events import (
     MaterializedTurn,
     decode_api_event_data,
 )
-from relaystore.domain.elicitation.forms import ElicitationRequest
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.outcomes import (
     ApiTurnOutcome,
@@ -87,7 +87,7 @@ def receipt() -> RuntimeReceipt:
     return RuntimeReceipt.observed(identity, ordinal=1, at_ms=100)
 
 
-QUESTION = ElicitationRequest.from_acp_params(
+QUESTION = parse_acp_request(
     "question-1",
     {
         "mode": "form",

@@ -16,6 +16,7 @@ from relaystore.domain.elicitation.acp import (
     MAX_FIELDS,
     MAX_OPTIONS,
     MAX_TEXT_BYTES,
+    parse_acp_request,
 )
 from relaystore.domain.elicitation.answers import validate_field_value, validate_response
 from relaystore.domain.elicitation.forms import (
@@ -52,7 +53,7 @@ def acp(properties: dict[str, Any], required: list[str] | None = None, **extra: 
 
 def only_field(properties: dict[str, Any], required: list[str] | None = None) -> bytes:
     """The wire bytes of the single field parsed from ``properties``."""
-    request = ElicitationRequest.from_acp_params("elicit-1", acp(properties, required))
+    request = parse_acp_request("elicit-1", acp(properties, required))
     assert len(request.fields) == 1
     return encode(request.fields[0])
 
@@ -111,7 +112,7 @@ def serde_json(value: Any) -> bytes:
 
 
 def test_seed_example_encodes_exactly_as_the_origin() -> None:
-    request = ElicitationRequest.from_acp_params(
+    request = parse_acp_request(
         "question-1",
         {
             "mode": "form",
@@ -292,7 +293,7 @@ def test_whole_request_round_trips_with_title_and_description() -> None:
     params = acp({"confirm": {"type": "boolean"}})
     params["requestedSchema"]["title"] = "Deploy"
     params["requestedSchema"]["description"] = "Pick carefully"
-    wire = encode(ElicitationRequest.from_acp_params("e-9", params))
+    wire = encode(parse_acp_request("e-9", params))
     assert wire == (
         b'{"id":"e-9","message":"Answer please","title":"Deploy","description":"Pick carefully",'
         b'"fields":[{"id":"confirm","title":"confirm","required":false,"secret":false,'
@@ -303,12 +304,12 @@ def test_whole_request_round_trips_with_title_and_description() -> None:
 
 def test_fields_keep_the_order_properties_were_received_in() -> None:
     properties = {name: {"type": "boolean"} for name in ("zeta", "alpha", "mid")}
-    request = ElicitationRequest.from_acp_params("e", acp(properties))
+    request = parse_acp_request("e", acp(properties))
     assert [field.id for field in request.fields] == ["zeta", "alpha", "mid"]
 
 
 def test_codex_metadata_without_other_marker_sets_no_custom_answer() -> None:
-    field = ElicitationRequest.from_acp_params(
+    field = parse_acp_request(
         "e",
         acp(
             {"scope": {"type": "string", "_meta": {"codex": {"questionId": "x", "isOther": True}}}}
@@ -323,16 +324,14 @@ def test_codex_marker_without_question_id_falls_back_to_claude_marker() -> None:
         "codex": {"isOtherAnswer": True},
         "_askUserQuestionCustomAnswer": {"questionId": "q", "isCustomAnswer": True},
     }
-    field = ElicitationRequest.from_acp_params(
-        "e", acp({"other": {"type": "string", "_meta": meta}})
-    ).fields[0]
+    field = parse_acp_request("e", acp({"other": {"type": "string", "_meta": meta}})).fields[0]
     assert field.custom_answer_for == "q"
 
 
 def test_null_optional_schema_texts_count_as_absent() -> None:
     params = acp({"x": {"type": "string", "title": None, "default": None, "minLength": None}})
     params["requestedSchema"]["title"] = None
-    request = ElicitationRequest.from_acp_params("e", params)
+    request = parse_acp_request("e", params)
     assert request.title is None
     assert request.fields[0].title == "x"
 
@@ -344,22 +343,20 @@ def test_request_id_scope_may_be_any_value_and_schema_type_may_be_omitted() -> N
         "message": "Hi",
         "requestedSchema": {},
     }
-    request = ElicitationRequest.from_acp_params("e", params)
+    request = parse_acp_request("e", params)
     assert request.fields == []
 
 
 def test_limits_are_inclusive() -> None:
     many = {f"f{i}": {"type": "boolean"} for i in range(MAX_FIELDS)}
-    assert len(ElicitationRequest.from_acp_params("e", acp(many)).fields) == MAX_FIELDS
+    assert len(parse_acp_request("e", acp(many)).fields) == MAX_FIELDS
     options = [str(i) for i in range(MAX_OPTIONS)]
-    field = ElicitationRequest.from_acp_params(
-        "e", acp({"pick": {"type": "string", "enum": options}})
-    ).fields[0]
+    field = parse_acp_request("e", acp({"pick": {"type": "string", "enum": options}})).fields[0]
     assert field.options is not None
     assert len(field.options) == MAX_OPTIONS
     params = acp({})
     params["message"] = "é" * (MAX_TEXT_BYTES // 2)
-    assert ElicitationRequest.from_acp_params("e", params).message == params["message"]
+    assert parse_acp_request("e", params).message == params["message"]
 
 
 # --- refusals -------------------------------------------------------------------------------
@@ -532,13 +529,13 @@ def test_unsupported_or_oversized_acp_params_are_refused_with_an_actionable_mess
     params: Any, message: str
 ) -> None:
     with pytest.raises(InvalidInput) as caught:
-        ElicitationRequest.from_acp_params("e", params)
+        parse_acp_request("e", params)
     assert message in str(caught.value)
 
 
 def test_refusal_messages_use_the_product_name_relaystore() -> None:
     with pytest.raises(InvalidInput, match="relaystore only supports form elicitations"):
-        ElicitationRequest.from_acp_params("e", {"mode": "url", "requestId": 1})
+        parse_acp_request("e", {"mode": "url", "requestId": 1})
 
 
 # --- wire refusals and normalisation --------------------------------------------------------
@@ -642,7 +639,7 @@ def test_malformed_responses_are_refused(wire: str, message: str) -> None:
 
 @pytest.fixture
 def form() -> ElicitationRequest:
-    return ElicitationRequest.from_acp_params(
+    return parse_acp_request(
         "form-1",
         acp(
             {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.elicitation.answered import (
     MAX_ANSWERER_CHARS,
     RecordedAnswer,
@@ -18,7 +19,6 @@ from relaystore.domain.elicitation.forms import (
     ElicitationAccept,
     ElicitationCancel,
     ElicitationDecline,
-    ElicitationRequest,
 )
 from relaystore.domain.errors import InvalidInput
 from relaystore.domain.messages import RecordElicitationAnswer
@@ -38,7 +38,7 @@ SCHEMA = {
     },
     "required": ["name", "pin"],
 }
-QUESTION = ElicitationRequest.from_acp_params(
+QUESTION = parse_acp_request(
     "q1", {"mode": "form", "sessionId": "n", "message": "Who?", "requestedSchema": SCHEMA}
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import apsw
 
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.wire import encode
 
@@ -24,7 +25,7 @@ SCHEMA = {
 
 def question(request_id: str = "q1") -> ElicitationRequest:
     """The question :data:`SCHEMA` asks, as ``request_id``."""
-    return ElicitationRequest.from_acp_params(
+    return parse_acp_request(
         request_id,
         {"mode": "form", "sessionId": "n", "message": "Who?", "requestedSchema": SCHEMA},
     )

@@ -19,6 +19,7 @@ from relaystore.domain.api_events import (
     LegacyNoticeData,
     SessionFaultEventData,
 )
+from relaystore.domain.elicitation.acp import parse_acp_request
 from relaystore.domain.elicitation.forms import ElicitationRequest
 from relaystore.domain.materialized import (
     AgentBody,
@@ -226,7 +227,7 @@ def refused(
 
 
 def question(request_id: str = "question-1") -> ElicitationRequest:
-    return ElicitationRequest.from_acp_params(
+    return parse_acp_request(
         request_id,
         {
             "mode": "form",
