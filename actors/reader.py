@@ -75,13 +75,12 @@ from ..storage.reads.elicitations import (
 from ..storage.reads.search import search_transcripts
 from ..storage.reads.sessions import list_sessions, list_workspaces, load_session_detail
 from ..storage.reads.transcript import (
-    load_projection_tail,
     load_raw_transcript_page,
     load_transcript_history,
     load_transcript_items_page,
     load_transcript_page,
-    load_turn_summary,
 )
+from ..storage.reads.turns import load_projection_tail, load_turn_summary
 from ..storage.reads.usage import load_raw_usage_page, load_usage_page
 from ..storage.relay_log import load_relay_log
 from ..storage.requests import open_requests

@@ -8,9 +8,9 @@ Guarantees:
   process that holds it. The lock is an ``flock`` on the sidecar file ``<path>.lock``
   (kept on disk), released by :meth:`WriterConnection.close` or when the process ends.
   The holder writes one JSON line there, ``{"pid": N, "requests": false}``
-  (:func:`~relaystore.storage.write_lock.read_lock_holder`); ``requests`` turns true once its store takes maintenance
-  requests (:meth:`WriterConnection.take_requests`). Only the ``flock`` decides who
-  holds the store: the line only names the holder.
+  (:func:`~.write_lock.read_lock_holder`); ``requests`` turns true once its store takes
+  maintenance requests (:meth:`WriterConnection.take_requests`). Only the ``flock``
+  decides who holds the store: the line only names the holder.
 * :func:`open_requester` opens a connection that writes nothing but maintenance
   requests (:mod:`relaystore.storage.requests`): no lock, no migration.
 * A store file the writer creates is readable and writable by its owner only (0600);
@@ -46,12 +46,11 @@ frames, a reader opens the file *immutable* (SQLite's ``immutable=1`` URI parame
 changes while it is open. **Such a reader is not meant to follow later commits**: it is
 for media nobody writes (a writer needs a writable folder for its lock and WAL, so none
 can run there); were the file changed anyway, it might miss or misread the changes, as
-SQLite documents for ``immutable``. A store whose ``-wal`` still holds
-committed frames cannot be read that way (the frames would be missed) and is refused
-with a ``StoreError`` naming the fix (copy the store with its ``-wal`` somewhere writable).
+SQLite documents for ``immutable``. A store whose ``-wal`` still holds committed frames
+cannot be read that way (the frames would be missed) and is refused with a
+``StoreError`` naming the fix (copy the store with its ``-wal`` somewhere writable).
 
-Each connection is configured with ``apsw.bestpractice.connection_*`` functions; no
-global hook is installed.
+Each connection is configured by ``apsw.bestpractice.connection_*``; no global hook.
 
 The lock file itself (taking, releasing, naming its holder) is :mod:`.write_lock`'s; the
 schema a connection checks and migrates is :mod:`.schema`'s. This module opens and closes

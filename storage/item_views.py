@@ -26,7 +26,7 @@ import msgspec
 from ..domain.materialized import TranscriptBody
 from ..domain.roles import TranscriptRole
 from ..domain.transcript_views import item_role, item_text
-from .materialized import TRANSCRIPT_BODY
+from .stored_columns import TRANSCRIPT_BODY
 
 __all__ = ["VIEW_WRITTEN", "fill_item_views", "fill_search_index", "stored_view"]
 

@@ -21,8 +21,9 @@ from ..domain.relay.log import (
     unpack_lines,
 )
 from ..domain.relay.payloads import RelayCursor
-from .materialized import decode_stored, load_frontier
+from .materialized import load_frontier
 from .sessions import load_checkpoint_frontier
+from .stored_columns import decode_stored
 from .transaction import transaction
 
 _SEED_QUEUE = msgspec.json.Decoder(list[MaterializedQueuedPrompt])

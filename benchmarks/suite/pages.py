@@ -40,8 +40,8 @@ from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.domain.reads import ListSessions, LoadRawTranscriptPage, LoadTranscriptPage
 from relaystore.domain.transcript_views import item_text
 from relaystore.storage.connection import open_reader
-from relaystore.storage.materialized import decode_transcript_bodies
 from relaystore.storage.reads.transcript import load_raw_transcript_page, load_transcript_page
+from relaystore.storage.stored_columns import decode_transcript_bodies
 from relaystore.testing import JournalBuilder, example_session
 from suite.common import Context, Figure, log, median, percentile
 

@@ -1,8 +1,8 @@
 """The read side's statements, one module per topic.
 
 * :mod:`.sessions`: the session list, one session's detail, the workspaces;
-* :mod:`.transcript`: transcript pages, history, whole-item pages, turn summaries and
-  projection tails;
+* :mod:`.transcript`: transcript pages, history and whole-item pages;
+* :mod:`.turns`: turn summaries and projection tails;
 * :mod:`.usage`: usage pages (typed and raw);
 * :mod:`.elicitations`: pending structured questions (typed and raw) and the answers
   recorded for them;

@@ -24,7 +24,7 @@ from ...domain.read_replies import (
     RawElicitationList,
 )
 from ..answers import decode_answer
-from ..materialized import ELICITATIONS_DECODER, decode_stored, raw_stored
+from ..stored_columns import ELICITATIONS_DECODER, decode_stored, raw_stored
 from ..transaction import transaction
 
 __all__ = ["load_elicitation_answers", "load_elicitations", "load_raw_elicitations"]

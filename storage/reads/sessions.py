@@ -21,13 +21,12 @@ from ...domain.errors import InvalidInput
 from ...domain.materialized import MaterializedExecutionState
 from ...domain.read_replies import ApiSession, SessionFacts, SessionList, Workspace, WorkspaceList
 from ...domain.sessions.views import api_session
-from ..materialized import (
+from ..materialized import load_projection_behind, parse_execution
+from ..stored_columns import (
     CONFIGURATION_DECODER,
     ELICITATIONS_DECODER,
     TURN_OUTCOME_DECODER,
     decode_stored,
-    load_projection_behind,
-    parse_execution,
 )
 from ..transaction import transaction
 

@@ -4,8 +4,8 @@ Owns the statements over ``materialized_transcript_items`` that the transcript r
 share: a page by seq after a cursor (:func:`load_transcript_page`, filtered by role and
 ``finished_only``), an "earlier messages" page before a cursor
 (:func:`load_transcript_history`), whole items in the store's order
-(:func:`load_transcript_items_page`), one turn summed up (:func:`load_turn_summary`) and
-the projection with only its newest items (:func:`load_projection_tail`). Each reads in
+(:func:`load_transcript_items_page`) and, in :mod:`.turns`, one turn summed up and
+the projection with only its newest items (:mod:`.turns`). Each reads in
 one transaction, so a page and its cursors are one snapshot.
 
 Guarantees:
@@ -50,47 +50,38 @@ from ...domain.paging import (
 from ...domain.read_replies import (
     HistoryCursor,
     HistoryItem,
-    ProjectionTail,
     RawTranscriptItemView,
     RawTranscriptPage,
     TranscriptHistory,
     TranscriptItems,
     TranscriptItemView,
     TranscriptPage,
-    TurnSummary,
 )
 from ...domain.roles import TranscriptRole
 from ...domain.transcript_views import (
     ROLE_KINDS,
-    final_message,
     finished_only_roles,
     is_open_agent_item,
-    is_user_item,
-    latest_turn_start,
-    provisional_title,
     transcript_seq,
-    turn_number,
 )
 from ...domain.wire import encode
 from ..item_views import stored_view
-from ..materialized import (
-    TURN_OUTCOME_DECODER,
-    decode_stored,
+from ..materialized import load_transcript_items, parse_execution
+from ..stored_columns import (
     decode_transcript_bodies,
-    load_materialized_session,
-    load_transcript_items,
-    parse_execution,
     stored_bodies,
 )
 from ..transaction import transaction
 
 __all__ = [
-    "load_projection_tail",
+    "KIND_SQL",
+    "TEXT_COLUMNS",
+    "each_text",
     "load_raw_transcript_page",
     "load_transcript_history",
     "load_transcript_items_page",
     "load_transcript_page",
-    "load_turn_summary",
+    "role_filter",
 ]
 
 _SEQ = "COALESCE(latest_content_event_ordinal, position)"
@@ -103,7 +94,7 @@ SELECT execution_state, running_started_at_ms,
 FROM materialized_sessions m WHERE session_id = ?
 """
 """A transcript page's execution state and ``latest_seq`` (every role), in one step."""
-_KIND = "json_extract(body_json, '$.kind')"
+KIND_SQL = "json_extract(body_json, '$.kind')"
 """A stored item's body kind: what a role filter reads, and the turn rules beside its id."""
 _ITEM_COLUMNS = (
     "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
@@ -111,7 +102,7 @@ _ITEM_COLUMNS = (
 )
 """An item as a page shows it: its body beside its stored role and text (schema revision
 12; NULL where an older build wrote the item: the body's are taken)."""
-_TEXT_COLUMNS = (
+TEXT_COLUMNS = (
     "stable_id, position, latest_content_event_ordinal, created_at_ms, last_changed_at_ms,"
     " CASE WHEN view_role IS NULL OR view_text IS NULL THEN body_json END, view_role, view_text"
 )
@@ -175,7 +166,7 @@ def _stored_view(
 
 
 def _texts(rows: list[tuple[Any, ...]], session_id: str) -> list[tuple[TranscriptRole, str]]:
-    """The role and text of each of ``rows`` (the ``_TEXT_COLUMNS``): the body (column
+    """The role and text of each of ``rows`` (the ``TEXT_COLUMNS``): the body (column
     5) is read, and decoded, only where the store does not know them."""
     unknown = [row for row in rows if row[5] is not None]
     bodies = iter(decode_transcript_bodies(unknown, session_id) if unknown else ())
@@ -184,19 +175,19 @@ def _texts(rows: list[tuple[Any, ...]], session_id: str) -> list[tuple[Transcrip
     ]
 
 
-def _each_text(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[str]:
-    """The texts of ``rows`` (the ``_TEXT_COLUMNS``), one at a time (for a caller that
+def each_text(rows: Iterable[apsw.SQLiteValues], session_id: str) -> Iterator[str]:
+    """The texts of ``rows`` (the ``TEXT_COLUMNS``), one at a time (for a caller that
     stops early)."""
     for row in rows:
         yield _texts([row], session_id)[0][1]
 
 
-def _role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
+def role_filter(roles: tuple[TranscriptRole, ...]) -> tuple[str, list[str]]:
     kinds = sorted({ROLE_KINDS[role] for role in roles})
     if not kinds:
         return "", []
     marks = ", ".join("?" for _ in kinds)
-    return f" AND {_KIND} IN ({marks})", kinds
+    return f" AND {KIND_SQL} IN ({marks})", kinds
 
 
 def load_raw_transcript_page(
@@ -291,7 +282,7 @@ def _read_item_page(
     wanted = clamp_page_limit(limit)
     role_sql: str
     kinds: list[str]
-    role_sql, kinds = _role_filter(roles)
+    role_sql, kinds = role_filter(roles)
     barrier: int | None = None
     with transaction(connection, f"load a transcript page of session {session_id}"):
         row = connection.execute(_PAGE_HEAD, (session_id,)).fetchone()
@@ -402,7 +393,7 @@ def load_transcript_history(
                     session_id=session_id,
                 )
             before_position = int(found[0])
-        query = f"SELECT {_TEXT_COLUMNS} FROM materialized_transcript_items WHERE session_id = ?"
+        query = f"SELECT {TEXT_COLUMNS} FROM materialized_transcript_items WHERE session_id = ?"
         bindings: list[object] = [session_id]
         if before_position is not None and before_id is not None:
             query += " AND (position < ? OR (position = ? AND stable_id < ?))"
@@ -449,96 +440,4 @@ def load_transcript_items_page(
         more=more,
         frontier_ordinal=frontier.ordinal,
         frontier_digest=frontier.digest,
-    )
-
-
-def load_turn_summary(
-    connection: apsw.Connection,
-    session_id: str,
-    turn_start_position: int | None = None,
-    completed_ordinal: int | None = None,
-) -> TurnSummary | None:
-    """The turn from ``turn_start_position`` through ``completed_ordinal`` summed up;
-    both ``None``: the last finished turn. ``None`` without a projection or a span."""
-    with transaction(connection, f"load a turn summary of session {session_id}"):
-        row = connection.execute(
-            "SELECT last_turn_outcome_json FROM materialized_sessions WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        if turn_start_position is None or completed_ordinal is None:
-            if row[0] is None:
-                return None
-            outcome = decode_stored(
-                TURN_OUTCOME_DECODER, str(row[0]), "last turn outcome", session_id
-            )
-            if outcome.turn_start_position is None:
-                return None
-            turn_start_position, completed_ordinal = (
-                outcome.turn_start_position,
-                outcome.completed_ordinal,
-            )
-        started_items = connection.execute(
-            f"SELECT stable_id, {_KIND} FROM materialized_transcript_items"
-            " WHERE session_id = ? AND position <= ?",
-            (session_id, turn_start_position),
-        )
-        number = turn_number((str(stable_id), kind) for stable_id, kind in started_items)
-        started, changed = connection.execute(
-            "SELECT COALESCE(min(created_at_ms), 0), COALESCE(max(last_changed_at_ms), 0)"
-            " FROM materialized_transcript_items"
-            " WHERE session_id = ? AND position >= ? AND position <= ?",
-            (session_id, turn_start_position, completed_ordinal),
-        ).fetchone()  # type: ignore[misc]
-        agents = connection.execute(
-            f"SELECT {_TEXT_COLUMNS} FROM materialized_transcript_items"
-            " WHERE session_id = ? AND position > ? AND position <= ?"
-            " AND latest_content_event_ordinal IS NOT NULL"
-            " ORDER BY position DESC, stable_id DESC",
-            (session_id, turn_start_position, completed_ordinal),
-        )
-        final = final_message(_each_text(agents, session_id))
-    return TurnSummary(
-        turn_number=number,
-        turn_started_at_ms=int(started),
-        last_changed_at_ms=int(changed),
-        final_message=final,
-    )
-
-
-def load_projection_tail(
-    connection: apsw.Connection, session_id: str, limit: int = 1024
-) -> ProjectionTail | None:
-    """The projection with only its newest ``limit`` transcript items, and the window."""
-    with transaction(connection, f"load the projection tail of session {session_id}"):
-        session = load_materialized_session(connection, session_id, transcript_limit=limit)
-        if session is None:
-            return None
-        total = connection.execute(
-            "SELECT count(*) FROM materialized_transcript_items WHERE session_id = ?",
-            (session_id,),
-        ).get
-        role_sql, kinds = _role_filter(("user",))
-        users = connection.execute(
-            f"SELECT {_TEXT_COLUMNS}, {_KIND} FROM materialized_transcript_items"
-            f" WHERE session_id = ?{role_sql} ORDER BY position, stable_id",
-            (session_id, *kinds),
-        )
-        title = provisional_title(
-            _each_text((row for row in users if is_user_item(str(row[0]), row[8])), session_id)
-        )
-        newest_first = connection.execute(
-            f"SELECT position, stable_id, {_KIND} FROM materialized_transcript_items"
-            " WHERE session_id = ? ORDER BY position DESC, stable_id DESC",
-            (session_id,),
-        )
-        start = latest_turn_start(
-            (int(position), str(stable_id), kind) for position, stable_id, kind in newest_first
-        )
-    return ProjectionTail(
-        session=session,
-        omitted_items=max(0, int(total) - len(session.transcript)),
-        provisional_title=title,
-        latest_turn_start_position=start,
     )

@@ -24,7 +24,7 @@ from ...domain.outcomes import ProviderCost
 from ...domain.paging import DEFAULT_PAGE_LIMIT, check_after_seq, clamp_page_limit, next_page_cursor
 from ...domain.read_replies import RawUsagePage, UsageCounterTotal, UsageCoverage, UsagePage
 from ...domain.usage import TOTALLED_SCOPE, USAGE_COUNTERS, usage_coverage, usage_totals
-from ..materialized import TURN_OUTCOME_DECODER, decode_stored, raw_stored
+from ..stored_columns import TURN_OUTCOME_DECODER, decode_stored, raw_stored
 from ..transaction import transaction
 
 __all__ = ["load_raw_usage_page", "load_usage_page"]

@@ -30,12 +30,11 @@ from relaystore.storage.connection import open_writer
 from relaystore.storage.item_views import stored_view
 from relaystore.storage.projection import commit_page
 from relaystore.storage.reads.transcript import (
-    load_projection_tail,
     load_raw_transcript_page,
     load_transcript_history,
     load_transcript_page,
-    load_turn_summary,
 )
+from relaystore.storage.reads.turns import load_projection_tail, load_turn_summary
 from relaystore.storage.retention import compact_transcript
 from relaystore.storage.sessions import save_session
 from tests.storage.builders import running_session
