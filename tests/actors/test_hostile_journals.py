@@ -248,6 +248,7 @@ def _frontier(db: Path) -> int | None:
 
 @pytest.mark.parametrize("projection", ["thread", "process"])
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+@pytest.mark.integration
 def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
     case: Hostile, projection: str, tmp_path: Path
 ) -> None:
@@ -414,6 +415,7 @@ def test_a_gzip_segment_of_megabytes_of_blank_lines_is_refused_at_once(tmp_path:
     assert elapsed < 5.0, f"took {elapsed:.1f}s"
 
 
+@pytest.mark.integration
 def test_replay_of_a_blank_line_bomb_keeps_nothing_past_it_and_says_where(
     tmp_path: Path,
 ) -> None:
@@ -598,6 +600,7 @@ def test_a_segment_that_cannot_be_opened_is_one_line_naming_it(
     assert f"{denied}:1" in out
 
 
+@pytest.mark.integration
 def test_with_two_faults_replay_refuses_with_the_first_as_verify_reports_it(
     tmp_path: Path,
 ) -> None:

@@ -97,6 +97,7 @@ def assert_same_page(raw: RawApiEventPage, typed: ApiEventPage) -> None:
     assert (raw.next_after_seq, raw.latest_seq) == (typed.next_after_seq, typed.latest_seq)
 
 
+@pytest.mark.integration
 def test_every_event_of_the_real_journals_reads_raw_as_the_typed_path_encodes_it(
     fixture_store: Path,
 ) -> None:

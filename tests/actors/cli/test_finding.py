@@ -24,6 +24,8 @@ from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import command, run_command
 from tests.actors.http_support import Server, start_server, stop_server
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "s1"
 HOSTILE = "<script>alert('x')</script> ``` & </pre>"
 

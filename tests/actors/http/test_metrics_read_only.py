@@ -13,11 +13,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from relaystore import EventStore
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import cli
 from tests.actors.http_support import start_server, stop_server
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 FUTURE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'
 """A line of a kind this build does not know: its session's projection waits before it."""

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import apsw
+import pytest
 
 from relaystore import EventStore, LoadState, SaveSession
 from relaystore.testing import example_session
@@ -29,6 +30,8 @@ from tests.actors.supervisor_support import (
     start_holder,
     start_supervisor,
 )
+
+pytestmark = pytest.mark.integration  # writer processes the commands ask, and projection workers
 
 
 def _store_with(tmp_path: Path, session_id: str) -> Path:
