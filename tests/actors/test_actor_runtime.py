@@ -245,6 +245,7 @@ def test_wait_for_is_woken_by_a_commit(store: EventStore) -> None:
     assert waiter_result == [True]
 
 
+@pytest.mark.integration
 def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> None:
     events = chain(store, turn())
     with pytest.raises(Exception, match="gap"):

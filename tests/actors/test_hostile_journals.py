@@ -346,6 +346,7 @@ def test_deep_nesting_is_invalid_input_with_its_ordinal_never_a_recursion_error(
 # -- a refused replay leaves the store as it was ---------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("content", [b"not a relay journal\n", b"\x1f\x8b\x08 binary junk\n"])
 def test_a_replay_of_something_that_is_no_journal_creates_no_session(
     content: bytes, tmp_path: Path
