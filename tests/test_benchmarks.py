@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.paths import ROOT
+
+pytestmark = pytest.mark.integration  # the benchmarks run as processes
 
 
 def _python(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from relaystore.actors.journal import read_journal, verify_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +25,7 @@ def files_under(folder: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.integration
 def test_the_script_reproduces_the_committed_worker_roots_byte_for_byte(tmp_path):
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path / "out")],
@@ -98,6 +101,7 @@ def test_the_examples_show_every_scenario_they_promise():
     assert reasons == {"worker_restarted"}
 
 
+@pytest.mark.integration
 def test_the_embedding_example_replays_pages_and_wakes(tmp_path: Path) -> None:
     script = Path(__file__).resolve().parents[1] / "examples" / "embed_store.py"
     result = subprocess.run(

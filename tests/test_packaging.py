@@ -20,6 +20,8 @@ import pytest
 
 from tests.paths import ROOT
 
+pytestmark = pytest.mark.integration  # pip, build and mypy processes
+
 NEIGHBOUR_NAMES = ("domain", "storage", "actors")
 
 

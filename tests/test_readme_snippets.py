@@ -30,6 +30,8 @@ import pytest
 
 from tests.actors.http_support import Server, start_server, stop_server
 
+pytestmark = pytest.mark.integration  # the README's snippets run as processes
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 CLI_PAGE = ROOT / "docs" / "cli.md"

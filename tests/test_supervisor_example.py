@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from relaystore import EventStore, LoadApiEvents
 from tests.paths import ROOT
+
+pytestmark = pytest.mark.integration  # the supervisor example runs as a process
 
 
 def _free_port() -> int:

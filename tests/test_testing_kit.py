@@ -198,6 +198,7 @@ def test_a_builder_continues_after_a_frontier_as_a_pruned_journal_does() -> None
     assert advance(pruned, first) is Step.NEXT
 
 
+@pytest.mark.integration
 def test_a_builder_continues_a_stored_session(store: EventStore) -> None:
     first = JournalBuilder(format=1)
     first.prompt_turn("one")
@@ -266,6 +267,7 @@ def test_an_unknown_format_is_refused() -> None:
 # -- stories through a real store -------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_prompt_turn_yields_turn_started_and_a_completed_turn_ended(store: EventStore) -> None:
     builder = JournalBuilder()
     events = builder.prompt_turn("What does step 1 do?", chunks=("It ", "counts ", "steps."))
@@ -284,6 +286,7 @@ def test_prompt_turn_yields_turn_started_and_a_completed_turn_ended(store: Event
     assert session.applied_event_digest == builder.frontier.digest
 
 
+@pytest.mark.integration
 def test_prompt_turn_with_a_failing_stop_reason_ends_failed(store: EventStore) -> None:
     builder = JournalBuilder(format=1)
     builder.prompt_turn("hello", chunks=(), stop_reason="provider_error")
@@ -294,6 +297,7 @@ def test_prompt_turn_with_a_failing_stop_reason_ends_failed(store: EventStore) -
     assert ended.data.turn.outcome.stop_reason == "provider_error"
 
 
+@pytest.mark.integration
 def test_question_asked_and_answered_mid_turn(store: EventStore) -> None:
     builder = JournalBuilder()
     prompt_id = builder.start_prompt("Add a migration")[0].command_id
@@ -314,6 +318,7 @@ def test_question_asked_and_answered_mid_turn(store: EventStore) -> None:
     assert resolved.data.elicitation_id == "question-1"
 
 
+@pytest.mark.integration
 def test_question_outside_a_turn_and_left_unanswered(store: EventStore) -> None:
     builder = JournalBuilder()
     builder.question("Proceed?", action=None)
@@ -339,6 +344,7 @@ def test_question_outside_a_turn_and_left_unanswered(store: EventStore) -> None:
         (1, CommandResultKind.FAILED, OutcomeReason.NONZERO_EXIT),
     ],
 )
+@pytest.mark.integration
 def test_shell_command_yields_command_ended(
     store: EventStore, exit_code: int, outcome: CommandResultKind, reason: OutcomeReason | None
 ) -> None:
@@ -356,6 +362,7 @@ def test_shell_command_yields_command_ended(
     assert ended.data.reason is reason
 
 
+@pytest.mark.integration
 def test_restart_mid_turn_interrupts_the_turn(store: EventStore) -> None:
     builder = JournalBuilder(format=1)
     builder.restart_mid_turn("Run the tests")
@@ -367,6 +374,7 @@ def test_restart_mid_turn_interrupts_the_turn(store: EventStore) -> None:
     assert ended.data.turn.outcome.reason is OutcomeReason.WORKER_RESTARTED
 
 
+@pytest.mark.integration
 def test_restart_mid_turn_without_the_interruption_leaves_the_turn_active(
     store: EventStore,
 ) -> None:
@@ -381,6 +389,7 @@ def test_restart_mid_turn_without_the_interruption_leaves_the_turn_active(
     assert session.active_turn.command_id == "prompt-1"
 
 
+@pytest.mark.integration
 def test_all_stories_in_one_journal(store: EventStore) -> None:
     builder = JournalBuilder(format=1)
     builder.prompt_turn("one")
@@ -417,6 +426,7 @@ def test_write_writes_plain_or_gzipped_journals(tmp_path: Path, name: str) -> No
     assert data == builder.to_bytes()
 
 
+@pytest.mark.integration
 def test_a_worker_root_verifies_and_replays_through_the_command_line(tmp_path: Path) -> None:
     builder = JournalBuilder(format=1)
     builder.prompt_turn("one")
@@ -536,6 +546,7 @@ def test_each_test_gets_a_fresh_store_and_the_last_one_was_closed(relaystore_sto
 
 
 @pytest.mark.parametrize("enable", ["command line", "module"])
+@pytest.mark.integration
 def test_the_pytest_plugin_offers_a_fresh_store_and_journal(
     pytester: pytest.Pytester, enable: str
 ) -> None:
@@ -550,6 +561,7 @@ def test_the_pytest_plugin_offers_a_fresh_store_and_journal(
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.integration
 def test_the_pytest_plugin_is_opt_in(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_no_fixture(relaystore_store):\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")

@@ -116,6 +116,7 @@ def test_a_typed_observation_holding_a_wrong_type_is_refused() -> None:
     assert journal.events == []
 
 
+@pytest.mark.integration
 def test_every_event_the_checks_allow_replays(tmp_path: Path) -> None:
     journal = JournalBuilder(start_ms=0)
     journal.add(NOTICE, at_ms=0)
@@ -126,6 +127,7 @@ def test_every_event_the_checks_allow_replays(tmp_path: Path) -> None:
     assert replays(root, tmp_path) == journal.frontier.ordinal
 
 
+@pytest.mark.integration
 def test_a_seeded_root_replays_from_its_seed(tmp_path: Path) -> None:
     journal = JournalBuilder(after=PRUNED)
     journal.prompt_turn("hi")
@@ -133,6 +135,7 @@ def test_a_seeded_root_replays_from_its_seed(tmp_path: Path) -> None:
     assert replays(root, tmp_path) == 34
 
 
+@pytest.mark.integration
 def test_a_root_written_over_an_older_root_replaces_it_whole(tmp_path: Path) -> None:
     old = JournalBuilder(after=PRUNED)
     for _ in range(10):
@@ -186,6 +189,7 @@ async def test_each_test_gets_a_fresh_async_store_and_the_last_was_closed(
 """
 
 
+@pytest.mark.integration
 def test_the_pytest_plugin_offers_an_async_store(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(ASYNC_PLUGIN_TEST)
     result = pytester.runpytest_subprocess(
@@ -210,6 +214,7 @@ async def test_takes_the_async_store_with_nothing_else(relaystore_async_store):
 
 
 @pytest.mark.parametrize("autoload", [True, False])
+@pytest.mark.integration
 def test_the_async_fixture_works_out_of_the_box(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, autoload: bool
 ) -> None:

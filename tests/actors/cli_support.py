@@ -1,7 +1,11 @@
-"""Running the ``relaystore`` command in subprocesses: what the command-line tests share.
+"""Running the ``relaystore`` command: what the command-line tests share.
 
-A support module, not a test module: ``test_cli``, ``test_cli_operator`` and
-``test_hostile_journals`` import it (the ``spawned`` fixture lives in ``conftest.py``).
+A support module, not a test module. :func:`cli` and the helpers on it (:func:`ok`,
+:func:`replay`, :func:`events`, :func:`show`, :func:`frontier`) run the command in this
+process (:mod:`tests.actors.cli_in_process`), for the cases that only parse and print;
+:func:`cli_process`, :func:`run_command` and :func:`start` run it as a real process, for
+what needs one (a terminal, a signal, a second process holding the store, the exit), in
+tests marked ``integration`` (the ``spawned`` fixture lives in ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from relaystore.domain.errors import StoreError
 from relaystore.domain.materialized import MaterializedSession
 from relaystore.storage.connection import open_reader
 from relaystore.storage.stats import load_stats
+from tests.actors.cli_in_process import run_in_process
 from tests.paths import REAL_EXCERPT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +78,25 @@ def run_command(
 def cli(
     db: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``relaystore --db DB ARGS`` from the store's folder; capture its output."""
+    """Run ``relaystore --db DB ARGS`` from the store's folder, in this process (see
+    :mod:`tests.actors.cli_in_process`: its output and status as a process's).
+
+    A ``replay`` projects in this process's threads (``--projection thread``) unless the
+    case names ``--projection``: worker processes are what this lane leaves out, and
+    the store they make is the same (the ``cli_process`` cases replay with the default,
+    in worker processes)."""
+    argv = command(db, *args)[3:]
+    if args[:1] == ("replay",) and "--projection" not in args:
+        at = argv.index("replay") + 1
+        argv[at:at] = ["--projection", "thread"]
+    return run_in_process(argv, db.parent, env or ENV, TIMEOUT)
+
+
+def cli_process(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``relaystore --db DB ARGS`` from the store's folder as a real process (a test
+    that uses it is marked ``integration``); capture its output."""
     return run_command(command(db, *args), db.parent, env)
 
 

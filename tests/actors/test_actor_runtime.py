@@ -170,6 +170,7 @@ def _tamper(path: Path, sql: str) -> None:
     connection.close()
 
 
+@pytest.mark.integration
 def test_the_writer_refuses_an_incompatible_store_without_writing(
     store: EventStore, path: Path
 ) -> None:
@@ -244,6 +245,7 @@ def test_wait_for_is_woken_by_a_commit(store: EventStore) -> None:
     assert waiter_result == [True]
 
 
+@pytest.mark.integration
 def test_a_bad_relay_event_leaves_the_projector_usable(store: EventStore) -> None:
     events = chain(store, turn())
     with pytest.raises(Exception, match="gap"):
@@ -297,6 +299,7 @@ def test_messages_after_close_raise_store_closed(path: Path) -> None:
         store.tell(activity(1))
 
 
+@pytest.mark.integration
 def test_a_failing_tell_is_logged_and_stops_no_actor(
     store: EventStore, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -26,6 +26,8 @@ from relaystore.domain.relay import RELAY_EVENT_FORMAT_V1, RelayEvent, SessionUp
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import START_MS, observations, write_journal
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-au"
 EVENTS = 200
 FORGED = 77

@@ -95,6 +95,7 @@ def test_an_ask_waits_for_a_lock_released_within_the_busy_timeout(
     assert store.metrics().busy_refusals == 0
 
 
+@pytest.mark.integration
 def test_relay_events_refused_while_busy_apply_once_resent(
     store: EventStore, foreign: apsw.Connection
 ) -> None:

@@ -82,6 +82,7 @@ def _kinds(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("script", [BLOCKING, AWAITING], ids=["blocking", "awaiting"])
 @pytest.mark.parametrize("ending", ["return", "raise"])
+@pytest.mark.integration
 def test_an_unclosed_store_lets_the_process_exit_with_its_writes(
     tmp_path: Path, script: str, ending: str
 ) -> None:
@@ -145,6 +146,7 @@ FORKING = """
 
 
 @pytest.mark.parametrize("projection", ["thread", "process"])
+@pytest.mark.integration
 def test_a_forked_child_exits_at_once_and_leaves_the_parents_store(
     tmp_path: Path, projection: str
 ) -> None:
@@ -183,6 +185,7 @@ STOPPED_WORKERS = """
 """
 
 
+@pytest.mark.integration
 def test_an_exit_with_stopped_workers_kills_them_and_returns(tmp_path: Path) -> None:
     """The interpreter's exit closes the store: a worker stopped (SIGSTOP) mid-message
     is presumed lost after the silence bound and killed, the message finishes on a new

@@ -358,6 +358,7 @@ def test_both_facades_open_with_the_one_list_of_options_and_every_option_is_chec
     assert sorted(name for name in checked if name != "path") == sorted(get_type_hints(OpenOptions))
 
 
+@pytest.mark.integration
 def test_a_users_mypy_catches_a_misspelt_open_option_in_both_facades(tmp_path: Path) -> None:
     user = tmp_path / "user.py"
     user.write_text(

@@ -32,6 +32,8 @@ from relaystore.domain.relay import RelayEvent, RelayLine, encode_relay_event
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "forward"
 KIND = ("observation", "mailbox_digest_sent")
 FUTURE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'

@@ -248,6 +248,7 @@ def _frontier(db: Path) -> int | None:
 
 @pytest.mark.parametrize("projection", ["thread", "process"])
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+@pytest.mark.integration
 def test_verify_and_replay_agree_and_replay_keeps_the_good_pages(
     case: Hostile, projection: str, tmp_path: Path
 ) -> None:
@@ -345,6 +346,7 @@ def test_deep_nesting_is_invalid_input_with_its_ordinal_never_a_recursion_error(
 # -- a refused replay leaves the store as it was ---------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("content", [b"not a relay journal\n", b"\x1f\x8b\x08 binary junk\n"])
 def test_a_replay_of_something_that_is_no_journal_creates_no_session(
     content: bytes, tmp_path: Path
@@ -414,6 +416,7 @@ def test_a_gzip_segment_of_megabytes_of_blank_lines_is_refused_at_once(tmp_path:
     assert elapsed < 5.0, f"took {elapsed:.1f}s"
 
 
+@pytest.mark.integration
 def test_replay_of_a_blank_line_bomb_keeps_nothing_past_it_and_says_where(
     tmp_path: Path,
 ) -> None:
@@ -598,6 +601,7 @@ def test_a_segment_that_cannot_be_opened_is_one_line_naming_it(
     assert f"{denied}:1" in out
 
 
+@pytest.mark.integration
 def test_with_two_faults_replay_refuses_with_the_first_as_verify_reports_it(
     tmp_path: Path,
 ) -> None:

@@ -31,6 +31,8 @@ from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
 from tests.actors.test_reads import _fill
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-1"
 """The session :func:`tests.actors.test_reads._fill` fills (an open question, a turn
 still streaming)."""

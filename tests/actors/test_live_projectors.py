@@ -29,6 +29,7 @@ def _journal(turns: int) -> JournalBuilder:
     return journal
 
 
+@pytest.mark.integration
 def test_projectors_past_the_limit_stop_and_resume_from_the_store(tmp_path: Path) -> None:
     sessions = [f"s-{n}" for n in range(12)]
     journals = {session_id: _journal(3) for session_id in sessions}
@@ -55,6 +56,7 @@ def test_projectors_past_the_limit_stop_and_resume_from_the_store(tmp_path: Path
             assert (again.applied, again.already_applied) == (0, len(journals[session_id].events))
 
 
+@pytest.mark.integration
 def test_an_idle_projector_is_stopped(tmp_path: Path) -> None:
     journal = _journal(1)
     with EventStore.open(tmp_path / "store.sqlite3", projector_idle_seconds=0.05) as store:

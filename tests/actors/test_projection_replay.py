@@ -81,6 +81,7 @@ def _fields(session: MaterializedSession) -> dict[str, object]:
     steps=st.tuples(steps_strategy, st.integers(1, 20)).map(_repeated),
     cuts=st.lists(st.integers(0, 10_000), max_size=4),
 )
+@pytest.mark.integration
 def test_a_journal_replayed_through_the_store_in_any_pieces_equals_projecting_it_whole(
     steps: list[tuple[str, int, str]], cuts: list[int]
 ) -> None:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from relaystore.domain.materialized import MaterializedSession, SystemBody
 from relaystore.domain.relay import encode_relay_event
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import cli, events, ok, replay, show
 from tests.domain.journal_stories import replay as project
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 SESSION = "protocol-33"
 

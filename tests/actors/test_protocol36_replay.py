@@ -18,6 +18,8 @@ from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import cli, events, ok, replay, show
 from tests.domain.journal_stories import replay as project
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "protocol-36"
 
 

@@ -97,6 +97,7 @@ def assert_same_page(raw: RawApiEventPage, typed: ApiEventPage) -> None:
     assert (raw.next_after_seq, raw.latest_seq) == (typed.next_after_seq, typed.latest_seq)
 
 
+@pytest.mark.integration
 def test_every_event_of_the_real_journals_reads_raw_as_the_typed_path_encodes_it(
     fixture_store: Path,
 ) -> None:
@@ -162,6 +163,7 @@ def test_invalid_fields_raise_the_invalid_input_of_load_api_events(
     assert raw.value.detail == typed.value.detail.replace("LoadApiEvents", "LoadRawApiEvents")
 
 
+@pytest.mark.integration
 def test_a_raw_page_is_a_reader_reply_in_a_read_only_store(fixture_store: Path) -> None:
     with EventStore.open(fixture_store, read_only=True, readers=1) as store:
         page = store.ask(LoadRawApiEvents(after_seq=0, limit=3))
@@ -183,6 +185,7 @@ def _events_bytes(db: Path, *args: str) -> bytes:
     return result.stdout
 
 
+@pytest.mark.integration
 def test_the_command_line_prints_the_typed_bytes(fixture_store: Path) -> None:
     with EventStore.open(fixture_store, read_only=True) as store:
         typed = store.ask(LoadApiEvents(after_seq=0, limit=1000)).events

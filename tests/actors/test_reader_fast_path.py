@@ -26,6 +26,8 @@ from relaystore.actors import reader
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.activity_support import activity
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 
 @pytest.fixture
 def answered_in(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -35,6 +35,8 @@ from relaystore.domain.materialized import ExecutionRunning
 from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 
 def _fill(store: EventStore) -> None:
     """session-1 (workspace default): two finished turns, an open question, a third

@@ -20,6 +20,8 @@ from relaystore.domain.relay.log import StoredRelayLog, unpack_lines
 from relaystore.domain.sessions.records import CheckpointMetadata
 from tests.actors.journal_factory import conversation, write_journal
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-log"
 
 

@@ -33,6 +33,8 @@ from relaystore.testing import example_session
 from tests.actors.test_projection_replay import _canonical, _events, _fields
 from tests.domain.journal_stories import replay
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSIONS = ("session-1", "session-2")
 STEPS = [("prompt", 0, "go"), ("start", 0, ""), ("tool", 1, "run"), ("chunk", 0, "x")]
 STEPS += [("tool_update", 1, "again"), ("plan", 0, "p"), ("complete", 0, "")]

@@ -38,6 +38,8 @@ from relaystore.domain.wire import encode
 from relaystore.testing import example_session
 from tests.actors.journal_factory import conversation, write_journal
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-rp"
 TIMEOUT = 30.0
 

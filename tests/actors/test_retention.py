@@ -29,6 +29,8 @@ from tests.actors.cli_support import cli, ok
 from tests.actors.retention_support import SESSION, retention_store, tool_call
 from tests.actors.supervisor_support import live_frontier, start_supervisor
 
+pytestmark = pytest.mark.integration  # projection workers, and a writer process the commands ask
+
 
 def _store(tmp_path: Path) -> tuple[Path, int, int]:
     db = tmp_path / "store.sqlite3"

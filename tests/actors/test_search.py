@@ -25,6 +25,8 @@ from relaystore import (
 from relaystore.aio import AsyncEventStore
 from relaystore.testing import JournalBuilder, example_session
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-1"
 
 

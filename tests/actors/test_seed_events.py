@@ -109,6 +109,7 @@ def runtime_observation(version: str) -> AgentInitialized:
     )
 
 
+@pytest.mark.integration
 def test_runtime_identity_history_survives_reopen_and_resume_without_rewriting_old_runs(
     path: Path,
 ) -> None:
@@ -131,6 +132,7 @@ def test_runtime_identity_history_survives_reopen_and_resume_without_rewriting_o
         assert receipts == [first, second]
 
 
+@pytest.mark.integration
 def test_api_events_survive_coalescing_rollback_and_reopen(store: EventStore) -> None:
     with pytest.raises(RelayChainError):
         page(store, turn(), fail=True)
@@ -153,6 +155,7 @@ def test_api_events_survive_coalescing_rollback_and_reopen(store: EventStore) ->
     assert all_events(store, after=None) == []
 
 
+@pytest.mark.integration
 def test_api_events_filter_and_keep_cursors_after_forgetting_sessions(store: EventStore) -> None:
     page(store, turn())
     empty = store.ask(LoadApiEvents(filter=ApiEventFilter(session_id="other"), after_seq=0))
@@ -166,6 +169,7 @@ def test_api_events_filter_and_keep_cursors_after_forgetting_sessions(store: Eve
     assert deleted.latest_seq == 2
 
 
+@pytest.mark.integration
 def test_api_events_capture_free_text_questions_resolution_and_errors(store: EventStore) -> None:
     request = parse_acp_request(
         "question-1",
@@ -229,6 +233,7 @@ def test_a_lifecycle_save_that_records_a_launch_failure_emits_one_error_event(
     assert faults == ["worker bootstrap failed: Connection closed by host"]
 
 
+@pytest.mark.integration
 def test_api_events_preserve_command_identity_for_failed_completions(store: EventStore) -> None:
     observations = turn()
     observations[-1] = CommandCompleted.of(
@@ -281,6 +286,7 @@ def test_api_activity_events_track_changes_without_repeating_or_reviving_forgott
     assert page_after.latest_seq == 4
 
 
+@pytest.mark.integration
 def test_checkpoint_cleanup_does_not_end_a_turn_or_hide_control_failure(store: EventStore) -> None:
     page(store, turn()[:2])
     for command_id, reason in [
@@ -371,6 +377,7 @@ def test_checkpoint_cleanup_does_not_end_a_turn_or_hide_control_failure(store: E
         ),
     ],
 )
+@pytest.mark.integration
 def test_terminal_prompt_results_are_semantic_and_not_duplicate_error_events(
     store: EventStore, terminal, expected: TurnResultKind
 ) -> None:
@@ -385,6 +392,7 @@ def test_terminal_prompt_results_are_semantic_and_not_duplicate_error_events(
     assert ended.data.turn.command_id == "prompt-1"
 
 
+@pytest.mark.integration
 def test_typed_runtime_fault_does_not_rewrite_a_completed_turn(store: EventStore) -> None:
     page(store, turn())
     page(

@@ -45,6 +45,7 @@ def store(tmp_path: Path) -> EventStore:
     return opened
 
 
+@pytest.mark.integration
 def test_the_real_journal_replays_from_a_seed_and_keeps_the_prefix_at_its_gap(
     store: EventStore,
 ) -> None:
@@ -68,6 +69,7 @@ def test_the_real_journal_replays_from_a_seed_and_keeps_the_prefix_at_its_gap(
         assert b'"history_start":{"ordinal":3328,"source":"seed"}' in msgspec.json.encode(stored)
 
 
+@pytest.mark.integration
 def test_a_first_event_start_adopts_its_position(store: EventStore) -> None:
     with store:
         start = start_before(REAL[0])
@@ -87,6 +89,7 @@ def test_a_format_1_start_links_to_the_real_predecessor() -> None:
         start_before(JournalBuilder().prompt_turn("from one")[0])
 
 
+@pytest.mark.integration
 def test_seeding_is_idempotent_and_refuses_a_store_that_holds_earlier_history(
     store: EventStore,
 ) -> None:
@@ -179,6 +182,7 @@ def _show(db: Path) -> dict[str, object]:
     return session
 
 
+@pytest.mark.integration
 def test_replay_continues_a_seeded_worker_root_and_refuses_the_real_gap(tmp_path: Path) -> None:
     root = _worker_root(tmp_path / "root", seed=SEED)
     db = tmp_path / "store.sqlite3"
@@ -196,6 +200,7 @@ def test_replay_continues_a_seeded_worker_root_and_refuses_the_real_gap(tmp_path
     assert _show(db)["applied_event_ordinal"] == 3344
 
 
+@pytest.mark.integration
 def test_a_pruned_journal_is_refused_naming_from_first_and_creates_nothing(tmp_path: Path) -> None:
     root = _worker_root(tmp_path / "root", seed=None)
     db = tmp_path / "store.sqlite3"
@@ -207,6 +212,7 @@ def test_a_pruned_journal_is_refused_naming_from_first_and_creates_nothing(tmp_p
     assert json.loads(stats.stdout)["sessions"] == 0
 
 
+@pytest.mark.integration
 def test_from_first_adopts_the_first_events_position(tmp_path: Path) -> None:
     root = _worker_root(tmp_path / "root", seed=None)
     db = tmp_path / "store.sqlite3"
@@ -219,6 +225,7 @@ def test_from_first_adopts_the_first_events_position(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("record", LIVE_RECORDS, ids=lambda path: path.stem)
+@pytest.mark.integration
 def test_the_origins_live_journal_records_replay_from_first(tmp_path: Path, record: Path) -> None:
     db = tmp_path / "store.sqlite3"
     refused = _cli(db, "replay", str(record), "--session", "live")
@@ -232,6 +239,7 @@ def test_the_origins_live_journal_records_replay_from_first(tmp_path: Path, reco
     assert shown["history_start"] == {"ordinal": ordinal, "source": "first_event"}
 
 
+@pytest.mark.integration
 def test_a_malformed_seed_file_is_refused_naming_it(tmp_path: Path) -> None:
     root = _worker_root(tmp_path / "root", seed=b'{"event_frontier": "x"}')
     done = _cli(tmp_path / "store.sqlite3", "replay", str(root))

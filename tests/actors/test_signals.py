@@ -21,6 +21,8 @@ import pytest
 
 from tests.actors.cli_support import ENV
 
+pytestmark = pytest.mark.integration  # a process sent signals
+
 SCRIPT = """
     import signal
     import sys

@@ -60,6 +60,7 @@ def test_a_journal_whose_earlier_segments_are_gone_is_refused_by_both(tmp_path: 
     assert f"relaystore: {plain.stdout.splitlines()[0]}" == refusal
 
 
+@pytest.mark.integration
 def test_with_from_first_both_accept_it_and_verify_says_where_it_starts(tmp_path: Path) -> None:
     journal = _pruned()
     path = journal.write(tmp_path / "pruned.jsonl")
@@ -125,6 +126,7 @@ def test_a_seed_that_does_not_chain_to_the_journal_is_refused_by_both_naming_it(
     assert refusal.endswith(str(first["message"]))
 
 
+@pytest.mark.integration
 def test_a_seed_that_chains_is_accepted_by_both(tmp_path: Path) -> None:
     journal = _pruned()
     root = journal.write_worker_root(tmp_path / "root", SESSION, seed=True)
@@ -174,6 +176,7 @@ def test_a_journal_with_a_few_bad_lines_still_lists_each(tmp_path: Path) -> None
     assert [problem["fault"] for problem in report["problems"]] == ["bad_line"] * 3
 
 
+@pytest.mark.integration
 def test_replay_summary_counts_match_verify(tmp_path: Path) -> None:
     journal = JournalBuilder()
     journal.protocol_33()
@@ -209,6 +212,7 @@ def test_a_seed_past_the_journal_is_refused_by_both_naming_it(tmp_path: Path) ->
     assert "relay-seed.json" in refusal
 
 
+@pytest.mark.integration
 def test_an_integer_sqlite_cannot_store_is_held_by_both_and_damage_refused(
     tmp_path: Path,
 ) -> None:

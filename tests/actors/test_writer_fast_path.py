@@ -404,6 +404,7 @@ def finished(process: subprocess.Popen[str]) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.integration
 def test_an_answered_ask_from_another_thread_survives_a_sigkill(
     path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -439,6 +440,7 @@ def test_an_answered_ask_from_another_thread_survives_a_sigkill(
     assert stored[: answered + 1] == list(range(answered + 1))
 
 
+@pytest.mark.integration
 def test_ctrl_c_in_main_thread_asks_leaves_the_store_writable_closable_and_announced(
     path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -518,6 +520,7 @@ def test_ctrl_c_in_main_thread_asks_leaves_the_store_writable_closable_and_annou
 
 
 @pytest.mark.parametrize("synchronous", ["OFF", "FULL"])
+@pytest.mark.integration
 def test_a_sigterm_handler_that_asks_and_closes_the_store_while_another_thread_asks_returns(
     path: Path, spawned: list[subprocess.Popen[str]], synchronous: str
 ) -> None:

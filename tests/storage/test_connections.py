@@ -101,6 +101,7 @@ def spawn_holder(path: Path) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.integration
 def test_a_writer_in_another_process_locks_this_one_out_until_it_closes(store_path: Path) -> None:
     with spawn_holder(store_path) as child:
         assert child.stdout is not None
@@ -114,6 +115,7 @@ def test_a_writer_in_another_process_locks_this_one_out_until_it_closes(store_pa
     open_writer(store_path).close()
 
 
+@pytest.mark.integration
 def test_this_writer_locks_out_a_writer_in_another_process(store_path: Path) -> None:
     with open_writer(store_path), spawn_holder(store_path) as child:
         output, _ = child.communicate(timeout=30)

@@ -211,6 +211,7 @@ def read_only_mount_available(folder: Path) -> bool:
     return probe.returncode == 0 and not (folder / "probe").exists()
 
 
+@pytest.mark.integration
 def test_a_store_on_a_read_only_bind_mount_can_be_read(tmp_path: Path) -> None:
     folder = tmp_path / "snapshot"
     folder.mkdir()

@@ -141,6 +141,7 @@ def test_show_prints_the_materialized_session(
     assert failure(cli(db, "show", "no-such-session")).startswith("relaystore: ")
 
 
+@pytest.mark.integration
 def test_the_console_script_reads_the_store_from_relaystore_db(
     example_store: tuple[Path, tuple[int, ...]],
 ) -> None:
@@ -172,6 +173,7 @@ def test_reading_a_store_that_does_not_exist_fails_cleanly(tmp_path: Path) -> No
 LONG_EVENTS = 20_000
 
 
+@pytest.mark.integration
 def test_a_killed_replay_resumes_to_the_same_store(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -422,6 +424,7 @@ def test_a_torn_final_line_is_left_for_later_with_a_warning(tmp_path: Path) -> N
 # -- 4. following the feed while another process replays -----------------------------------
 
 
+@pytest.mark.integration
 def test_events_follow_sees_commits_of_another_process(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:

@@ -56,6 +56,7 @@ def _worker_root(folder: Path, session_id: str, *prompts: str) -> Path:
     return journal.write_worker_root(folder / session_id, session_id)
 
 
+@pytest.mark.integration
 def test_events_follow_as_text_prints_a_readable_line_per_event_another_process_commits(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -118,6 +119,7 @@ def _requests(lines: list[str]) -> list[tuple[str, str, int]]:
     return found
 
 
+@pytest.mark.integration
 def test_serve_access_log_writes_one_line_per_request_on_stderr(
     db: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -138,6 +140,7 @@ def test_serve_access_log_writes_one_line_per_request_on_stderr(
     assert not any(token["Authorization"].split()[1] in line for line in logged)
 
 
+@pytest.mark.integration
 def test_no_access_log_on_the_command_line_overrides_the_config_file(
     db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -241,6 +244,7 @@ def _replay_on(
     return status, shown.decode("utf-8", "replace"), rest
 
 
+@pytest.mark.integration
 def test_on_a_terminal_replay_shows_one_progress_bar_without_being_asked(
     tmp_path: Path, workers: tuple[Path, int]
 ) -> None:
@@ -270,6 +274,7 @@ def test_on_a_terminal_replay_shows_one_progress_bar_without_being_asked(
     assert shown.rstrip().splitlines()[-1].startswith(f"replayed {total} events: {total} applied")
 
 
+@pytest.mark.integration
 def test_off_a_terminal_replay_shows_no_bar(tmp_path: Path, workers: tuple[Path, int]) -> None:
     folder, _ = workers
     # Both to pipes (a script, a log file): the summary lines only.
@@ -306,6 +311,7 @@ def test_off_a_terminal_replay_shows_no_bar(tmp_path: Path, workers: tuple[Path,
     assert BAR.search(shown) is not None
 
 
+@pytest.mark.integration
 def test_a_quick_replay_on_a_terminal_prints_its_lines_only(tmp_path: Path) -> None:
     folder = tmp_path / "workers"
     for session_id in ("quick-a", "quick-b"):

@@ -119,6 +119,7 @@ def test_counts_agree_with_their_number(store: tuple[Path, Path], tmp_path: Path
 # -- --db where no store is used ----------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args",
     [
@@ -175,6 +176,7 @@ def test_a_session_the_store_lacks_is_one_sentence_in_every_command(
     assert failure(cli(db, *args)) == f"relaystore: {db}: no session nobody in this store"
 
 
+@pytest.mark.integration
 def test_reproject_and_audit_word_a_session_the_store_lacks_alike(
     store: tuple[Path, Path],
 ) -> None:
@@ -207,6 +209,7 @@ def stop(process: subprocess.Popen[str], reader: LineReader) -> str:
     return err
 
 
+@pytest.mark.integration
 def test_follow_can_wait_for_a_session_that_does_not_exist_yet(
     store: tuple[Path, Path], tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -258,6 +261,7 @@ def test_text_output_is_one_readable_line_per_event_and_item(store: tuple[Path, 
         json.loads(text[0])
 
 
+@pytest.mark.integration
 def test_events_follow_into_head_ends_when_head_does(store: tuple[Path, Path]) -> None:
     db, _ = store
     started = time.monotonic()

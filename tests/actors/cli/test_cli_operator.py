@@ -33,6 +33,7 @@ from tests.actors.cli_support import (
     SUMMARY,
     TIMEOUT,
     cli,
+    cli_process,
     command,
     events,
     failure,
@@ -120,6 +121,7 @@ def roots(tmp_path: Path) -> tuple[Path, dict[str, int]]:
 # -- --version, --db -----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_version_prints_the_package_version(tmp_path: Path) -> None:
     result = run("--version", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -128,6 +130,7 @@ def test_version_prints_the_package_version(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # no store made
 
 
+@pytest.mark.integration
 def test_db_is_accepted_after_the_command(
     tmp_path: Path, roots: tuple[Path, dict[str, int]]
 ) -> None:
@@ -219,6 +222,7 @@ def test_serve_and_vacuum_refuse_a_missing_store(tmp_path: Path) -> None:
     assert not db.exists()
 
 
+@pytest.mark.integration
 def test_serve_without_the_http_extra_says_what_to_install(tmp_path: Path) -> None:
     db = tmp_path / "store.sqlite3"
     with EventStore.open(db) as store:
@@ -437,6 +441,7 @@ def _clean(events: list[RelayEvent]) -> bytes:
 LONG_TURNS = 5_000  # 20,000 relay events: a replay that runs for a few seconds
 
 
+@pytest.mark.integration
 def test_a_backup_taken_while_a_replay_writes_is_a_prefix_of_the_feed(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -506,11 +511,13 @@ def test_vacuum_reclaims_the_pages_deletes_left(tmp_path: Path) -> None:
     assert json.loads(ok(db, "stats", "--json").stdout)["sessions"] == 1
 
 
+@pytest.mark.integration
 def test_vacuum_of_a_store_another_writer_holds_is_run_by_that_writer(tmp_path: Path) -> None:
     db = tmp_path / "store.sqlite3"
     with EventStore.open(db) as store:  # this process's store takes the request
         store.ask(SaveSession(record=example_session()))
-        result = ok(db, "vacuum")
+        result = cli_process(db, "vacuum")  # another process: the request crosses
+        assert result.returncode == 0, result.stderr
         assert "bytes before" in result.stdout
         assert store.ask(LoadState()).sessions  # and it serves on
 
@@ -518,6 +525,7 @@ def test_vacuum_of_a_store_another_writer_holds_is_run_by_that_writer(tmp_path: 
 # -- interrupts and pipes ----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_ctrl_c_during_a_replay_exits_130_quietly_and_a_rerun_finishes(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -546,6 +554,7 @@ def test_ctrl_c_during_a_replay_exits_130_quietly_and_a_rerun_finishes(
     assert json.loads(ok(db, "stats", "--json").stdout)["sessions"] == 1
 
 
+@pytest.mark.integration
 def test_events_into_a_closed_pipe_stop_quietly(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -577,6 +586,7 @@ def test_events_into_a_closed_pipe_stop_quietly(
 # -- completion ---------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_completion_prints_a_bash_script_naming_every_command(tmp_path: Path) -> None:
     result = run("completion", "bash", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -14,6 +14,10 @@ from relaystore import EventStore, ObserveRelayEvents, SaveSession
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import ENV, LineReader, cli, command, failure, ok
 
+pytestmark = (
+    pytest.mark.integration
+)  # its store projects in worker processes; transcript --follow beside a writer process
+
 
 def _items(text: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines()]

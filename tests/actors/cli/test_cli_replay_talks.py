@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from relaystore.domain.errors import StoreError
 from relaystore.domain.relay import AgentInitialized
 from relaystore.domain.runtime import (
@@ -136,6 +138,7 @@ def test_a_replayed_sessions_record_takes_harness_and_times_from_its_journal(
 # -- Ctrl-C ------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_ctrl_c_says_how_far_the_replay_got_and_keeps_what_was_committed(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -205,6 +208,7 @@ def _applied_so_far(db: Path, session_id: str) -> int:
     return 0 if session is None else session.applied_event_ordinal
 
 
+@pytest.mark.integration
 def test_the_ctrl_c_line_counts_exactly_what_was_committed(
     tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:

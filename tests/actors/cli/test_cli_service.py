@@ -95,6 +95,7 @@ def token_of(path: Path) -> dict[str, str]:
 # -- the config file ------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_serve_reads_its_config_and_the_command_line_overrides_it(
     db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -192,6 +193,7 @@ def test_a_device_as_config_file_is_refused_without_reading_it(db: Path) -> None
     assert line == "relaystore: /dev/zero: not a regular file; give a config file", line
 
 
+@pytest.mark.integration
 def test_cors_origins_on_the_command_line_replace_the_files(
     db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -207,6 +209,7 @@ def test_cors_origins_on_the_command_line_replace_the_files(
     server.stop()
 
 
+@pytest.mark.integration
 def test_publish_takes_its_nats_server_from_the_config(
     db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -228,6 +231,7 @@ def test_publish_takes_its_nats_server_from_the_config(
     reader.join()
 
 
+@pytest.mark.integration
 def test_the_example_config_and_units_start_serve(
     db: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -264,6 +268,7 @@ def _install_steps() -> list[list[str]]:
     return [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("# ")]
 
 
+@pytest.mark.integration
 def test_the_units_verify_in_a_root_installed_as_the_docs_say(tmp_path: Path) -> None:
     steps = _install_steps()
     units = {}
@@ -327,6 +332,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+@pytest.mark.integration
 def test_serve_speaks_tls_with_a_certificate_and_key(
     db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -348,6 +354,7 @@ def test_serve_speaks_tls_with_a_certificate_and_key(
     server.stop()
 
 
+@pytest.mark.integration
 def test_bad_tls_files_are_refused_before_serving(
     db: Path, tmp_path: Path, certificate: tuple[Path, Path]
 ) -> None:
@@ -384,6 +391,7 @@ def encrypted_key(tmp_path: Path, certificate: tuple[Path, Path]) -> Path:
     return encrypted
 
 
+@pytest.mark.integration
 def test_an_encrypted_key_is_refused_in_one_line_without_a_prompt(
     db: Path, certificate: tuple[Path, Path], encrypted_key: Path
 ) -> None:
@@ -412,6 +420,7 @@ def test_an_encrypted_key_is_refused_in_one_line_without_a_prompt(
     assert not Path(f"{db}.api-token").exists()
 
 
+@pytest.mark.integration
 def test_an_encrypted_key_is_used_with_its_passphrase_file(
     db: Path,
     tmp_path: Path,
@@ -440,6 +449,7 @@ def test_an_encrypted_key_is_used_with_its_passphrase_file(
     server.stop()
 
 
+@pytest.mark.integration
 def test_serving_beyond_loopback_without_tls_warns_in_one_line(
     db: Path, certificate: tuple[Path, Path], spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -457,6 +467,7 @@ def test_serving_beyond_loopback_without_tls_warns_in_one_line(
         quiet.stop()
 
 
+@pytest.mark.integration
 def test_no_access_log_unless_asked(db: Path, spawned: list[subprocess.Popen[str]]) -> None:
     server = Serving(spawned, command(db, "serve", "--port", "0"), cwd=db.parent)
     httpx.get(f"{server.url}/healthz", timeout=10)
@@ -466,6 +477,7 @@ def test_no_access_log_unless_asked(db: Path, spawned: list[subprocess.Popen[str
 # -- metrics that say which process they describe -------------------------------------------
 
 
+@pytest.mark.integration
 def test_serves_metrics_name_the_store_and_the_reader_role(
     db: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -479,6 +491,7 @@ def test_serves_metrics_name_the_store_and_the_reader_role(
     assert "relaystore_commits_total 0.0" in text  # a reader commits nothing
 
 
+@pytest.mark.integration
 def test_the_embedder_registers_the_writers_metrics_in_its_own_registry(tmp_path: Path) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
@@ -565,6 +578,7 @@ def shared_store() -> Iterator[Path]:
         shutil.rmtree(base)
 
 
+@pytest.mark.integration
 def test_serve_as_another_user_refuses_rather_than_lock_the_writer_out(
     shared_store: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:
@@ -597,6 +611,7 @@ def test_serve_as_another_user_refuses_rather_than_lock_the_writer_out(
     assert written.returncode == 0, written.stderr
 
 
+@pytest.mark.integration
 def test_a_reader_run_as_root_leaves_the_writer_its_store(shared_store: Path) -> None:
     # SQLite gives the -wal and -shm that root makes to the store file's owner.
     ok(shared_store, "sessions")

@@ -50,6 +50,7 @@ def db(tmp_path: Path) -> Path:
     return store
 
 
+@pytest.mark.integration
 def test_python_dash_m_relaystore_is_the_command(db: Path) -> None:
     result = python("-m", "relaystore", "--db", str(db), "events", cwd=db.parent)
     assert result.returncode == 0, result.stderr
@@ -59,6 +60,7 @@ def test_python_dash_m_relaystore_is_the_command(db: Path) -> None:
     assert usage.stderr.startswith("usage: relaystore ")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("module", ["relaystore", "relaystore.actors.cli"])
 def test_version_loads_no_runtime(tmp_path: Path, module: str) -> None:
     result = python("-X", "importtime", "-m", module, "--version", cwd=tmp_path)
@@ -69,6 +71,7 @@ def test_version_loads_no_runtime(tmp_path: Path, module: str) -> None:
     assert [name for name in RUNTIME if name in loaded] == []
 
 
+@pytest.mark.integration
 def test_importing_relaystore_loads_no_runtime(tmp_path: Path) -> None:
     result = python("-X", "importtime", "-c", "import relaystore", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

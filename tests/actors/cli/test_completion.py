@@ -21,6 +21,8 @@ from relaystore import EventStore, SaveSession
 from relaystore.testing import example_session
 from tests.actors.cli_support import ENV, TIMEOUT, command
 
+pytestmark = pytest.mark.integration  # bash, zsh and fish complete through relaystore processes
+
 BIN = str(Path(sys.executable).parent)  # where this interpreter's `relaystore` is
 
 

@@ -32,6 +32,8 @@ from tests.actors.cli_support import command, run_command
 from tests.actors.http_support import Server, start_server, stop_server
 from tests.storage.answers_support import SCHEMA
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "s1"
 HOSTILE = "<script>alert('x')</script> ``` & </pre>"
 

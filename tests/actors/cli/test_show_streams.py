@@ -19,6 +19,8 @@ from relaystore import (
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import ok
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 SESSION = "session-1"
 
 

@@ -30,6 +30,8 @@ from relaystore.testing import example_session
 from tests.actors.activity_support import activity
 from tests.damage import overwrite_body
 
+pytestmark = pytest.mark.integration  # relaystore serve processes
+
 
 def _state(text: str) -> ApiActivityState:
     return ApiActivityState(

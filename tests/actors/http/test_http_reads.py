@@ -23,6 +23,8 @@ from relaystore.domain.wire import encode
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:

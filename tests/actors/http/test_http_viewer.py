@@ -27,6 +27,10 @@ from tests.actors.cli_support import command
 from tests.actors.http_support import Server, start_server, stop_server
 from tests.paths import ROOT
 
+pytestmark = (
+    pytest.mark.integration
+)  # relaystore serve processes and the store's projection workers
+
 APP = "http://app.example:3000"
 VIEWER = ROOT / "src" / "relaystore" / "viewer"
 

@@ -13,11 +13,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from relaystore import EventStore
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.testing import JournalBuilder, example_session
-from tests.actors.cli_support import cli
+from tests.actors.cli_support import cli_process
 from tests.actors.http_support import start_server, stop_server
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 FUTURE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'
 """A line of a kind this build does not know: its session's projection waits before it."""
@@ -45,7 +49,7 @@ def test_a_session_behind_shows_in_stats_read_only_metrics_and_serve_alike(
     with EventStore.open(db) as writer:  # another process's view of a live writer
         _put_behind(writer, "behind-1")
         assert writer.metrics().sessions_behind == 1
-        stats = cli(db, "stats", "--json")
+        stats = cli_process(db, "stats", "--json")
         assert stats.returncode == 0, stats.stderr
         assert list(json.loads(stats.stdout)["projection_behind"]) == ["behind-1"]
         server = start_server(db)

@@ -44,6 +44,8 @@ from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import ENV, TIMEOUT, LineReader, command
 from tests.actors.http.test_origin_consumer import relation
 
+pytestmark = pytest.mark.integration  # the origin's mj binary against a served store
+
 MJ = Path(os.environ.get("RELAYSTORE_MJ", "/opt/relaystore-ci/mj-2.20.0/bin/mj"))
 """The released ``mj`` (``.ci/run`` unpacks it there)."""
 API_PORT = 3765

@@ -32,6 +32,8 @@ from relaystore.domain.subagents import SubagentRecord
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.http_support import Server, start_server, stop_server
 
+pytestmark = pytest.mark.integration  # its stores project in worker processes
+
 
 def relation(child: str, task: str) -> SubagentRecord:
     return SubagentRecord(

@@ -51,6 +51,8 @@ from relaystore.testing import JournalBuilder, example_session
 from tests.actors.cli_support import WORKER_ROOTS, cli, replay
 from tests.actors.http_support import Server, start_server, stop_server
 
+pytestmark = pytest.mark.integration  # Chromium through chromedriver, and relaystore serve
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 

@@ -122,6 +122,7 @@ def test_metrics_count_commits_events_and_followers(tmp_path: Path) -> None:
         assert store.metrics().followers == 0
 
 
+@pytest.mark.integration
 def test_open_migrate_close_and_replay_log_at_info_under_relaystore(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -234,6 +235,7 @@ def _left_beside(store: Path) -> dict[str, int]:
     }
 
 
+@pytest.mark.integration
 def test_a_backup_killed_midway_leaves_only_files_private_to_their_owner(
     tmp_path: Path,
 ) -> None:
@@ -246,6 +248,7 @@ def test_a_backup_killed_midway_leaves_only_files_private_to_their_owner(
     assert set(left.values()) == {0o600}, left  # ... and was never readable by others
 
 
+@pytest.mark.integration
 def test_a_backup_that_fills_the_disk_fails_typed_and_leaves_nothing(tmp_path: Path) -> None:
     store = _big_store(tmp_path / "live.sqlite3")
     done = _capped_backup(store, tmp_path / "copy.sqlite3", "ignore")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 
 from relaystore.actors.maintenance.runs import answered
 from relaystore.domain.maintenance import (
@@ -26,6 +27,8 @@ from relaystore.domain.maintenance import (
 from tests.actors.cli_support import cli, failure, ok
 from tests.actors.retention_support import SESSION, maintenance_store
 from tests.actors.supervisor_support import release, start_holder, start_supervisor
+
+pytestmark = pytest.mark.integration  # writer processes, and the stores' projection workers
 
 ENVELOPE = {"command", "ok", "run_by", "writer_pid", "request_id", "error", "error_type"}
 FIELDS = {

@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import apsw
+import pytest
 
 from tests.actors.cli_support import cli, ok
 from tests.actors.retention_support import SESSION, maintenance_store
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 
 def _checkpointed_and_pruned(tmp_path: Path) -> tuple[Path, str]:

@@ -14,10 +14,21 @@ import time
 from pathlib import Path
 
 import apsw
+import pytest
 
 from relaystore import EventStore, LoadState, SaveSession
 from relaystore.testing import example_session
-from tests.actors.cli_support import ENV, TIMEOUT, LineReader, cli, command, failure, ok, start
+from tests.actors.cli_support import (
+    ENV,
+    TIMEOUT,
+    LineReader,
+    cli,
+    cli_process,
+    command,
+    failure,
+    ok,
+    start,
+)
 from tests.actors.retention_support import SESSION, maintenance_store, retention_store
 from tests.actors.supervisor_support import (
     _SUPERVISOR,
@@ -29,6 +40,8 @@ from tests.actors.supervisor_support import (
     start_holder,
     start_supervisor,
 )
+
+pytestmark = pytest.mark.integration  # writer processes the commands ask, and projection workers
 
 
 def _store_with(tmp_path: Path, session_id: str) -> Path:
@@ -360,7 +373,7 @@ def test_a_request_whose_run_met_a_foreign_lock_is_run_again_and_answered(
     desk.setLevel(logging.INFO)
     try:
         with EventStore.open(db):
-            result = cli(db, "delete", "doomed", "--request-id", "locked")
+            result = cli_process(db, "delete", "doomed", "--request-id", "locked")
     finally:
         desk.removeHandler(handler)
         desk.setLevel(level)

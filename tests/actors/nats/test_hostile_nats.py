@@ -51,6 +51,8 @@ from tests.actors.replica_support import (
     session_ids,
 )
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:

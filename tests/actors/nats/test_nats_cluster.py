@@ -34,6 +34,8 @@ from tests.actors.nats_support import (
 )
 from tests.actors.replica_support import assert_restored, assert_stream_once, make_store
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 STREAM = "RELAYSTORE"
 _CONNECTED = re.compile(rb"publishing store \w+ to stream \w+ on (nats://[\d.:]+) after seq")
 

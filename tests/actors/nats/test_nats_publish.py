@@ -49,6 +49,8 @@ from tests.actors.nats_support import (
     wait_until_published,
 )
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 STREAM = "RELAYSTORE"
 
 

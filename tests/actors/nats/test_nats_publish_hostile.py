@@ -28,6 +28,8 @@ from tests.actors.nats_support import (
     stream_messages,
 )
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 STREAM = "RELAYSTORE"
 
 

@@ -28,6 +28,8 @@ from tests.actors.nats_support import (
     wait_until_published,
 )
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 USER = "relay"
 SECRET = "s3cret-Pa55"
 CREDENTIALS = (USER, SECRET)

@@ -33,6 +33,8 @@ from tests.actors.replica_support import (
     session_ids,
 )
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 STREAM = "RELAYSTORE"
 
 

@@ -25,6 +25,8 @@ from relaystore.domain.wire import decode_json
 from relaystore.testing import example_session
 from tests.actors.nats_support import NatsServer, attempt, run, running_server, store_id
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish/fleet processes
+
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:

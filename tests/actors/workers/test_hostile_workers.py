@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from relaystore import EventStore
 from relaystore.actors.workers.pool import POOL_LIMIT
 from relaystore.domain.messages import ObserveRelayEvents, SaveSession
 from relaystore.testing import JournalBuilder, example_session
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 
 def _children() -> set[int]:

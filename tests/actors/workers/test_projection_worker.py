@@ -50,6 +50,8 @@ from relaystore.storage import connection as storage_connection
 from relaystore.testing import JournalBuilder, example_session
 from tests.actors.journal_factory import conversation, write_journal
 
+pytestmark = pytest.mark.integration  # projection worker processes (started, killed, broken)
+
 SESSION = "session-1"
 FUTURE = b'{"type":"mailbox_digest_sent","data":{"count":3}}'
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from relaystore import EventStore, LoadMaterializedSession, ObserveRelayEvents, SaveSession
 from relaystore.actors.workers.runners import RUNNERS_PER_WORKER
 from relaystore.testing import example_session
 from tests.actors.test_live_projectors import _journal
+
+pytestmark = pytest.mark.integration  # its stores project in worker processes
 
 
 def test_live_sessions_cost_no_thread_each(tmp_path: Path) -> None:
