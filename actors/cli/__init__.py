@@ -3,7 +3,12 @@ the store.
 
 Exit status 0 on success, 1 when the input or the store is bad (one line on stderr, never
 a traceback), 2 on a usage error (argparse's usage line: an unknown command, a missing
-argument, an option value out of range), 130 when interrupted (Ctrl-C).
+argument, an option value out of range), 130 when interrupted (Ctrl-C, SIGINT). A
+SIGINT that the command inherited ignored (a background job of a non-interactive shell
+starts so, and Python then leaves it ignored) is taken again when :func:`main` starts
+(:func:`_take_interrupts`), so every command ends on SIGINT, as ``serve`` and ``replay``
+already did with handlers of their own: else ``events --follow`` and ``transcript
+--follow`` (and their ``--wait``) would ignore it and follow for ever.
 
 ``--db PATH`` may come before or after the command; without it the store is
 ``$RELAYSTORE_DB``, else ``relaystore.sqlite3`` in the current folder.
@@ -33,7 +38,9 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from ...domain.errors import StoreError
@@ -116,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    _take_interrupts()
     try:
         parser = _parser()
         given = list(sys.argv[1:] if argv is None else argv)
@@ -151,6 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(
             f"unexpected {type(exc).__name__}: {exc} (set {_DEBUG_ENV}=1 for the traceback)"
         )
+
+
+def _take_interrupts() -> None:
+    """Let SIGINT interrupt the command (``KeyboardInterrupt``, exit 130) even when the
+    process started with it ignored; a handler already set (an embedder's) is kept, and
+    only the main thread may set one."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
