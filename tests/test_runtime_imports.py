@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # each case runs in a fresh interpreter
+
 OUTSIDE_THE_RUNTIME = (
     "relaystore.actors.cli",
     "relaystore.actors.http",

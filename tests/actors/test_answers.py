@@ -48,7 +48,7 @@ def record(**changes: object) -> RecordElicitationAnswer:
 
 def test_an_answer_round_trips_with_who_gave_it_and_the_secret_masked(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
-    with EventStore.open(db) as store:
+    with EventStore.open(db, projection="thread") as store:
         fill(store)
         assert store.ask(record()) is None
         store.ask(record())  # a retried ask: accepted, nothing changes
@@ -102,7 +102,7 @@ def test_an_answer_round_trips_with_who_gave_it_and_the_secret_masked(tmp_path: 
 def test_a_refused_answer_names_the_field_and_writes_nothing(
     tmp_path: Path, changes: dict[str, object], error: type[Exception], named: str
 ) -> None:
-    with EventStore.open(tmp_path / "s.sqlite3") as store:
+    with EventStore.open(tmp_path / "s.sqlite3", projection="thread") as store:
         fill(store)
         with pytest.raises(error) as refused:
             store.ask(record(**changes))
@@ -114,7 +114,7 @@ def test_a_refused_answer_names_the_field_and_writes_nothing(
 
 
 def test_a_second_different_answer_is_refused_and_the_first_kept(tmp_path: Path) -> None:
-    with EventStore.open(tmp_path / "s.sqlite3") as store:
+    with EventStore.open(tmp_path / "s.sqlite3", projection="thread") as store:
         fill(store)
         store.ask(record())
         with pytest.raises(InvalidInput, match=r"answered already, by 'ada@example\.com'"):
@@ -128,11 +128,11 @@ def test_a_second_different_answer_is_refused_and_the_first_kept(tmp_path: Path)
 
 def test_the_async_facade_records_and_reads_answers(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
-    with EventStore.open(db) as store:
+    with EventStore.open(db, projection="thread") as store:
         fill(store)
 
     async def scenario() -> None:
-        async with await AsyncEventStore.open(db) as store:
+        async with await AsyncEventStore.open(db, projection="thread") as store:
             await store.ask(record())
             answers = await store.ask(LoadElicitationAnswers(session_id="s1"))
             assert answers is not None

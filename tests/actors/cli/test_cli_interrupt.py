@@ -22,6 +22,8 @@ import pytest
 from relaystore.testing import JournalBuilder
 from tests.actors.cli_support import ENV, TIMEOUT, ok
 
+pytestmark = pytest.mark.integration  # the relaystore command as a process, and its signals
+
 IGNORING_SIGINT = (
     "import os, signal, sys\n"
     "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as '&' in a non-interactive shell does\n"

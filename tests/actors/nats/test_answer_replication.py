@@ -23,6 +23,8 @@ from relaystore.testing import JournalBuilder, example_session
 from tests.actors.nats_support import NatsServer, run, running_server, store_id
 from tests.storage.answers_support import SCHEMA
 
+pytestmark = pytest.mark.integration  # nats-server, and relaystore publish and restore processes
+
 
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
