@@ -240,11 +240,26 @@ def test_concurrent_senders_are_still_group_committed(store: EventStore) -> None
     assert commits < messages, "concurrent asks must share commits"
 
 
+def _until_the_writer_is_idle(store: EventStore) -> None:
+    """Return once the writer holds no message: the state the fast path needs. A reply
+    reaches the asker before the writer's thread lets go of its message, which on a busy
+    machine can be long enough for the next ask to be handed over instead."""
+    pen = store._core._pen
+    assert pen is not None
+    assert pen._inbox is not None
+    inbox = pen._inbox
+    deadline = time.monotonic() + 60  # a hang detector, not the condition
+    while not inbox.idle():
+        assert time.monotonic() < deadline, "the writer never became idle"
+        time.sleep(0.001)
+
+
 def test_close_waits_for_a_fast_path_batch_in_flight(
     path: Path, ran_in: list[tuple[str, str]]
 ) -> None:
     store = EventStore.open(path)
     store.ask(SaveSession(record=example_session()))
+    _until_the_writer_is_idle(store)  # its reply may come before it lets go of the message
     gate, entered = threading.Event(), threading.Event()
     answers: list[object] = []
     asker = threading.Thread(
