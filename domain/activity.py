@@ -12,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import msgspec
+
 from .api_events import (
     ActivityChangedData,
     ApiActivityChanged,
     ApiActivityState,
     ApiEventData,
 )
+from .errors import InvalidInput
 from .wire import encode
 
-__all__ = ["ActivityPlan", "plan_activities"]
+__all__ = ["ActivityPlan", "plan_activities", "published_activity", "published_body"]
 
 
 @dataclass(slots=True)
@@ -44,7 +47,7 @@ def plan_activities(
         previous = last.get(session_id)
         if previous is None:
             continue  # never saved, or deleted: do not revive it
-        body = encode(activity).decode()
+        body = published_body(activity)
         if previous == body:
             continue
         last[session_id] = plan.published[session_id] = body
@@ -53,3 +56,28 @@ def plan_activities(
         event = ApiActivityChanged(data=ActivityChangedData(activity=activity))
         plan.events.append((session_id, recorded_at_ms, event))
     return plan
+
+
+def published_body(activity: ApiActivityState) -> str:
+    """What a store keeps, and compares, as a session's last published activity: the
+    activity's deterministic encoding (the ``activity`` of its ``activity_changed``
+    event, byte for byte)."""
+    return encode(activity).decode()
+
+
+_ACTIVITY_CHANGED = msgspec.json.Decoder(ActivityChangedData)
+
+
+def published_activity(event_type: str, data: bytes, *, where: str) -> str | None:
+    """What an API event of ``event_type`` with ``data`` publishes as its session's
+    activity, as the store keeps it (:func:`published_body`): an ``activity_changed``
+    event's, None for any other kind. A replica keeps a session's activity from the
+    newest such event it applies (a store of revision 16 or later numbers no change for
+    it). :class:`InvalidInput` naming ``where`` when the data is not an activity."""
+    if event_type != "activity_changed":
+        return None
+    try:
+        changed = _ACTIVITY_CHANGED.decode(data)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise InvalidInput(f"{where}: its activity does not decode: {exc}") from None
+    return published_body(changed.activity)

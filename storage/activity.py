@@ -22,12 +22,15 @@ from .events import append_api_events, insert_api_event
 from .sessions import current_time_ms
 from .transaction import transaction
 
-__all__ = ["record_activities", "record_startup_fault"]
+__all__ = ["PUBLISH_ACTIVITY", "record_activities", "record_startup_fault"]
 
-_PUBLISH = (
+PUBLISH_ACTIVITY = (
     "INSERT INTO api_session_activity(session_id, body) VALUES (?, ?)"
     " ON CONFLICT(session_id) DO UPDATE SET body = excluded.body"
 )
+"""Keep ``(session_id, body)`` as the session's last published activity: what the
+writer compares the next one with, and what a replica keeps from the feed it applies.
+No change is numbered for it (revision 16): the feed's ``activity_changed`` carries it."""
 
 # No row: the session does not exist. Else the activity last published for it, or NULL.
 _PUBLISHED = """
@@ -57,9 +60,9 @@ def record_activities(
         plan = plan_activities(published, batch, recorded_at_ms)
         append_api_events(cursor, plan.events)
         if len(plan.published) == 1:  # the common case: execute costs less
-            cursor.execute(_PUBLISH, next(iter(plan.published.items())))
+            cursor.execute(PUBLISH_ACTIVITY, next(iter(plan.published.items())))
         elif plan.published:
-            cursor.executemany(_PUBLISH, plan.published.items())
+            cursor.executemany(PUBLISH_ACTIVITY, plan.published.items())
 
 
 def _published(cursor: apsw.Cursor, session_ids: list[str]) -> dict[str, str]:

@@ -21,7 +21,12 @@ Guarantees:
   source stored it (so ``relaystore events`` prints the same bytes and a consumer's
   cursor stays valid; a seq it holds already must hold the same event, else
   :class:`StoreError`); ``mirror`` appends them, in seq order, with seqs of its own.
-  Events of a session the target does not hold (deleted since) are skipped.
+  Events of a session the target does not hold (deleted since) are skipped. An
+  ``activity_changed`` event also sets its session's last activity (a source of
+  revision 16 or later numbers no change for it), so a session's activity is the
+  newest of its record's and its feed's; while a catch-up's span ends before the
+  source's newest events it may be one the record already passed, never at the span
+  that reaches them.
 * **The projection is derived, not copied.** Each session whose log or start changed
   is projected again by this build's rules (:mod:`relaystore.domain.projection.rebuild`):
   from where its stored projection stands when the new pages continue it, else from
@@ -49,6 +54,7 @@ from collections.abc import Sequence
 import apsw
 import msgspec
 
+from ..domain.activity import published_activity
 from ..domain.errors import InvalidInput, StoreError, UnknownSession
 from ..domain.projection.rebuild import rebuild, rebuild_from
 from ..domain.relay.log import unpack_events
@@ -63,6 +69,7 @@ from ..domain.replication import (
     mirror_session_id,
     stored_body,
 )
+from .activity import PUBLISH_ACTIVITY
 from .answers import apply_answer_rows
 from .materialized import load_frontier, load_materialized_session
 from .projection import commit_page
@@ -303,6 +310,9 @@ def _insert_events(
                         "store with other contents; nothing of the span applied"
                     )
                 continue
+        activity = published_activity(event.type, event.data, where=f"API event seq {event.seq}")
+        if activity is not None:
+            connection.execute(PUBLISH_ACTIVITY, (local, activity))
         written += 1
     return written
 

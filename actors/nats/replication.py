@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ...domain.activity import published_activity
 from ...domain.errors import InvalidInput, StoreError
 from ...domain.replication import (
     GAP,
@@ -244,6 +245,7 @@ def decode_incoming(
             if event.seq != _number(headers, HEADER_SEQ, where):
                 raise StoreError(f"{where}: its {HEADER_SEQ} is not the event's seq")
             check_record_ids(where, event.session_id, None)
+            published_activity(event.type, event.data, where=where)
             return Incoming("event", store_id, event.seq, event.session_id, event)
         if len(tokens) == 2 and tokens[1] == MARKER:
             return Incoming(
