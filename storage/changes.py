@@ -9,6 +9,11 @@ store numbers each change as it commits: ``store_changes`` (schema revision
 code path that writes those tables (the writer, a reprojection, a retention pass,
 another build's writer of this revision) numbers its changes without knowing about it.
 
+A session's activity is the exception: its record carries the last activity it
+published, but a change of it alone is not numbered (since revision 16): the feed's
+``activity_changed`` event carries the same value, so numbering it too cost every
+such event a WAL page for nothing a replica lacked.
+
 A row says *what* changed, not its value: ``('record', session)``, ``('log', session,
 first_ordinal)`` or ``('start', session)``. The publisher reads each change's current
 value in the same read snapshot as the row (:func:`load_changes`); a later change of the
@@ -57,6 +62,7 @@ from .subagents import load_subagent_row
 from .transaction import transaction
 
 __all__ = [
+    "ACTIVITY_UNNUMBERED_DDL",
     "CHANGES_DDL",
     "REPLICA_DDL",
     "backfill_changes",
@@ -90,7 +96,6 @@ CREATE TABLE IF NOT EXISTS store_changes (
         ("sessions", "record", ("INSERT", "UPDATE", "DELETE")),
         ("session_checkpoints", "record", ("INSERT", "UPDATE", "DELETE")),
         ("checkpoint_operations", "record", ("INSERT", "UPDATE", "DELETE")),
-        ("api_session_activity", "record", ("INSERT", "UPDATE")),
         ("relay_log_pages", "log", ("INSERT",)),
         ("materialized_seeds", "start", ("INSERT", "UPDATE", "DELETE")),
         ("materialized_history_start", "start", ("INSERT", "UPDATE", "DELETE")),
@@ -98,7 +103,15 @@ CREATE TABLE IF NOT EXISTS store_changes (
     for when in whens
     for row in ("OLD" if when == "DELETE" else "NEW",)
 )
-"""Revision 10's change log and the triggers that fill it (see the module doc)."""
+"""Revision 11's change log and the triggers that fill it (see the module doc); the
+two on ``api_session_activity`` it had are gone since revision 16
+(:data:`ACTIVITY_UNNUMBERED_DDL`)."""
+
+ACTIVITY_UNNUMBERED_DDL = """
+DROP TRIGGER IF EXISTS store_changes_api_session_activity_insert;
+DROP TRIGGER IF EXISTS store_changes_api_session_activity_update;
+"""
+"""Revision 16: an activity change is carried by its ``activity_changed`` event alone."""
 
 REPLICA_DDL = """
 CREATE TABLE IF NOT EXISTS replica_sources (

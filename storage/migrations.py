@@ -29,10 +29,11 @@ from ..domain.runtime import HarnessKind
 from ..domain.sessions.records import SessionState
 from ..domain.wire import decode_json
 from .answers import ANSWERS_DDL
-from .changes import CHANGES_DDL, REPLICA_DDL, backfill_changes
+from .changes import ACTIVITY_UNNUMBERED_DDL, CHANGES_DDL, REPLICA_DDL, backfill_changes
 from .events import encode_event_body
 from .item_views import fill_item_views, fill_search_index
 from .schema import (
+    ACTIVITY_UNNUMBERED_REVISION,
     ANSWERS_REVISION,
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
@@ -264,6 +265,16 @@ def _add_answers(connection: apsw.Connection) -> None:
         _record_revision(connection, ANSWERS_REVISION)
 
 
+def _stop_numbering_activity(connection: apsw.Connection) -> None:
+    """Revision 16: no change numbered for an activity change (its event carries it)."""
+    revision = ACTIVITY_UNNUMBERED_REVISION
+    with _step(connection, f"migrate the relaystore schema to revision {revision}"):
+        if int(connection.pragma("user_version")) != revision - 1:
+            return
+        connection.execute(ACTIVITY_UNNUMBERED_DDL)
+        _record_revision(connection, revision)
+
+
 _SESSION_CHECKS = (
     ("harness_kind", tuple(kind.value for kind in HarnessKind)),
     ("state", tuple(state.value for state in SessionState)),
@@ -367,6 +378,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     SEARCH_REVISION: _add_search_index,
     SUBAGENTS_REVISION: _add_subagents,
     ANSWERS_REVISION: _add_answers,
+    ACTIVITY_UNNUMBERED_REVISION: _stop_numbering_activity,
 }
 
 

@@ -98,13 +98,25 @@ Revisions (relaystore's own numbering):
    either session; its changes numbered as the child's ``record`` changes. The step's
    number is :data:`SUBAGENTS_REVISION`. Additive, so the floor stays: an older build
    never writes a relation, and lists every session as top-level.
-15. *Current* (:data:`SCHEMA_VERSION`). ``elicitation_answers``
+15. ``elicitation_answers``
    (:data:`~relaystore.storage.answers.ANSWERS_DDL`): who answered each of a session's
    questions, when, and what (secret fields masked), as the embedder recorded it
    (``RecordElicitationAnswer``); deleted with its session; its changes numbered as the
    session's ``record`` changes. The step's number is :data:`ANSWERS_REVISION`.
    Additive, so the floor stays: an older build never records an answer, and its
    deletes of a session delete the answers too (the foreign key cascades).
+16. *Current* (:data:`SCHEMA_VERSION`). A session's activity change is no longer
+   numbered as a ``record`` change: the step drops the two triggers
+   (``store_changes_api_session_activity_insert`` and ``_update``) that revision 11
+   put on ``api_session_activity``, a WAL page less for every ``activity_changed``
+   committed (5.17 to 4.17 pages an event). What was published stays whole: the
+   event carries the activity, so a replica keeps a session's activity from the
+   newest ``activity_changed`` it applies
+   (:func:`~relaystore.domain.activity.published_activity`), and a ``record``
+   change still carries the activity as stored when it is published. The step's
+   number is :data:`ACTIVITY_UNNUMBERED_REVISION`. The floor stays: an older build
+   writes the same rows (no trigger re-creates the two), and what it loses is only
+   as a replica of such a store (see the changelog).
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -136,6 +148,7 @@ from .schema_ddl import RANDOM_STORE_ID
 from .transaction import transaction
 
 __all__ = [
+    "ACTIVITY_UNNUMBERED_REVISION",
     "ANSWERS_REVISION",
     "CHANGES_REVISION",
     "COMPATIBILITY_FLOOR",
@@ -184,7 +197,10 @@ SUBAGENTS_REVISION = 14
 ANSWERS_REVISION = 15
 """The revision that keeps who answered each question and what (renumber here only)."""
 
-SCHEMA_VERSION = ANSWERS_REVISION
+ACTIVITY_UNNUMBERED_REVISION = 16
+"""The revision that numbers no change for a session's activity (renumber here only)."""
+
+SCHEMA_VERSION = ACTIVITY_UNNUMBERED_REVISION
 """The revision this build reads and writes."""
 
 COMPATIBILITY_FLOOR = 4

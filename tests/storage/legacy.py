@@ -122,10 +122,41 @@ def _baseline_table_sql(table: str) -> str:
     return "\n".join([found.group(0), *indexes])
 
 
+ACTIVITY_TRIGGERS = """
+CREATE TRIGGER store_changes_api_session_activity_insert AFTER INSERT ON api_session_activity
+BEGIN INSERT INTO store_changes(kind, session_id) VALUES ('record', NEW.session_id); END;
+CREATE TRIGGER store_changes_api_session_activity_update AFTER UPDATE ON api_session_activity
+BEGIN INSERT INTO store_changes(kind, session_id) VALUES ('record', NEW.session_id); END;
+"""
+"""The two triggers revisions 11 to 15 numbered an activity change with, as they wrote them."""
+
+
+def step_back_to_revision_15(path: str | os.PathLike[str]) -> None:
+    """Turn the current store at ``path`` into what a revision-15 build wrote: put back
+    the two triggers that numbered an activity change (revision 16 dropped them), turn
+    the ledger's rows above 15 into row 15 and set ``user_version`` to 15. A store at 15
+    or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        with connection:
+            if int(connection.pragma("user_version")) <= 15:
+                return
+            connection.execute(
+                ACTIVITY_TRIGGERS + "DELETE FROM schema_migrations WHERE version > 15;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (15, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 15;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_14(path: str | os.PathLike[str]) -> None:
-    """Turn the current store at ``path`` into what a revision-14 build wrote: drop
-    ``elicitation_answers`` with its triggers (revision 15), turn the ledger's rows above
-    14 into row 14 and set ``user_version`` to 14. A store at 14 or below is left alone."""
+    """Turn the current store at ``path`` into what a revision-14 build wrote (after
+    :func:`step_back_to_revision_15`): drop ``elicitation_answers`` with its triggers
+    (revision 15), turn the ledger's rows above 14 into row 14 and set ``user_version``
+    to 14. A store at 14 or below is left alone."""
+    step_back_to_revision_15(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         with connection:

@@ -23,6 +23,7 @@ from relaystore.domain.wire import encode
 from relaystore.storage.connection import open_reader, open_writer
 from relaystore.storage.paging import load_api_events
 from relaystore.storage.schema import (
+    ACTIVITY_UNNUMBERED_REVISION,
     ANSWERS_REVISION,
     CHANGES_REVISION,
     COMPATIBILITY_FLOOR,
@@ -58,6 +59,7 @@ from tests.storage.legacy import (
     step_back_to_revision_12,
     step_back_to_revision_13,
     step_back_to_revision_14,
+    step_back_to_revision_15,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -131,7 +133,7 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == ANSWERS_REVISION
+        assert writer.revision == SCHEMA_VERSION == ACTIVITY_UNNUMBERED_REVISION
     # Revision 4 admits kinds and states a revision-3 build cannot decode.
     assert COMPATIBILITY_FLOOR == 4
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
@@ -195,6 +197,8 @@ OLDER_STORES = {
     3: create_revision_3_store,
     11: _stepped_back(step_back_to_revision_11),
     12: _stepped_back(step_back_to_revision_12),
+    14: _stepped_back(step_back_to_revision_14),
+    15: _stepped_back(step_back_to_revision_15),
 }
 
 
@@ -231,7 +235,7 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     assert metadata(old) == (2, [2], [(1, 2)])
     missing = schema_objects(fresh) - schema_objects(old)
     triggers = {name for kind, name, _ in missing if name.startswith("store_changes_")}
-    assert len(triggers) == 24  # revisions 10, 14 and 15: the change log's triggers
+    assert len(triggers) == 22  # revisions 11, 14 and 15's, less the two 16 dropped
     assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
     assert {name for _, name, _ in missing} - triggers == {
         "store_changes",  # revision 10: the change log
@@ -887,6 +891,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
+            ACTIVITY_UNNUMBERED_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -923,6 +928,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
+            ACTIVITY_UNNUMBERED_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -957,6 +963,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
             SEARCH_REVISION,
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
+            ACTIVITY_UNNUMBERED_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -1042,7 +1049,7 @@ def test_a_revision_13_store_gains_the_relation_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "subagent" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [SEARCH_REVISION, SUBAGENTS_REVISION, ANSWERS_REVISION],
+        [SEARCH_REVISION, SUBAGENTS_REVISION, ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -1095,6 +1102,57 @@ def test_a_revision_14_store_gains_the_answers_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "elicitation_answers" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [SUBAGENTS_REVISION, ANSWERS_REVISION],
+        [SUBAGENTS_REVISION, ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
+
+
+# -- activity changes unnumbered (revision 16) -------------------------------------------
+
+
+def test_a_revision_15_store_stops_numbering_activity_changes_and_numbers_the_rest(
+    store_path: Path, tmp_path: Path
+) -> None:
+    from relaystore.domain.api_events import ApiActivityState
+    from relaystore.storage.activity import record_activities
+    from relaystore.storage.changes import latest_change, load_changes
+
+    def activity(state: str) -> ApiActivityState:
+        return ApiActivityState(
+            state=state, is_idle=False, waiting_for_input=False, capacity_retry=False
+        )
+
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("busy"))
+    step_back_to_revision_15(store_path)
+    with apsw.Connection(str(store_path)) as connection:  # as a revision-15 build wrote
+        before = int(connection.execute("SELECT max(change_seq) FROM store_changes").get)
+        connection.execute(
+            "INSERT INTO api_session_activity(session_id, body) VALUES ('busy', '{}')"
+        )
+        numbered = int(connection.execute("SELECT max(change_seq) FROM store_changes").get)
+        assert numbered == before + 1  # the revision-15 trigger numbered it
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        record_activities(writer.connection, [("busy", activity("working"))], 7)
+        record_activities(writer.connection, [("busy", activity("idle"))], 8)
+        # Two activity events in the feed, no change numbered for them.
+        published = writer.connection.execute(
+            "SELECT count(*) FROM api_events WHERE json_extract(body, '$.type') = ?",
+            ("activity_changed",),
+        ).get
+        assert published == 2
+        assert latest_change(writer.connection) == numbered
+        save_session(writer.connection, _record("busy", title="renamed"))
+        later = load_changes(writer.connection, numbered, 10)
+        assert [(c.kind, c.session_id) for c in later] == [("record", "busy")]
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    assert schema_objects(store_path) == schema_objects(fresh)
+    assert not [o for o in schema_objects(store_path) if o[0] == "trigger" and "activity" in o[1]]
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        [ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
