@@ -32,7 +32,8 @@ import apsw
 
 from ..domain.errors import StoreBusy, StoreError, WriterStopped
 from .connection import WriterConnection
-from .paging import LATEST_SEQ, load_latest_seq
+from .paging import load_latest_seq
+from .sequences import LATEST_SEQ
 from .transaction import store_error
 
 __all__ = ["Batch", "BatchLost", "settle_batch"]

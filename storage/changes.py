@@ -23,7 +23,8 @@ never updated, so a ``log`` change's value is the page as it was committed (unle
 page was pruned or its session deleted before it was published: then it carries no
 lines, and the session's later ``record`` change says whether it still exists).
 
-Numbers are ``AUTOINCREMENT``: never reused, so a publisher resumes after the last
+Numbers are never reused (rows are never deleted; since revision 17 the rowid numbers
+them, :mod:`.sequences`), so a publisher resumes after the last
 number the stream holds. A store restored from a stream
 (:mod:`relaystore.storage.replica`) keeps the numbers it restored, so it publishes on
 as the same store. The migration to this revision numbers what the store already held
@@ -103,7 +104,8 @@ CREATE TABLE IF NOT EXISTS store_changes (
     for when in whens
     for row in ("OLD" if when == "DELETE" else "NEW",)
 )
-"""Revision 11's change log and the triggers that fill it (see the module doc); the
+"""Revision 11's change log and the triggers that fill it (see the module doc; revision
+17 rebuilds the table without ``AUTOINCREMENT``, :mod:`.sequences`); the
 two on ``api_session_activity`` it had are gone since revision 16
 (:data:`ACTIVITY_UNNUMBERED_DDL`)."""
 
@@ -148,10 +150,10 @@ def backfill_changes(connection: apsw.Connection) -> None:
 
 def latest_change(connection: apsw.Connection) -> int:
     """The newest change number the store ever gave (0: none)."""
-    row = connection.execute(
-        "SELECT seq FROM sqlite_sequence WHERE name = 'store_changes'"
-    ).fetchone()
-    return 0 if row is None else int(row[0])
+    # Never deleted, so the newest row is the newest number (:mod:`.sequences`).
+    return int(
+        connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get or 0
+    )
 
 
 def load_changes(connection: apsw.Connection, after: int, limit: int) -> list[ChangeRef]:

@@ -18,6 +18,7 @@ import msgspec
 from ..domain.api_events import ApiEvent, ApiEventData, decode_api_event_data
 from ..domain.errors import InvalidInput, UnknownSession
 from ..domain.wire import encode
+from .sequences import NEXT_SEQ
 from .transaction import is_foreign_key_violation, transaction
 
 __all__ = [
@@ -29,7 +30,9 @@ __all__ = [
     "insert_api_events",
 ]
 
-_INSERT = "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES (?, ?, ?)"
+_INSERT = (
+    f"INSERT INTO api_events(seq, session_id, recorded_at_ms, body) VALUES ({NEXT_SEQ}, ?, ?, ?)"
+)
 _PREFIX = '{"type":"'
 _SEPARATOR = '","data":'
 

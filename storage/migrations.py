@@ -7,7 +7,8 @@ is one ``BEGIN IMMEDIATE`` transaction that changes the schema, raises the floor
 must, adds its ledger row and sets ``user_version``; a failure rolls the step back and
 leaves the store exactly as it was. Step 2 rewrites legacy event bodies; step 4 widens
 the ``sessions`` CHECKs in place; step 12 flattens the stored transcript items' text;
-step 13 indexes that text for search.
+step 13 indexes that text for search; step 17 rebuilds the feed and the change log
+without ``AUTOINCREMENT``.
 
 What each revision means is :mod:`.schema`'s notes; the SQL is :mod:`.schema_ddl`'s.
 Only the writer runs this: it must not be reached from a reader.
@@ -44,6 +45,7 @@ from .schema import (
     REQUESTS_REVISION,
     SCHEMA_VERSION,
     SEARCH_REVISION,
+    SEQUENCES_REVISION,
     SUBAGENTS_REVISION,
     ensure_supported,
     read_schema_state,
@@ -65,6 +67,7 @@ from .schema_ddl import (
     TRANSCRIPT_SEQ_INDEX_DDL,
     tables_ddl,
 )
+from .sequences import number_by_rowid
 from .subagents import SUBAGENTS_DDL
 from .transaction import store_error
 
@@ -134,6 +137,7 @@ def _create_baseline(connection: apsw.Connection) -> None:
         connection.execute(SEARCH_DDL)
         connection.execute(SUBAGENTS_DDL)
         connection.execute(ANSWERS_DDL)
+        number_by_rowid(connection)
         connection.execute(NEW_STORE_ID)
         connection.execute(
             "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
@@ -275,6 +279,19 @@ def _stop_numbering_activity(connection: apsw.Connection) -> None:
         _record_revision(connection, revision)
 
 
+def _number_by_rowid(connection: apsw.Connection) -> None:
+    """Revision 17: the feed and the changes numbered by the rowid (floor 17)."""
+    with _step(connection, f"migrate the relaystore schema to revision {SEQUENCES_REVISION}"):
+        if int(connection.pragma("user_version")) != SEQUENCES_REVISION - 1:
+            return
+        number_by_rowid(connection)
+        connection.execute(
+            "UPDATE schema_compatibility SET minimum_compatible_version = ? WHERE singleton = 1",
+            (SEQUENCES_REVISION,),
+        )
+        _record_revision(connection, SEQUENCES_REVISION)
+
+
 _SESSION_CHECKS = (
     ("harness_kind", tuple(kind.value for kind in HarnessKind)),
     ("state", tuple(state.value for state in SessionState)),
@@ -379,6 +396,7 @@ _MIGRATIONS: dict[int, Callable[[apsw.Connection], None]] = {
     SUBAGENTS_REVISION: _add_subagents,
     ANSWERS_REVISION: _add_answers,
     ACTIVITY_UNNUMBERED_REVISION: _stop_numbering_activity,
+    SEQUENCES_REVISION: _number_by_rowid,
 }
 
 

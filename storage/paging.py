@@ -2,8 +2,8 @@
 
 The contract (one read transaction, so a page and its cursors are one snapshot):
 
-* ``latest_seq`` is the highest seq ever committed (the ``sqlite_sequence`` high-water
-  mark), even when those events were deleted since; 0 before the first event.
+* ``latest_seq`` is the highest seq ever committed (with the store's high-water
+  mark, :mod:`.sequences`), even when those events were deleted since; 0 before the first event.
 * ``after_seq=None`` means "from now": the page is empty and its cursor is
   ``latest_seq`` (:func:`~relaystore.domain.paging.feed_cursor`); a negative one is
   refused (:func:`~relaystore.domain.paging.check_after_seq`).
@@ -47,10 +47,10 @@ from ..domain.paging import check_after_seq, clamp_page_limit, feed_cursor, next
 from ..domain.runtime import RuntimeReceipt
 from ..domain.wire import encode
 from .events import api_event_from_row, api_events_from_rows
+from .sequences import LATEST_SEQ
 from .transaction import transaction
 
 __all__ = [
-    "LATEST_SEQ",
     "load_api_events",
     "load_latest_seq",
     "load_raw_api_events",
@@ -60,8 +60,6 @@ __all__ = [
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
 
-LATEST_SEQ = "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
-"""The newest API event seq ever committed (no row: none yet), read in a transaction."""
 _EVENT_COLUMNS = "e.seq, e.session_id, e.recorded_at_ms, e.body"
 # A raw event: its seq; the body's head up to and including '","data":' followed by its
 # last character (which name the kind and show that the body has the layout relaystore

@@ -13,7 +13,7 @@ Guarantees:
   :class:`RelayChainError` (:meth:`PageDelta.write_needed`).
 * All or nothing. Frontier, projection rows, the page's API events and its relay log
   row commit together;
-  any error rolls the whole page back, ``sqlite_sequence`` included, so no ``seq`` is
+  any error rolls the whole page back, so no ``seq`` is
   used up by a failed page.
 * Coalescing. Each field and transcript item the page touches is written once, with its
   last value; intermediate frontiers are never persisted.

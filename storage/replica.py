@@ -76,6 +76,7 @@ from .projection import commit_page
 from .relay_log import load_relay_log
 from .replica_sources import mark_scopes
 from .reproject import reset_projection
+from .sequences import NEXT_SEQ, RAISE_HIGH_WATER
 from .subagents import apply_subagent_row
 from .transaction import transaction
 
@@ -290,7 +291,8 @@ def _insert_events(
         body = stored_body(event)
         if mirror:
             connection.execute(
-                "INSERT INTO api_events(session_id, recorded_at_ms, body) VALUES (?, ?, ?)",
+                "INSERT INTO api_events(seq, session_id, recorded_at_ms, body) "
+                f"VALUES ({NEXT_SEQ}, ?, ?, ?)",
                 (local, event.recorded_at_ms, body),
             )
         else:
@@ -415,19 +417,9 @@ def apply_commits(
                 ],
             )
             # Its counters as the source's: the numbers its own triggers took while
-            # applying are not its, and the events it lacks were deleted in the source.
-            connection.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'store_changes'", (mark.change,)
-            )
-            connection.execute(
-                "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'api_events'",
-                (mark.seq,),
-            )
-            connection.execute(
-                "INSERT INTO sqlite_sequence(name, seq) SELECT 'api_events', ? WHERE NOT EXISTS "
-                "(SELECT 1 FROM sqlite_sequence WHERE name = 'api_events')",
-                (mark.seq,),
-            )
+            # applying were replaced above (so the newest change row is the mark's), and
+            # the events it lacks were deleted in the source: never to be handed out.
+            connection.execute(RAISE_HIGH_WATER, (mark.seq,))
         change_scope, seq_scope = mark_scopes(scope)
         connection.executemany(
             "INSERT INTO replica_sources(store_id, stream, scope, stream_seq) VALUES (?, ?, ?, ?) "

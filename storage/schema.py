@@ -105,7 +105,7 @@ Revisions (relaystore's own numbering):
    session's ``record`` changes. The step's number is :data:`ANSWERS_REVISION`.
    Additive, so the floor stays: an older build never records an answer, and its
    deletes of a session delete the answers too (the foreign key cascades).
-16. *Current* (:data:`SCHEMA_VERSION`). A session's activity change is no longer
+16. A session's activity change is no longer
    numbered as a ``record`` change: the step drops the two triggers
    (``store_changes_api_session_activity_insert`` and ``_update``) that revision 11
    put on ``api_session_activity``, a WAL page less for every ``activity_changed``
@@ -117,6 +117,17 @@ Revisions (relaystore's own numbering):
    number is :data:`ACTIVITY_UNNUMBERED_REVISION`. The floor stays: an older build
    writes the same rows (no trigger re-creates the two), and what it loses is only
    as a replica of such a store (see the changelog).
+17. *Current* (:data:`SCHEMA_VERSION`). ``api_events`` and ``store_changes`` without
+   ``AUTOINCREMENT`` (:mod:`~relaystore.storage.sequences`): SQLite no longer rewrites
+   ``sqlite_sequence`` at every insert, a WAL page less for every commit that appends
+   an API event or numbers a change. A seq is still never handed out twice: the
+   trigger ``api_events_high_water_kept`` keeps the newest deleted seq in
+   ``api_events_high_water`` and every insert names its seq above both. The step
+   rebuilds both tables (every row copied, seqs kept; the sequence's value becomes the
+   high-water mark). It raises the floor to 17: an older build inserts without a seq
+   and reads ``latest_seq`` from ``sqlite_sequence``, so it could hand a deleted seq out
+   again and would say the feed is empty. The step's number is
+   :data:`SEQUENCES_REVISION`.
 
 Where the revision lives, always consistent in a valid store: ``PRAGMA user_version``;
 the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the single
@@ -159,6 +170,7 @@ __all__ = [
     "REQUESTS_REVISION",
     "SEARCH_REVISION",
     "SCHEMA_VERSION",
+    "SEQUENCES_REVISION",
     "SUBAGENTS_REVISION",
     "SchemaState",
     "check_writer_schema",
@@ -200,10 +212,13 @@ ANSWERS_REVISION = 15
 ACTIVITY_UNNUMBERED_REVISION = 16
 """The revision that numbers no change for a session's activity (renumber here only)."""
 
-SCHEMA_VERSION = ACTIVITY_UNNUMBERED_REVISION
+SEQUENCES_REVISION = 17
+"""The revision that numbers the feed and the changes by the rowid (renumber here only)."""
+
+SCHEMA_VERSION = SEQUENCES_REVISION
 """The revision this build reads and writes."""
 
-COMPATIBILITY_FLOOR = 4
+COMPATIBILITY_FLOOR = SEQUENCES_REVISION
 """The oldest build revision that may read and write a store this build creates."""
 
 

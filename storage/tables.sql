@@ -62,8 +62,9 @@ CREATE TABLE session_checkpoints (
     event_frontier INTEGER NOT NULL CHECK(event_frontier >= 0)
 ) STRICT;
 
--- The global feed. AUTOINCREMENT keeps the high-water mark in sqlite_sequence, so a
--- seq is never reused and latest_seq survives deleting the newest rows.
+-- The global feed as revisions 1 to 16 defined it: AUTOINCREMENT kept the high-water
+-- mark in sqlite_sequence. Revision 17 rebuilds it numbered by the rowid, with a
+-- high-water mark of its own (storage/sequences.py), in every store, fresh or migrated.
 CREATE TABLE api_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,

@@ -24,9 +24,11 @@ import re
 
 import apsw
 
+from relaystore.storage.changes import CHANGES_DDL
 from relaystore.storage.connection import open_writer
 from relaystore.storage.migrations import create_store_schema
 from relaystore.storage.schema_ddl import ACCOUNTING_TABLES, tables_ddl
+from relaystore.storage.sequences import LATEST_SEQ
 
 __all__ = [
     "LEGACY_SCHEMA_VERSION",
@@ -131,11 +133,73 @@ BEGIN INSERT INTO store_changes(kind, session_id) VALUES ('record', NEW.session_
 """The two triggers revisions 11 to 15 numbered an activity change with, as they wrote them."""
 
 
+def _autoincrement_ddl() -> str:
+    """``api_events`` (with its index) and ``store_changes`` as revisions up to 16 defined
+    them: ``AUTOINCREMENT``."""
+    feed = re.search(r"CREATE TABLE api_events \(.*?\) STRICT;", tables_ddl(), re.DOTALL)
+    index = re.search(r"CREATE INDEX api_events_session ON .*?;", tables_ddl())
+    changes = re.search(
+        r"CREATE TABLE IF NOT EXISTS store_changes \(.*?\) STRICT;", CHANGES_DDL, re.DOTALL
+    )
+    assert feed is not None
+    assert index is not None
+    assert changes is not None
+    return "\n".join((feed.group(0), index.group(0), changes.group(0)))
+
+
+def step_back_to_revision_16(path: str | os.PathLike[str]) -> None:
+    """Turn the current store at ``path`` into what a revision-16 build wrote: rebuild
+    ``api_events`` and ``store_changes`` with ``AUTOINCREMENT`` (rows and seqs kept; the
+    sequence's values the newest seq, or the high-water mark when higher, and the newest
+    change), drop ``api_events_high_water`` with its trigger (revision 17), set the floor
+    back to 4, turn the ledger's rows above 16 into row 16 and set ``user_version`` to
+    16. A store at 16 or below is left alone."""
+    connection = apsw.Connection(os.fspath(path))
+    try:
+        connection.pragma("foreign_keys", "ON")
+        with connection:
+            if int(connection.pragma("user_version")) <= 16:
+                return
+            high_water = connection.execute(LATEST_SEQ).get
+            connection.pragma("legacy_alter_table", True)
+            connection.execute(
+                "DROP TRIGGER api_events_high_water_kept; DROP TABLE api_events_high_water;"
+                "ALTER TABLE api_events RENAME TO api_events_rowid;"
+                "ALTER TABLE store_changes RENAME TO store_changes_rowid;"
+                "DROP INDEX api_events_session;"
+                + _autoincrement_ddl()
+                + "INSERT INTO api_events SELECT * FROM api_events_rowid ORDER BY seq;"
+                "INSERT INTO store_changes SELECT * FROM store_changes_rowid ORDER BY change_seq;"
+                "DROP TABLE api_events_rowid; DROP TABLE store_changes_rowid;"
+            )
+            connection.pragma("legacy_alter_table", False)
+            connection.execute(
+                "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'api_events'",
+                (high_water,),
+            )
+            connection.execute(
+                "INSERT INTO sqlite_sequence(name, seq) SELECT 'api_events', ?1 WHERE ?1 > 0"
+                " AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'api_events')",
+                (high_water,),
+            )
+            connection.execute(
+                "UPDATE schema_compatibility SET minimum_compatible_version = 4;"
+                "DELETE FROM schema_migrations WHERE version > 16;"
+                "INSERT OR IGNORE INTO schema_migrations(version, applied_at)"
+                " VALUES (16, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));"
+                "PRAGMA user_version = 16;"
+            )
+    finally:
+        connection.close()
+
+
 def step_back_to_revision_15(path: str | os.PathLike[str]) -> None:
-    """Turn the current store at ``path`` into what a revision-15 build wrote: put back
+    """Turn the current store at ``path`` into what a revision-15 build wrote (after
+    :func:`step_back_to_revision_16`): put back
     the two triggers that numbered an activity change (revision 16 dropped them), turn
     the ledger's rows above 15 into row 15 and set ``user_version`` to 15. A store at 15
     or below is left alone."""
+    step_back_to_revision_16(path)
     connection = apsw.Connection(os.fspath(path))
     try:
         with connection:

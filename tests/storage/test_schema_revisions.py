@@ -34,6 +34,7 @@ from relaystore.storage.schema import (
     REQUESTS_REVISION,
     SCHEMA_VERSION,
     SEARCH_REVISION,
+    SEQUENCES_REVISION,
     SUBAGENTS_REVISION,
     SchemaState,
     check_writer_schema,
@@ -60,6 +61,7 @@ from tests.storage.legacy import (
     step_back_to_revision_13,
     step_back_to_revision_14,
     step_back_to_revision_15,
+    step_back_to_revision_16,
 )
 
 FUTURE = SCHEMA_VERSION + 1
@@ -133,9 +135,9 @@ def schema_objects(path: Path) -> set[tuple[str, str, str]]:
 
 def test_a_new_store_is_created_directly_at_the_current_revision(store_path: Path) -> None:
     with open_writer(store_path) as writer:
-        assert writer.revision == SCHEMA_VERSION == ACTIVITY_UNNUMBERED_REVISION
-    # Revision 4 admits kinds and states a revision-3 build cannot decode.
-    assert COMPATIBILITY_FLOOR == 4
+        assert writer.revision == SCHEMA_VERSION == SEQUENCES_REVISION
+    # Revision 17 numbers the feed by the rowid, which a revision-16 build cannot keep.
+    assert COMPATIBILITY_FLOOR == 17
     assert metadata(store_path) == (SCHEMA_VERSION, [SCHEMA_VERSION], [(1, COMPATIBILITY_FLOOR)])
     objects = {name for kind, name, _ in schema_objects(store_path)}
     assert "checkpoint_operations" in objects
@@ -238,6 +240,9 @@ def test_the_revision_2_fixture_is_a_fresh_store_without_the_history_start_table
     assert len(triggers) == 22  # revisions 11, 14 and 15's, less the two 16 dropped
     assert all(kind == "trigger" for kind, name, _ in missing if name in triggers)
     assert {name for _, name, _ in missing} - triggers == {
+        "api_events",  # revision 17: numbered by the rowid, with a high-water mark
+        "api_events_high_water",
+        "api_events_high_water_kept",
         "store_changes",  # revision 10: the change log
         "replica_sources",
         "replica_sessions",
@@ -746,7 +751,11 @@ def test_a_revision_3_store_is_migrated_to_admit_every_kind_and_state(store_path
         sessions = {str(s) for (s,) in writer.connection.execute("SELECT session_id FROM sessions")}
     assert "kept" in sessions
     assert {"h-opencode", "s-startup-cleanup"} <= sessions
-    assert metadata(store_path) == (SCHEMA_VERSION, [3, *range(4, SCHEMA_VERSION + 1)], [(1, 4)])
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        [3, *range(4, SCHEMA_VERSION + 1)],
+        [(1, COMPATIBILITY_FLOOR)],
+    )
 
 
 def test_the_sessions_checks_list_exactly_the_domains_values(store_path: Path) -> None:
@@ -774,7 +783,7 @@ def test_the_sessions_checks_list_exactly_the_domains_values(store_path: Path) -
 
 def test_a_revision_3_build_is_refused_by_a_revision_4_store(store_path: Path) -> None:
     open_writer(store_path).close()
-    state = SchemaState(revision=SCHEMA_VERSION, minimum_compatible=4)
+    state = SchemaState(revision=SCHEMA_VERSION, minimum_compatible=COMPATIBILITY_FLOOR)
     assert state.minimum_compatible > 3  # the floor keeps a revision-3 build out
     with open_writer(store_path) as writer:
         assert read_schema_state(writer.connection) == state
@@ -892,6 +901,7 @@ def test_a_revision_7_store_gains_the_forward_tables_keeps_its_rows_and_its_floo
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
             ACTIVITY_UNNUMBERED_REVISION,
+            SEQUENCES_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -929,6 +939,7 @@ def test_a_revision_8_store_gains_the_index_facts_as_a_fresh_store_has_them(
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
             ACTIVITY_UNNUMBERED_REVISION,
+            SEQUENCES_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -964,6 +975,7 @@ def test_a_revision_9_store_gains_the_request_table_as_a_fresh_store_has_it(
             SUBAGENTS_REVISION,
             ANSWERS_REVISION,
             ACTIVITY_UNNUMBERED_REVISION,
+            SEQUENCES_REVISION,
         ],
         [(1, COMPATIBILITY_FLOOR)],
     )
@@ -1049,7 +1061,13 @@ def test_a_revision_13_store_gains_the_relation_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "subagent" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [SEARCH_REVISION, SUBAGENTS_REVISION, ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
+        [
+            SEARCH_REVISION,
+            SUBAGENTS_REVISION,
+            ANSWERS_REVISION,
+            ACTIVITY_UNNUMBERED_REVISION,
+            SEQUENCES_REVISION,
+        ],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -1102,7 +1120,7 @@ def test_a_revision_14_store_gains_the_answers_table_as_a_fresh_store_has_it(
     assert migrated == {o for o in schema_objects(fresh) if "elicitation_answers" in o[1]}
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [SUBAGENTS_REVISION, ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
+        [SUBAGENTS_REVISION, ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION, SEQUENCES_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
 
@@ -1153,6 +1171,91 @@ def test_a_revision_15_store_stops_numbering_activity_changes_and_numbers_the_re
     assert not [o for o in schema_objects(store_path) if o[0] == "trigger" and "activity" in o[1]]
     assert metadata(store_path) == (
         SCHEMA_VERSION,
-        [ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION],
+        [ANSWERS_REVISION, ACTIVITY_UNNUMBERED_REVISION, SEQUENCES_REVISION],
         [(1, COMPATIBILITY_FLOOR)],
     )
+
+
+# -- the feed and the changes numbered by the rowid (revision 17) -------------------------
+
+
+def _events(path: Path) -> list[tuple[int, str]]:
+    connection = raw(path)
+    try:
+        return [
+            (int(s), str(i))
+            for s, i in connection.execute("SELECT seq, session_id FROM api_events ORDER BY seq")
+        ]
+    finally:
+        connection.close()
+
+
+def test_a_revision_16_store_keeps_its_seqs_and_never_hands_a_deleted_one_out_again(
+    store_path: Path, tmp_path: Path
+) -> None:
+    from relaystore.storage.changes import latest_change
+    from relaystore.storage.events import insert_api_event
+    from relaystore.storage.paging import load_latest_seq
+    from relaystore.storage.sessions import delete_session
+
+    with open_writer(store_path) as writer:
+        for session_id in ("kept", "gone"):
+            save_session(writer.connection, example_session(session_id))
+        for session_id in ("kept", "gone", "kept", "gone"):
+            insert_api_event(writer.connection, session_id, 1, turn_started())
+    step_back_to_revision_16(store_path)
+    connection = raw(store_path)  # a revision-16 build deletes the newest events
+    try:
+        connection.execute("DELETE FROM sessions WHERE session_id = 'gone'")
+        counter = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'api_events'")
+        assert counter.get == 4
+        changes = int(connection.execute("SELECT max(change_seq) FROM store_changes").get)
+    finally:
+        connection.close()
+    assert _events(store_path) == [(1, "kept"), (3, "kept")]
+
+    with open_writer(store_path) as writer:
+        assert writer.revision == SCHEMA_VERSION
+        connection = writer.connection
+        assert load_latest_seq(connection) == 4  # the sequence's mark, kept
+        assert latest_change(connection) == changes
+        assert insert_api_event(connection, "kept", 2, turn_started()) == 5
+        # Deleting the newest events again: their seqs are never handed out again.
+        save_session(connection, example_session("later"))
+        assert insert_api_event(connection, "later", 3, turn_started()) == 6
+        delete_session(connection, "later")
+        assert load_latest_seq(connection) == 6
+        assert insert_api_event(connection, "kept", 4, turn_started()) == 7
+        assert latest_change(connection) > changes  # changes numbered on, by the rowid
+    assert _events(store_path) == [(1, "kept"), (3, "kept"), (5, "kept"), (7, "kept")]
+    fresh = tmp_path / "fresh.sqlite3"
+    open_writer(fresh).close()
+    assert schema_objects(store_path) == schema_objects(fresh)
+    connection = raw(store_path)
+    try:  # SQLite keeps no sequence for them any more
+        assert connection.execute("SELECT count(*) FROM sqlite_sequence").get == 0
+    finally:
+        connection.close()
+    assert metadata(store_path) == (
+        SCHEMA_VERSION,
+        [ACTIVITY_UNNUMBERED_REVISION, SEQUENCES_REVISION],
+        [(1, SEQUENCES_REVISION)],
+    )
+
+
+def test_a_revision_16_store_whose_change_counter_outruns_its_rows_is_refused_unchanged(
+    store_path: Path,
+) -> None:
+    with open_writer(store_path) as writer:
+        save_session(writer.connection, example_session("s"))
+    step_back_to_revision_16(store_path)
+    connection = raw(store_path)
+    try:
+        connection.execute("UPDATE sqlite_sequence SET seq = 99 WHERE name = 'store_changes'")
+    finally:
+        connection.close()
+    before = (metadata(store_path), schema_objects(store_path))
+    with pytest.raises(InvalidInput) as refused:
+        open_writer(store_path).close()
+    assert "change counter (99) stands above its newest change row" in str(refused.value)
+    assert (metadata(store_path), schema_objects(store_path)) == before
