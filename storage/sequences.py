@@ -16,7 +16,7 @@ kept as follows:
   of the two, as it was the sequence's.
 * **Change numbers need nothing.** ``store_changes`` rows are never deleted (a replica
   adopting a source's numbers replaces only rows its own transaction added), so
-  ``max(change_seq) + 1`` never reuses a number.
+  ``max(change_seq) + 1`` never reuses a number a committed transaction handed out.
 
 :func:`number_by_rowid` rebuilds both tables without ``AUTOINCREMENT`` (rows, seqs and
 the high-water mark kept), in the caller's transaction: the migration to revision 17
@@ -28,8 +28,6 @@ definitions. An older build would insert without a seq and read ``latest_seq`` f
 from __future__ import annotations
 
 import apsw
-
-from ..domain.errors import InvalidInput
 
 __all__ = [
     "LATEST_SEQ",
@@ -89,25 +87,16 @@ END;
 
 def number_by_rowid(connection: apsw.Connection) -> None:
     """Rebuild ``api_events`` and ``store_changes`` without ``AUTOINCREMENT``, inside the
-    caller's transaction (see the module doc). :class:`InvalidInput` (nothing changed,
-    once the caller rolls back) when the change counter stands above the newest change
-    row: the store would hand those numbers out again."""
-    counters = {
-        str(name): int(seq or 0)
-        for name, seq in connection.execute("SELECT name, seq FROM sqlite_sequence")
-    }
-    events_counter = counters.get("api_events", 0)
-    changes_counter = counters.get("store_changes", 0)
-    newest_change = int(
-        connection.execute("SELECT coalesce(max(change_seq), 0) FROM store_changes").get or 0
-    )
-    if changes_counter > newest_change:
-        raise InvalidInput(
-            f"the store's change counter ({changes_counter}) stands above its newest change "
-            f"row ({newest_change}); numbering changes by the rowid would give numbers "
-            "already published to new changes; the store was left unchanged",
-            path=connection.filename or None,
-        )
+    caller's transaction (see the module doc).
+
+    The feed's sequence becomes its high-water mark. The change counter is dropped even
+    where it stands above the newest change row (a store a 0.4 ``restore`` adopted: it
+    removed the numbers its own triggers took and kept the counter): every number a
+    committed transaction handed out is a row, since rows are never deleted, so a
+    number above the newest row was never committed, let alone published."""
+    events_counter = connection.execute(
+        "SELECT seq FROM sqlite_sequence WHERE name = 'api_events'"
+    ).get
     # The triggers that number changes insert into ``store_changes`` by name: with the
     # legacy rename their text is kept, so they name the rebuilt table.
     connection.pragma("legacy_alter_table", True)
@@ -119,4 +108,4 @@ def number_by_rowid(connection: apsw.Connection) -> None:
         connection.execute(_DDL)
     finally:
         connection.pragma("legacy_alter_table", False)
-    connection.execute(RAISE_HIGH_WATER, (events_counter,))
+    connection.execute(RAISE_HIGH_WATER, (int(events_counter or 0),))

@@ -1243,19 +1243,24 @@ def test_a_revision_16_store_keeps_its_seqs_and_never_hands_a_deleted_one_out_ag
     )
 
 
-def test_a_revision_16_store_whose_change_counter_outruns_its_rows_is_refused_unchanged(
+def test_a_store_a_0_4_restore_adopted_numbers_its_changes_on_from_its_newest_row(
     store_path: Path,
 ) -> None:
+    """A 0.4 ``restore`` removed the change numbers its own triggers took and left the
+    counter above the newest row; those numbers were never committed, so the store
+    migrates and numbers on from its newest row (as the source it mirrors does)."""
+    from relaystore.storage.changes import latest_change, load_changes
+
     with open_writer(store_path) as writer:
         save_session(writer.connection, example_session("s"))
+        newest = latest_change(writer.connection)
     step_back_to_revision_16(store_path)
     connection = raw(store_path)
     try:
         connection.execute("UPDATE sqlite_sequence SET seq = 99 WHERE name = 'store_changes'")
     finally:
         connection.close()
-    before = (metadata(store_path), schema_objects(store_path))
-    with pytest.raises(InvalidInput) as refused:
-        open_writer(store_path).close()
-    assert "change counter (99) stands above its newest change row" in str(refused.value)
-    assert (metadata(store_path), schema_objects(store_path)) == before
+    with open_writer(store_path) as writer:
+        assert latest_change(writer.connection) == newest
+        save_session(writer.connection, _record("s", title="renamed"))
+        assert [c.change_seq for c in load_changes(writer.connection, newest, 10)] == [newest + 1]
