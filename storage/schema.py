@@ -134,7 +134,7 @@ the ``schema_migrations`` ledger, whose maximum equals ``user_version``; and the
 row of ``schema_compatibility``, whose ``minimum_compatible_version`` (the *floor*) is
 the oldest build revision that may read and write the store (``1 <= floor <=
 revision``). A fresh store is created directly at the current revision with one ledger
-row and floor 2. Each migration step is one ``BEGIN IMMEDIATE`` transaction that changes the
+row and floor :data:`COMPATIBILITY_FLOOR`. Each migration step is one ``BEGIN IMMEDIATE`` transaction that changes the
 schema, raises the floor, adds its ledger row and sets ``user_version``; a failure
 rolls the step back and leaves the store exactly as it was.
 
